@@ -1,0 +1,262 @@
+//! Element types and reduction operators, with HCCL's numeric codes.
+
+use crate::error::{HcclError, Result};
+use half::{bf16, f16};
+
+/// An HCCL data type. The discriminants are HCCL's `HcclDataType` codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u32)]
+pub enum DataType {
+    /// `HCCL_DATA_TYPE_INT8`
+    Int8 = 0,
+    /// `HCCL_DATA_TYPE_INT16`
+    Int16 = 1,
+    /// `HCCL_DATA_TYPE_INT32`
+    Int32 = 2,
+    /// `HCCL_DATA_TYPE_FP16` (IEEE binary16)
+    Fp16 = 3,
+    /// `HCCL_DATA_TYPE_FP32`
+    Fp32 = 4,
+    /// `HCCL_DATA_TYPE_INT64`
+    Int64 = 5,
+    /// `HCCL_DATA_TYPE_UINT64`
+    Uint64 = 6,
+    /// `HCCL_DATA_TYPE_UINT8`
+    Uint8 = 7,
+    /// `HCCL_DATA_TYPE_UINT16`
+    Uint16 = 8,
+    /// `HCCL_DATA_TYPE_UINT32`
+    Uint32 = 9,
+    /// `HCCL_DATA_TYPE_FP64`
+    Fp64 = 10,
+    /// `HCCL_DATA_TYPE_BFP16` (bfloat16)
+    Bf16 = 11,
+}
+
+impl DataType {
+    /// Every supported data type, in code order.
+    pub const ALL: [DataType; 12] = [
+        DataType::Int8,
+        DataType::Int16,
+        DataType::Int32,
+        DataType::Fp16,
+        DataType::Fp32,
+        DataType::Int64,
+        DataType::Uint64,
+        DataType::Uint8,
+        DataType::Uint16,
+        DataType::Uint32,
+        DataType::Fp64,
+        DataType::Bf16,
+    ];
+
+    /// Size of one element in bytes.
+    pub const fn size(self) -> usize {
+        match self {
+            DataType::Int8 | DataType::Uint8 => 1,
+            DataType::Int16 | DataType::Uint16 | DataType::Fp16 | DataType::Bf16 => 2,
+            DataType::Int32 | DataType::Uint32 | DataType::Fp32 => 4,
+            DataType::Int64 | DataType::Uint64 | DataType::Fp64 => 8,
+        }
+    }
+
+    /// HCCL's numeric code for this type.
+    pub const fn code(self) -> u32 {
+        self as u32
+    }
+
+    /// The type with HCCL code `code`; unknown codes (including INT128 = 12,
+    /// which HCCL declares but no CPU kernel supports) are a parameter error.
+    pub fn from_code(code: u32) -> Result<DataType> {
+        DataType::ALL
+            .iter()
+            .copied()
+            .find(|d| d.code() == code)
+            .ok_or_else(|| {
+                HcclError::para(format!(
+                    "unknown data type code {code} (valid: 0..=11, see HcclDataType)"
+                ))
+            })
+    }
+
+    /// The short name hccl_test uses (`fp32`, `int8`, ...).
+    pub const fn name(self) -> &'static str {
+        match self {
+            DataType::Int8 => "int8",
+            DataType::Int16 => "int16",
+            DataType::Int32 => "int32",
+            DataType::Fp16 => "fp16",
+            DataType::Fp32 => "fp32",
+            DataType::Int64 => "int64",
+            DataType::Uint64 => "uint64",
+            DataType::Uint8 => "uint8",
+            DataType::Uint16 => "uint16",
+            DataType::Uint32 => "uint32",
+            DataType::Fp64 => "fp64",
+            DataType::Bf16 => "bf16",
+        }
+    }
+
+    /// Parses hccl_test's names (`fp32`, `bfp16`/`bf16`, `int8`, ...).
+    pub fn from_name(name: &str) -> Result<DataType> {
+        let lower = name.to_ascii_lowercase();
+        let canonical = match lower.as_str() {
+            "bfp16" | "bfloat16" => "bf16",
+            "float16" | "half" => "fp16",
+            "float32" | "float" => "fp32",
+            "float64" | "double" => "fp64",
+            other => other,
+        };
+        DataType::ALL
+            .iter()
+            .copied()
+            .find(|d| d.name() == canonical)
+            .ok_or_else(|| HcclError::para(format!("unknown data type name '{name}'")))
+    }
+
+    /// Whether this is a floating-point type.
+    pub const fn is_float(self) -> bool {
+        matches!(
+            self,
+            DataType::Fp16 | DataType::Fp32 | DataType::Fp64 | DataType::Bf16
+        )
+    }
+}
+
+impl std::fmt::Display for DataType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A reduction operator. The discriminants are HCCL's `HcclReduceOp` codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum ReduceOp {
+    /// `HCCL_REDUCE_SUM`
+    Sum = 0,
+    /// `HCCL_REDUCE_PROD`
+    Prod = 1,
+    /// `HCCL_REDUCE_MAX`
+    Max = 2,
+    /// `HCCL_REDUCE_MIN`
+    Min = 3,
+}
+
+impl ReduceOp {
+    /// Every operator, in code order.
+    pub const ALL: [ReduceOp; 4] = [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min];
+
+    /// HCCL's numeric code.
+    pub const fn code(self) -> u32 {
+        self as u32
+    }
+
+    /// The operator with HCCL code `code`, or a parameter error.
+    pub fn from_code(code: u32) -> Result<ReduceOp> {
+        ReduceOp::ALL
+            .iter()
+            .copied()
+            .find(|o| o.code() == code)
+            .ok_or_else(|| {
+                HcclError::para(format!(
+                    "unknown reduce op code {code} (valid: 0=sum, 1=prod, 2=max, 3=min)"
+                ))
+            })
+    }
+
+    /// hccl_test's name (`sum`, `prod`, `max`, `min`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Prod => "prod",
+            ReduceOp::Max => "max",
+            ReduceOp::Min => "min",
+        }
+    }
+
+    /// Parses hccl_test's names.
+    pub fn from_name(name: &str) -> Result<ReduceOp> {
+        ReduceOp::ALL
+            .iter()
+            .copied()
+            .find(|o| o.name().eq_ignore_ascii_case(name))
+            .ok_or_else(|| HcclError::para(format!("unknown reduce op name '{name}'")))
+    }
+}
+
+impl std::fmt::Display for ReduceOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A Rust element type that maps onto an HCCL [`DataType`].
+///
+/// Sealed: the set of element types is HCCL's, not open-ended.
+pub trait Element: Copy + Send + Sync + PartialEq + std::fmt::Debug + 'static + sealed::Sealed {
+    /// The HCCL data type of `Self`.
+    const DTYPE: DataType;
+}
+
+macro_rules! element {
+    ($($t:ty => $d:ident),* $(,)?) => {$(
+        impl sealed::Sealed for $t {}
+        impl Element for $t { const DTYPE: DataType = DataType::$d; }
+    )*};
+}
+
+element!(i8 => Int8, i16 => Int16, i32 => Int32, i64 => Int64,
+         u8 => Uint8, u16 => Uint16, u32 => Uint32, u64 => Uint64,
+         f16 => Fp16, bf16 => Bf16, f32 => Fp32, f64 => Fp64);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_match_hccl() {
+        let expected = [
+            (DataType::Int8, 0),
+            (DataType::Int16, 1),
+            (DataType::Int32, 2),
+            (DataType::Fp16, 3),
+            (DataType::Fp32, 4),
+            (DataType::Int64, 5),
+            (DataType::Uint64, 6),
+            (DataType::Uint8, 7),
+            (DataType::Uint16, 8),
+            (DataType::Uint32, 9),
+            (DataType::Fp64, 10),
+            (DataType::Bf16, 11),
+        ];
+        for (d, c) in expected {
+            assert_eq!(d.code(), c);
+            assert_eq!(DataType::from_code(c).unwrap(), d);
+            assert_eq!(DataType::from_name(d.name()).unwrap(), d);
+        }
+        assert_eq!(ReduceOp::from_code(2).unwrap(), ReduceOp::Max);
+    }
+
+    #[test]
+    fn unknown_codes_are_parameter_errors() {
+        let e = DataType::from_code(12).unwrap_err();
+        assert_eq!(e.code(), crate::HcclResult::EPara);
+        assert!(e.to_string().contains("unknown data type code 12"), "{e}");
+        let e = ReduceOp::from_code(4).unwrap_err();
+        assert_eq!(e.code(), crate::HcclResult::EPara);
+        assert!(e.to_string().contains("unknown reduce op code 4"), "{e}");
+        assert!(DataType::from_name("fp8").is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(DataType::Bf16.size(), 2);
+        assert_eq!(DataType::Fp64.size(), 8);
+        assert_eq!(<half::f16 as Element>::DTYPE, DataType::Fp16);
+    }
+}

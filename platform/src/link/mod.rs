@@ -1,0 +1,258 @@
+//! Links: HCCL's transport verbs between two ranks.
+//!
+//! A [`Link`] is one rank's end of a connection to one peer. Algorithm
+//! templates never call a transport directly: they enqueue verbs on a stream
+//! through a [`LinkHandle`] (`tx_ack`, `rx_ack`, `tx_async`, ...), and the
+//! stream's driver polls [`Link::poll`] until each verb completes. Every
+//! transport (in-process, shared memory, TCP) implements the same verbs, so a
+//! template written once runs on all of them.
+//!
+//! Verb semantics (write-based, as HCCL's device transports):
+//! - `tx_ack` tells the peer "you may write into my buffers now";
+//!   `rx_ack` waits for the peer's ack. One `tx_ack` satisfies one `rx_ack`.
+//! - `tx_async(dst_kind, dst_offset, src)` transfers `src` into the peer's
+//!   buffer `dst_kind` at `dst_offset`, then signals completion; each
+//!   `tx_async` satisfies one `rx_wait_done` on the peer.
+//! - `rx_async` is the receiver's half of a transfer; on write-based
+//!   transports it only records intent and completes at once.
+//! - `tx_wait_done` waits until this side's transfers have left its buffers.
+//! - `tx_data_signal` / `rx_data_signal` are a second, independent signal
+//!   pair (HCCL uses them for barriers).
+//! - `tx_with_reduce` transfers and reduces into the peer's buffer
+//!   (`dst = dst op src`), satisfying one `rx_wait_done`.
+
+mod in_process;
+
+pub use in_process::{InProcEndpoint, InProcLink};
+
+use crate::dtype::{DataType, ReduceOp};
+use crate::error::{HcclError, Result};
+use crate::mem::{DeviceMem, MemKind, PinnedMem};
+use crate::stream::{Stream, TaskKind};
+use std::fmt;
+use std::sync::Arc;
+use std::task::Poll;
+
+/// One verb to perform on a link, as queued on a stream.
+#[derive(Debug)]
+pub enum LinkOp {
+    /// Tell the peer it may write into this rank's buffers.
+    TxAck,
+    /// Wait for the peer's ack.
+    RxAck,
+    /// Raise the secondary signal at the peer.
+    TxDataSignal,
+    /// Wait for the peer's secondary signal.
+    RxDataSignal,
+    /// Transfer `src` into the peer's `dst_kind` buffer at `dst_offset`.
+    TxAsync {
+        /// Which of the peer's buffers.
+        dst_kind: MemKind,
+        /// Byte offset in that buffer.
+        dst_offset: usize,
+        /// Local source bytes.
+        src: PinnedMem,
+    },
+    /// The receiving half of a transfer into `dst` (from the peer's
+    /// `src_kind` buffer at `src_offset` on read-based transports).
+    RxAsync {
+        /// Which of the peer's buffers holds the data.
+        src_kind: MemKind,
+        /// Byte offset in that buffer.
+        src_offset: usize,
+        /// Local destination bytes.
+        dst: PinnedMem,
+    },
+    /// Transfer `src` and reduce it into the peer's buffer.
+    TxWithReduce {
+        /// Which of the peer's buffers.
+        dst_kind: MemKind,
+        /// Byte offset in that buffer.
+        dst_offset: usize,
+        /// Local source bytes.
+        src: PinnedMem,
+        /// Element type.
+        dtype: DataType,
+        /// Reduction.
+        op: ReduceOp,
+    },
+    /// Wait until this side's transfers have completed.
+    TxWaitDone,
+    /// Wait until the peer's next transfer into this rank has completed.
+    RxWaitDone,
+}
+
+impl LinkOp {
+    /// HCCL's name of the verb.
+    pub fn verb(&self) -> &'static str {
+        match self {
+            LinkOp::TxAck => "TxAck",
+            LinkOp::RxAck => "RxAck",
+            LinkOp::TxDataSignal => "TxDataSignal",
+            LinkOp::RxDataSignal => "RxDataSignal",
+            LinkOp::TxAsync { .. } => "TxAsync",
+            LinkOp::RxAsync { .. } => "RxAsync",
+            LinkOp::TxWithReduce { .. } => "TxWithReduce",
+            LinkOp::TxWaitDone => "TxWaitDone",
+            LinkOp::RxWaitDone => "RxWaitDone",
+        }
+    }
+
+    /// Bytes this verb moves (0 for signals).
+    pub fn bytes(&self) -> usize {
+        match self {
+            LinkOp::TxAsync { src, .. } | LinkOp::TxWithReduce { src, .. } => src.mem().len(),
+            _ => 0,
+        }
+    }
+}
+
+/// Per-task progress a link keeps between polls of one verb (e.g. which
+/// signal number the verb waits for, assigned at its first poll).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct LinkOpState {
+    /// Sequence number assigned at the first poll.
+    pub seq: Option<u64>,
+    /// Transport-defined progress (bytes moved so far, ...).
+    pub progress: u64,
+}
+
+/// One rank's end of a connection to one peer.
+pub trait Link: Send + Sync + fmt::Debug {
+    /// This rank.
+    fn local_rank(&self) -> u32;
+    /// The peer.
+    fn remote_rank(&self) -> u32;
+    /// Transport name for messages (`"in-process"`, `"shm"`, `"tcp"`).
+    fn transport(&self) -> &'static str;
+    /// Length of the peer's buffer `kind`, if the link can address it.
+    fn remote_mem_len(&self, kind: MemKind) -> Option<usize>;
+    /// Advances `op`. Returns `Ready` when it has completed; `Pending` when it
+    /// waits for the peer (the transport wakes the polling device when that
+    /// may have changed).
+    fn poll(&self, op: &LinkOp, state: &mut LinkOpState) -> Poll<Result<()>>;
+    /// Tells the peer this side has failed, so its waits end with an error
+    /// instead of a timeout.
+    fn abort(&self, reason: &str);
+}
+
+/// A shared link handle with the verbs as enqueue methods.
+#[derive(Clone, Debug)]
+pub struct LinkHandle(Arc<dyn Link>);
+
+impl LinkHandle {
+    /// Wraps a link.
+    pub fn new(link: Arc<dyn Link>) -> Self {
+        LinkHandle(link)
+    }
+
+    /// The underlying link.
+    pub fn link(&self) -> &Arc<dyn Link> {
+        &self.0
+    }
+
+    /// The peer rank.
+    pub fn remote_rank(&self) -> u32 {
+        self.0.remote_rank()
+    }
+
+    /// This rank.
+    pub fn local_rank(&self) -> u32 {
+        self.0.local_rank()
+    }
+
+    fn push(&self, stream: &Stream, op: LinkOp) -> Result<()> {
+        stream.enqueue(TaskKind::Link {
+            link: self.0.clone(),
+            op,
+            state: LinkOpState::default(),
+        })
+    }
+
+    fn check_remote(&self, kind: MemKind, offset: usize, len: usize) -> Result<()> {
+        let cap = self.0.remote_mem_len(kind).ok_or_else(|| {
+            HcclError::internal(format!(
+                "{} link to rank {} cannot address the peer's {kind} buffer",
+                self.0.transport(),
+                self.0.remote_rank()
+            ))
+        })?;
+        if offset.checked_add(len).is_none_or(|end| end > cap) {
+            return Err(HcclError::internal(format!(
+                "transfer of {len} bytes at offset {offset} overruns the peer's {kind} buffer of {cap} bytes"
+            ))
+            .peer(self.0.remote_rank()));
+        }
+        Ok(())
+    }
+
+    /// Enqueues `TxAck`.
+    pub fn tx_ack(&self, stream: &Stream) -> Result<()> {
+        self.push(stream, LinkOp::TxAck)
+    }
+    /// Enqueues `RxAck`.
+    pub fn rx_ack(&self, stream: &Stream) -> Result<()> {
+        self.push(stream, LinkOp::RxAck)
+    }
+    /// Enqueues `TxDataSignal`.
+    pub fn tx_data_signal(&self, stream: &Stream) -> Result<()> {
+        self.push(stream, LinkOp::TxDataSignal)
+    }
+    /// Enqueues `RxDataSignal`.
+    pub fn rx_data_signal(&self, stream: &Stream) -> Result<()> {
+        self.push(stream, LinkOp::RxDataSignal)
+    }
+    /// Enqueues `TxAsync`: `src` to the peer's `dst_kind` at `dst_offset`.
+    pub fn tx_async(&self, dst_kind: MemKind, dst_offset: usize, src: &DeviceMem, stream: &Stream) -> Result<()> {
+        self.check_remote(dst_kind, dst_offset, src.len())?;
+        self.push(
+            stream,
+            LinkOp::TxAsync {
+                dst_kind,
+                dst_offset,
+                src: src.pin(),
+            },
+        )
+    }
+    /// Enqueues `RxAsync`: the receiving half of a transfer into `dst`.
+    pub fn rx_async(&self, src_kind: MemKind, src_offset: usize, dst: &DeviceMem, stream: &Stream) -> Result<()> {
+        self.push(
+            stream,
+            LinkOp::RxAsync {
+                src_kind,
+                src_offset,
+                dst: dst.pin(),
+            },
+        )
+    }
+    /// Enqueues `TxWithReduce`: the peer's `dst_kind[dst_offset..] op= src`.
+    pub fn tx_with_reduce(
+        &self,
+        dst_kind: MemKind,
+        dst_offset: usize,
+        src: &DeviceMem,
+        dtype: DataType,
+        op: ReduceOp,
+        stream: &Stream,
+    ) -> Result<()> {
+        self.check_remote(dst_kind, dst_offset, src.len())?;
+        self.push(
+            stream,
+            LinkOp::TxWithReduce {
+                dst_kind,
+                dst_offset,
+                src: src.pin(),
+                dtype,
+                op,
+            },
+        )
+    }
+    /// Enqueues `TxWaitDone`.
+    pub fn tx_wait_done(&self, stream: &Stream) -> Result<()> {
+        self.push(stream, LinkOp::TxWaitDone)
+    }
+    /// Enqueues `RxWaitDone`.
+    pub fn rx_wait_done(&self, stream: &Stream) -> Result<()> {
+        self.push(stream, LinkOp::RxWaitDone)
+    }
+}

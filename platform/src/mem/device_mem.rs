@@ -1,0 +1,430 @@
+//! [`DeviceMem`]: a handle to a byte range of a region; [`DeviceBuffer`]: its typed form.
+
+use crate::dtype::{DataType, Element, ReduceOp};
+use crate::error::{HcclError, Result};
+use crate::mem::region::{Region, RegionKind};
+use crate::mem::shm::ShmSegment;
+use std::marker::PhantomData;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+/// A byte range of a memory region: what tasks read and write.
+///
+/// Cloning is cheap (a reference count). The bytes are reached by tasks on
+/// streams; the host reads and writes them with the `copy_*` methods, which
+/// refuse while a task that references the region is still queued or running.
+#[derive(Clone)]
+pub struct DeviceMem {
+    region: Arc<Region>,
+    offset: usize,
+    len: usize,
+}
+
+impl std::fmt::Debug for DeviceMem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceMem")
+            .field("region", &self.region)
+            .field("offset", &self.offset)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl DeviceMem {
+    /// `len` zeroed bytes of private host memory.
+    pub fn alloc(len: usize) -> Result<DeviceMem> {
+        Ok(Self::whole(Region::host(len)?))
+    }
+
+    /// A zero-length handle: HCCL's null pointer. Ops given it with a non-zero
+    /// count fail with `HCCL_E_PTR`.
+    pub fn null() -> DeviceMem {
+        Self::whole(Region::empty())
+    }
+
+    /// `len` zeroed bytes in a new shared-memory segment called `name`
+    /// (e.g. from [`shm_segment_name`](crate::mem::shm_segment_name)), which
+    /// other processes can map with [`DeviceMem::open_shared`]. The segment
+    /// is unlinked when this region is dropped.
+    pub fn create_shared(name: &str, len: usize) -> Result<DeviceMem> {
+        Ok(Self::whole(Region::shared(ShmSegment::create(name, len)?)))
+    }
+
+    /// Maps an existing shared segment created by another process (or this one).
+    pub fn open_shared(name: &str) -> Result<DeviceMem> {
+        Ok(Self::whole(Region::shared(ShmSegment::open(name)?)))
+    }
+
+    /// Wraps memory owned by the caller (used by the C ABI).
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reads and writes of `len` bytes, and not be
+    /// accessed by anyone else in ways that race with enqueued tasks, until
+    /// every handle derived from the result is dropped and every task that
+    /// uses it has completed.
+    pub unsafe fn from_raw(ptr: NonNull<u8>, len: usize) -> DeviceMem {
+        // SAFETY: forwarded to the caller's contract above.
+        Self::whole(unsafe { Region::external(ptr, len) })
+    }
+
+    fn whole(region: Region) -> DeviceMem {
+        let len = region.len();
+        DeviceMem {
+            region: Arc::new(region),
+            offset: 0,
+            len,
+        }
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the handle covers zero bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether this is the zero-length null handle of an empty region.
+    pub fn is_null(&self) -> bool {
+        self.region.len() == 0
+    }
+
+    /// Offset of this handle inside its region.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// What backs the region.
+    pub fn region_kind(&self) -> &RegionKind {
+        self.region.kind()
+    }
+
+    /// A sub-range `[offset, offset + len)` of this handle.
+    pub fn range(&self, offset: usize, len: usize) -> Result<DeviceMem> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(DeviceMem {
+                region: self.region.clone(),
+                offset: self.offset + offset,
+                len,
+            }),
+            _ => Err(HcclError::para(format!(
+                "range [{offset}, +{len}) is outside a buffer of {} bytes",
+                self.len
+            ))),
+        }
+    }
+
+    /// Whether both handles lie in the same region and their ranges overlap.
+    pub fn overlaps(&self, other: &DeviceMem) -> bool {
+        Arc::ptr_eq(&self.region, &other.region)
+            && self.offset < other.offset + other.len
+            && other.offset < self.offset + self.len
+    }
+
+    /// Whether both handles are in the same region.
+    pub fn same_region(&self, other: &DeviceMem) -> bool {
+        Arc::ptr_eq(&self.region, &other.region)
+    }
+
+    /// Whether both handles cover exactly the same bytes.
+    pub fn same_range(&self, other: &DeviceMem) -> bool {
+        self.same_region(other) && self.offset == other.offset && self.len == other.len
+    }
+
+    fn check_idle(&self, what: &str) -> Result<()> {
+        let n = self.region.in_flight();
+        if n != 0 {
+            return Err(HcclError::unavail(format!(
+                "cannot {what}: {n} enqueued task(s) still use this buffer; synchronize the stream first"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Copies host bytes into the start of this buffer.
+    pub fn copy_from_host_bytes(&self, src: &[u8]) -> Result<()> {
+        self.check_idle("write the buffer from the host")?;
+        if src.len() > self.len {
+            return Err(HcclError::para(format!(
+                "host data of {} bytes does not fit a buffer of {} bytes",
+                src.len(),
+                self.len
+            )));
+        }
+        // SAFETY: the range lies inside the region (checked above and by
+        // construction of the handle), no task uses the region (check_idle),
+        // and `src` is a distinct host slice so the ranges cannot overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr(), src.len());
+        }
+        Ok(())
+    }
+
+    /// Copies the start of this buffer into host bytes.
+    pub fn copy_to_host_bytes(&self, dst: &mut [u8]) -> Result<()> {
+        self.check_idle("read the buffer from the host")?;
+        if dst.len() > self.len {
+            return Err(HcclError::para(format!(
+                "cannot read {} bytes from a buffer of {} bytes",
+                dst.len(),
+                self.len
+            )));
+        }
+        // SAFETY: as in copy_from_host_bytes, with the direction reversed.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.ptr(), dst.as_mut_ptr(), dst.len());
+        }
+        Ok(())
+    }
+
+    /// Copies typed host data into the start of this buffer.
+    pub fn copy_from_host<T: Element>(&self, src: &[T]) -> Result<()> {
+        self.copy_from_host_bytes(as_bytes(src))
+    }
+
+    /// Copies the start of this buffer into typed host data.
+    pub fn copy_to_host<T: Element>(&self, dst: &mut [T]) -> Result<()> {
+        self.copy_to_host_bytes(as_bytes_mut(dst))
+    }
+
+    /// The first `count` elements of this buffer as a vector.
+    pub fn to_vec<T: Element + Default>(&self, count: usize) -> Result<Vec<T>> {
+        let mut v = vec![T::default(); count];
+        self.copy_to_host(&mut v)?;
+        Ok(v)
+    }
+
+    /// Sets every byte to `byte`.
+    pub fn fill_bytes(&self, byte: u8) -> Result<()> {
+        self.check_idle("fill the buffer")?;
+        // SAFETY: range inside the region; no task uses it (check_idle).
+        unsafe { std::ptr::write_bytes(self.ptr(), byte, self.len) };
+        Ok(())
+    }
+
+    pub(crate) fn ptr(&self) -> *mut u8 {
+        // SAFETY: offset <= region length, so the result stays inside (or one
+        // past the end of) the allocation.
+        unsafe { self.region.base().add(self.offset) }
+    }
+
+    /// Marks the region busy for the lifetime of the returned pin.
+    pub fn pin(&self) -> PinnedMem {
+        self.region.pin();
+        PinnedMem(self.clone())
+    }
+}
+
+/// A [`DeviceMem`] that a queued task holds: while any pin of a region is
+/// alive, host access to the region is refused.
+#[derive(Debug)]
+pub struct PinnedMem(DeviceMem);
+
+impl PinnedMem {
+    /// The pinned range.
+    pub fn mem(&self) -> &DeviceMem {
+        &self.0
+    }
+}
+
+impl Drop for PinnedMem {
+    fn drop(&mut self) {
+        self.0.region.unpin();
+    }
+}
+
+impl Clone for PinnedMem {
+    fn clone(&self) -> Self {
+        self.0.pin()
+    }
+}
+
+fn as_bytes<T: Element>(s: &[T]) -> &[u8] {
+    // SAFETY: every Element is a plain numeric type without padding or
+    // invalid bit patterns, so viewing it as bytes is sound; the length is
+    // the slice's size in bytes.
+    unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<u8>(), std::mem::size_of_val(s)) }
+}
+
+fn as_bytes_mut<T: Element>(s: &mut [T]) -> &mut [u8] {
+    // SAFETY: as in `as_bytes`; additionally every byte pattern is a valid
+    // Element value, so writes through the byte view cannot create invalid values.
+    unsafe {
+        std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(s))
+    }
+}
+
+/// `dst <- src` (lengths must match; overlapping ranges are handled as memmove).
+pub(crate) fn copy_mem(dst: &DeviceMem, src: &DeviceMem) -> Result<()> {
+    if dst.len != src.len {
+        return Err(HcclError::internal(format!(
+            "memcpy length mismatch: dst {} bytes, src {} bytes",
+            dst.len, src.len
+        )));
+    }
+    if dst.len == 0 || dst.same_range(src) {
+        return Ok(());
+    }
+    // SAFETY: both ranges lie inside live regions (the handles keep them
+    // alive); `copy` tolerates overlap; concurrent writers to these bytes are
+    // excluded by the algorithms' ack protocol.
+    unsafe { std::ptr::copy(src.ptr(), dst.ptr(), dst.len) };
+    Ok(())
+}
+
+/// `dst <- dst op src`, elementwise as `dtype`.
+pub(crate) fn reduce_mem(dst: &DeviceMem, src: &DeviceMem, dtype: DataType, op: ReduceOp) -> Result<()> {
+    if dst.len != src.len {
+        return Err(HcclError::internal(format!(
+            "reduce length mismatch: dst {} bytes, src {} bytes",
+            dst.len, src.len
+        )));
+    }
+    if dst.len == 0 {
+        return Ok(());
+    }
+    if dst.overlaps(src) {
+        return Err(HcclError::internal(
+            "reduce source and destination overlap".to_string(),
+        ));
+    }
+    // SAFETY: both ranges lie inside live regions and do not overlap
+    // (checked), so a shared and an exclusive slice over them may coexist;
+    // other threads do not touch these bytes while the task runs (ack protocol).
+    let (d, s) = unsafe {
+        (
+            std::slice::from_raw_parts_mut(dst.ptr(), dst.len),
+            std::slice::from_raw_parts(src.ptr(), src.len),
+        )
+    };
+    crate::reduce::reduce_in_place(dtype, op, d, s)
+}
+
+/// A typed device buffer of `len()` elements of `T`.
+#[derive(Clone, Debug)]
+pub struct DeviceBuffer<T: Element> {
+    mem: DeviceMem,
+    count: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T: Element> DeviceBuffer<T> {
+    /// `count` zeroed elements of host memory.
+    pub fn alloc(count: usize) -> Result<Self> {
+        let bytes = count
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or_else(|| HcclError::para(format!("buffer of {count} elements overflows usize")))?;
+        Ok(DeviceBuffer {
+            mem: DeviceMem::alloc(bytes)?,
+            count,
+            _t: PhantomData,
+        })
+    }
+
+    /// A buffer holding a copy of `data`.
+    pub fn from_slice(data: &[T]) -> Result<Self> {
+        let b = Self::alloc(data.len())?;
+        b.mem.copy_from_host(data)?;
+        Ok(b)
+    }
+
+    /// Views untyped memory as `T`s (whole elements only).
+    pub fn from_mem(mem: DeviceMem) -> Self {
+        let count = mem.len() / std::mem::size_of::<T>();
+        DeviceBuffer {
+            mem,
+            count,
+            _t: PhantomData,
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether it holds no element.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The untyped handle.
+    pub fn mem(&self) -> &DeviceMem {
+        &self.mem
+    }
+
+    /// Copies the contents to a vector (refused while tasks use the buffer).
+    pub fn to_vec(&self) -> Result<Vec<T>>
+    where
+        T: Default,
+    {
+        self.mem.to_vec(self.count)
+    }
+
+    /// Overwrites the first `data.len()` elements.
+    pub fn copy_from_slice(&self, data: &[T]) -> Result<()> {
+        if data.len() > self.count {
+            return Err(HcclError::para(format!(
+                "{} elements do not fit a buffer of {}",
+                data.len(),
+                self.count
+            )));
+        }
+        self.mem.copy_from_host(data)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_roundtrip_and_ranges() {
+        let m = DeviceMem::alloc(64).unwrap();
+        m.copy_from_host(&[1u32, 2, 3, 4]).unwrap();
+        let r = m.range(4, 8).unwrap();
+        assert_eq!(r.to_vec::<u32>(2).unwrap(), vec![2, 3]);
+        assert!(m.range(60, 8).is_err());
+        assert!(m.range(usize::MAX, 2).is_err());
+        assert!(r.overlaps(&m));
+        assert!(!r.overlaps(&m.range(12, 4).unwrap()));
+    }
+
+    #[test]
+    fn pinned_region_refuses_host_access() {
+        let m = DeviceMem::alloc(16).unwrap();
+        let pin = m.pin();
+        let e = m.copy_from_host(&[1u8]).unwrap_err();
+        assert_eq!(e.code(), crate::HcclResult::EUnavail);
+        assert!(e.to_string().contains("synchronize the stream first"), "{e}");
+        drop(pin);
+        m.copy_from_host(&[1u8]).unwrap();
+    }
+
+    #[test]
+    fn shared_segment_is_visible_through_a_second_mapping_and_unlinked_on_drop() {
+        let name = crate::mem::shm_segment_name("test");
+        let a = DeviceMem::create_shared(&name, 4096).unwrap();
+        let b = DeviceMem::open_shared(&name).unwrap();
+        a.copy_from_host(&[7u64, 9]).unwrap();
+        assert_eq!(b.to_vec::<u64>(2).unwrap(), vec![7, 9]);
+        let path = format!("/dev/shm{name}");
+        assert!(std::path::Path::new(&path).exists());
+        drop(a);
+        assert!(!std::path::Path::new(&path).exists(), "segment must be unlinked by its creator");
+        // the second mapping stays valid after unlink
+        assert_eq!(b.to_vec::<u64>(1).unwrap(), vec![7]);
+        let e = DeviceMem::open_shared(&name).unwrap_err();
+        assert_eq!(e.code(), crate::HcclResult::ENotFound);
+    }
+
+    #[test]
+    fn typed_buffer() {
+        let b = DeviceBuffer::from_slice(&[1.5f32, 2.5]).unwrap();
+        assert_eq!(b.len(), 2);
+        assert_eq!(b.to_vec().unwrap(), vec![1.5, 2.5]);
+        assert!(b.copy_from_slice(&[0.0; 3]).is_err());
+    }
+}

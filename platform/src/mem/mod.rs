@@ -1,0 +1,17 @@
+//! Memory: regions (host, shared, external) and the handles that address them.
+//!
+//! Above the platform, memory is a [`DeviceMem`]: a region, an offset and a
+//! length. Peers address each other's memory by [`MemKind`] + offset (HCCL's
+//! `TxAsync(dstMemType, dstOffset, ...)`), never by pointer.
+
+mod device_mem;
+mod kind;
+mod region;
+mod shm;
+
+pub use device_mem::{DeviceBuffer, DeviceMem, PinnedMem};
+pub use kind::MemKind;
+pub use region::RegionKind;
+pub use shm::{shm_segment_name, SHM_PREFIX};
+
+pub(crate) use device_mem::{copy_mem, reduce_mem};

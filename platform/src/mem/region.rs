@@ -1,0 +1,136 @@
+//! A region: one contiguous allocation that tasks read and write.
+
+use crate::error::{HcclError, Result};
+use crate::mem::shm::ShmSegment;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Where a region's bytes live.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RegionKind {
+    /// Private anonymous memory of this process.
+    Host,
+    /// A POSIX shared-memory segment that other processes can map by name.
+    Shared {
+        /// The segment's name (`/hccl-rs-...`).
+        name: String,
+    },
+    /// Memory owned by someone else (e.g. a C caller), borrowed for its lifetime.
+    External,
+}
+
+enum Backing {
+    Empty,
+    Anon(#[allow(dead_code)] memmap2::MmapMut),
+    Shared(#[allow(dead_code)] ShmSegment),
+    External,
+}
+
+/// One allocation. Tasks access it through raw pointers; the host accesses
+/// it only through [`DeviceMem`](crate::DeviceMem)'s checked copy methods.
+pub(crate) struct Region {
+    ptr: NonNull<u8>,
+    len: usize,
+    kind: RegionKind,
+    /// Tasks enqueued but not finished that reference this region; host
+    /// access is refused while it is non-zero.
+    in_flight: AtomicUsize,
+    _backing: Backing,
+}
+
+// SAFETY: a Region is a plain byte allocation; it owns its mapping (or, for
+// External, the creator promised the memory outlives it). Concurrent access
+// goes through raw pointers from tasks whose algorithms guarantee disjoint
+// writes (a peer writes only where the owner acknowledged the range free),
+// and host access is refused while tasks are in flight.
+unsafe impl Send for Region {}
+// SAFETY: see `Send`; shared references only expose the pointer and counters.
+unsafe impl Sync for Region {}
+
+impl std::fmt::Debug for Region {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Region")
+            .field("len", &self.len)
+            .field("kind", &self.kind)
+            .finish()
+    }
+}
+
+impl Region {
+    pub(crate) fn host(len: usize) -> Result<Region> {
+        if len == 0 {
+            return Ok(Region::empty());
+        }
+        let mut map = memmap2::MmapMut::map_anon(len)
+            .map_err(|e| HcclError::memory(format!("allocating {len} bytes of host memory: {e}")))?;
+        let ptr = NonNull::new(map.as_mut_ptr()).expect("mmap returned null");
+        Ok(Region {
+            ptr,
+            len,
+            kind: RegionKind::Host,
+            in_flight: AtomicUsize::new(0),
+            _backing: Backing::Anon(map),
+        })
+    }
+
+    pub(crate) fn empty() -> Region {
+        Region {
+            ptr: NonNull::dangling(),
+            len: 0,
+            kind: RegionKind::Host,
+            in_flight: AtomicUsize::new(0),
+            _backing: Backing::Empty,
+        }
+    }
+
+    pub(crate) fn shared(mut seg: ShmSegment) -> Region {
+        let len = seg.len();
+        let ptr = NonNull::new(seg.as_mut_ptr()).unwrap_or(NonNull::dangling());
+        Region {
+            ptr,
+            len,
+            kind: RegionKind::Shared {
+                name: seg.name().to_owned(),
+            },
+            in_flight: AtomicUsize::new(0),
+            _backing: Backing::Shared(seg),
+        }
+    }
+
+    /// # Safety
+    /// `ptr` must be valid for reads and writes of `len` bytes for the whole
+    /// life of the region and of every handle and task derived from it.
+    pub(crate) unsafe fn external(ptr: NonNull<u8>, len: usize) -> Region {
+        Region {
+            ptr,
+            len,
+            kind: RegionKind::External,
+            in_flight: AtomicUsize::new(0),
+            _backing: Backing::External,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn kind(&self) -> &RegionKind {
+        &self.kind
+    }
+
+    pub(crate) fn base(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    pub(crate) fn pin(&self) {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub(crate) fn unpin(&self) {
+        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    pub(crate) fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Acquire)
+    }
+}

@@ -1,0 +1,244 @@
+//! The device: a rank's set of streams and the driver that runs them.
+//!
+//! Streams do not own threads. A device's streams are driven cooperatively
+//! by one driver at a time: in [`ExecMode::Inline`] (the default) that is the
+//! thread calling `synchronize`; in [`ExecMode::Worker`] it is one parked
+//! worker thread per device. The driver polls the head task of every stream;
+//! a task that waits for a peer stays at its head. When nothing can progress
+//! the driver spins briefly, yields, then parks on the device's event count,
+//! which links and notifies bump when something the device may wait for
+//! changes.
+
+use super::task::Task;
+use super::StreamInner;
+use crate::error::HcclError;
+use crate::sync::EventCount;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+/// Who runs a device's queued tasks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExecMode {
+    /// The thread that synchronizes runs the tasks (no extra thread; lowest latency).
+    Inline,
+    /// A parked worker thread per device runs tasks as soon as they are enqueued.
+    Worker,
+}
+
+impl ExecMode {
+    /// Reads `HCCL_RS_EXEC_MODE` (`inline` or `worker`); default inline.
+    pub fn from_env() -> crate::Result<ExecMode> {
+        match std::env::var("HCCL_RS_EXEC_MODE") {
+            Err(_) => Ok(ExecMode::Inline),
+            Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
+                "" | "inline" => Ok(ExecMode::Inline),
+                "worker" => Ok(ExecMode::Worker),
+                _ => Err(HcclError::para(format!(
+                    "environment variable HCCL_RS_EXEC_MODE='{v}' is invalid: expected 'inline' or 'worker'"
+                ))),
+            },
+        }
+    }
+}
+
+/// How a device runs and bounds its waits.
+#[derive(Clone, Debug)]
+pub struct DeviceConfig {
+    /// Longest a task may wait for a peer before failing; `None` = forever
+    /// (HCCL_EXEC_TIMEOUT=0).
+    pub exec_timeout: Option<Duration>,
+    /// How long an idle driver spins before yielding and parking.
+    pub spin: Duration,
+    /// Who drives the streams.
+    pub mode: ExecMode,
+}
+
+impl Default for DeviceConfig {
+    fn default() -> Self {
+        DeviceConfig {
+            exec_timeout: Some(Duration::from_secs(1836)),
+            spin: Duration::from_micros(20),
+            mode: ExecMode::Inline,
+        }
+    }
+}
+
+pub(crate) struct DeviceInner {
+    pub(crate) id: u32,
+    pub(crate) uid: u64,
+    pub(crate) config: DeviceConfig,
+    streams: Mutex<Vec<Weak<StreamInner>>>,
+    /// Bumped by anything that may unblock a task of this device.
+    pub(crate) events: Arc<EventCount>,
+    /// Bumped when tasks complete, for synchronizers that are not driving.
+    pub(crate) done: EventCount,
+    /// Held by whoever is driving.
+    pub(crate) driver: Mutex<Vec<Arc<StreamInner>>>,
+}
+
+/// A rank's execution context: its streams and their driver. Cheap to clone.
+#[derive(Clone)]
+pub struct Device(pub(crate) Arc<DeviceInner>);
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Device")
+            .field("id", &self.0.id)
+            .field("uid", &self.0.uid)
+            .field("mode", &self.0.config.mode)
+            .finish()
+    }
+}
+
+static NEXT_UID: AtomicU64 = AtomicU64::new(1);
+
+impl Device {
+    /// A device with logical id `id` (HCCL's device / rank index).
+    pub fn new(id: u32, config: DeviceConfig) -> Device {
+        let mode = config.mode;
+        let dev = Device(Arc::new(DeviceInner {
+            id,
+            uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
+            config,
+            streams: Mutex::new(Vec::new()),
+            events: Arc::new(EventCount::new()),
+            done: EventCount::new(),
+            driver: Mutex::new(Vec::new()),
+        }));
+        if mode == ExecMode::Worker {
+            spawn_worker(&dev);
+        }
+        dev
+    }
+
+    /// The logical id given at creation.
+    pub fn id(&self) -> u32 {
+        self.0.id
+    }
+
+    /// A process-unique identity: two devices never share it.
+    pub fn uid(&self) -> u64 {
+        self.0.uid
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &DeviceConfig {
+        &self.0.config
+    }
+
+    /// The event count that wakes this device's driver; transports and
+    /// notifies bump it when something this device may wait for changed.
+    pub fn waker(&self) -> Arc<EventCount> {
+        self.0.events.clone()
+    }
+
+    pub(crate) fn register(&self, s: &Arc<StreamInner>) {
+        let mut v = self.0.streams.lock().unwrap_or_else(|p| p.into_inner());
+        v.retain(|w| w.strong_count() > 0);
+        v.push(Arc::downgrade(s));
+    }
+}
+
+impl DeviceInner {
+    /// Runs tasks of all streams until `done()` holds. The caller holds the
+    /// driver lock, whose Vec is reused as the stream snapshot.
+    pub(crate) fn drive_until(&self, snapshot: &mut Vec<Arc<StreamInner>>, done: &dyn Fn() -> bool) {
+        let mut idle_since: Option<Instant> = None;
+        let mut yields = 0u32;
+        loop {
+            if done() {
+                return;
+            }
+            let key = self.events.key();
+            self.snapshot(snapshot);
+            let mut progressed = false;
+            for s in snapshot.iter() {
+                progressed |= s.run_ready();
+            }
+            if progressed {
+                self.done.notify();
+                idle_since = None;
+                yields = 0;
+                continue;
+            }
+            if done() {
+                return;
+            }
+            let now = Instant::now();
+            let since = *idle_since.get_or_insert(now);
+            if now - since < self.config.spin {
+                std::hint::spin_loop();
+                continue;
+            }
+            if yields < 8 {
+                yields += 1;
+                std::thread::yield_now();
+                continue;
+            }
+            // Nothing runnable: fail overdue waits, else park until woken or
+            // the earliest deadline.
+            let mut earliest: Option<Instant> = None;
+            let mut failed = false;
+            for s in snapshot.iter() {
+                match s.check_timeout(now, self.config.exec_timeout) {
+                    Ok(Some(d)) => earliest = Some(earliest.map_or(d, |e: Instant| e.min(d))),
+                    Ok(None) => {}
+                    Err(()) => failed = true,
+                }
+            }
+            if failed {
+                self.done.notify();
+                continue;
+            }
+            // Wake at least every second: cheap, and a safety net should a
+            // transport ever miss a wakeup.
+            let cap = now + Duration::from_secs(1);
+            self.events.wait_until(key, earliest.map_or(cap, |e| e.min(cap)));
+            idle_since = None;
+            yields = 0;
+        }
+    }
+
+    fn snapshot(&self, out: &mut Vec<Arc<StreamInner>>) {
+        out.clear();
+        let v = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+        out.extend(v.iter().filter_map(Weak::upgrade));
+    }
+
+    pub(crate) fn has_work(&self) -> bool {
+        let v = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+        v.iter().filter_map(Weak::upgrade).any(|s| !s.is_idle())
+    }
+}
+
+fn spawn_worker(dev: &Device) {
+    let weak = Arc::downgrade(&dev.0);
+    let events = dev.0.events.clone();
+    let name = format!("hccl-dev{}", dev.0.id);
+    let spawned = std::thread::Builder::new().name(name).spawn(move || loop {
+        let key = events.key();
+        let Some(inner) = weak.upgrade() else { return };
+        if inner.has_work() {
+            let mut snap = inner.driver.lock().unwrap_or_else(|p| p.into_inner());
+            let mut local = std::mem::take(&mut *snap);
+            inner.drive_until(&mut local, &|| !inner.has_work());
+            local.clear();
+            *snap = local;
+            drop(snap);
+            inner.done.notify();
+            continue;
+        }
+        drop(inner);
+        events.wait_until(key, Instant::now() + Duration::from_millis(200));
+    });
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "could not start device worker thread; falling back to inline driving");
+    }
+}
+
+/// Result of polling one task: used by `StreamInner::run_ready`.
+pub(crate) fn poll_task(task: &mut Task) -> Poll<crate::Result<()>> {
+    task.poll()
+}

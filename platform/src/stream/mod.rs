@@ -1,0 +1,282 @@
+//! Streams: ordered, asynchronous task queues.
+//!
+//! Enqueueing returns at once; tasks run later, in order, driven by the
+//! stream's [`Device`] (see `device.rs` for who drives). [`Stream::synchronize`]
+//! waits until everything enqueued so far has run and returns the first task
+//! error, if any. After an error the stream's remaining queued tasks are
+//! discarded (they belong to the failed op or depend on it).
+
+mod device;
+mod task;
+
+pub use device::{Device, DeviceConfig, ExecMode};
+pub use task::{HostCallback, OpLabel, Task, TaskKind};
+
+use crate::dtype::{DataType, ReduceOp};
+use crate::error::{HcclError, Result};
+use crate::mem::DeviceMem;
+use crate::notify::Notify;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+pub(crate) struct StreamInner {
+    id: u64,
+    queue: Mutex<VecDeque<Task>>,
+    enqueued: AtomicU64,
+    completed: AtomicU64,
+    error: Mutex<Option<HcclError>>,
+    label: Mutex<(Option<Arc<OpLabel>>, u32)>,
+}
+
+static NEXT_STREAM: AtomicU64 = AtomicU64::new(1);
+
+impl StreamInner {
+    fn lock_queue(&self) -> std::sync::MutexGuard<'_, VecDeque<Task>> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn is_idle(&self) -> bool {
+        self.completed.load(Ordering::Acquire) >= self.enqueued.load(Ordering::Acquire)
+    }
+
+    /// Runs tasks from the head until one must wait. Returns whether any ran.
+    pub(crate) fn run_ready(&self) -> bool {
+        let mut progressed = false;
+        loop {
+            let Some(mut task) = self.lock_queue().pop_front() else {
+                return progressed;
+            };
+            match device::poll_task(&mut task) {
+                Poll::Ready(Ok(())) => {
+                    drop(task);
+                    self.completed.fetch_add(1, Ordering::AcqRel);
+                    progressed = true;
+                }
+                Poll::Ready(Err(e)) => {
+                    tracing::error!(error = %e, "stream task failed; discarding the stream's queued tasks");
+                    task.abort_peer(&e.to_string());
+                    drop(task);
+                    self.fail(e);
+                    return true;
+                }
+                Poll::Pending => {
+                    if task.pending_since.is_none() {
+                        task.pending_since = Some(Instant::now());
+                    }
+                    self.lock_queue().push_front(task);
+                    return progressed;
+                }
+            }
+        }
+    }
+
+    fn fail(&self, e: HcclError) {
+        {
+            let mut err = self.error.lock().unwrap_or_else(|p| p.into_inner());
+            if err.is_none() {
+                *err = Some(e);
+            }
+        }
+        let dropped: Vec<Task> = self.lock_queue().drain(..).collect();
+        let n = dropped.len() as u64 + 1;
+        drop(dropped);
+        self.completed.fetch_add(n, Ordering::AcqRel);
+    }
+
+    /// Fails the head task if it has waited past `timeout`. Returns the head's
+    /// deadline if it is waiting, `Err` if it was failed.
+    pub(crate) fn check_timeout(&self, now: Instant, timeout: Option<Duration>) -> std::result::Result<Option<Instant>, ()> {
+        let Some(timeout) = timeout else { return Ok(None) };
+        let mut q = self.lock_queue();
+        let Some(head) = q.front() else { return Ok(None) };
+        let Some(since) = head.pending_since else { return Ok(None) };
+        let deadline = since + timeout;
+        if now < deadline {
+            return Ok(Some(deadline));
+        }
+        let task = q.pop_front().expect("head exists");
+        drop(q);
+        let e = task.timeout_error(now - since);
+        tracing::error!(error = %e, "task timed out");
+        task.abort_peer(&e.to_string());
+        drop(task);
+        self.fail(e);
+        Err(())
+    }
+}
+
+/// An ordered task queue on a [`Device`]. Cloning gives another handle to the
+/// same stream.
+#[derive(Clone)]
+pub struct Stream {
+    inner: Arc<StreamInner>,
+    device: Device,
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stream")
+            .field("id", &self.inner.id)
+            .field("device", &self.device.id())
+            .finish()
+    }
+}
+
+impl Stream {
+    /// A new, empty stream on `device`.
+    pub fn new(device: &Device) -> Stream {
+        let inner = Arc::new(StreamInner {
+            id: NEXT_STREAM.fetch_add(1, Ordering::Relaxed),
+            queue: Mutex::new(VecDeque::with_capacity(64)),
+            enqueued: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
+            error: Mutex::new(None),
+            label: Mutex::new((None, 0)),
+        });
+        device.register(&inner);
+        Stream {
+            inner,
+            device: device.clone(),
+        }
+    }
+
+    /// The device this stream belongs to.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// A process-unique stream id.
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// Labels the tasks enqueued from now on with `label` (op tag, algorithm,
+    /// rank), for errors and timeouts.
+    pub fn set_label(&self, label: Option<Arc<OpLabel>>) {
+        let mut l = self.inner.label.lock().unwrap_or_else(|p| p.into_inner());
+        *l = (label, 0);
+    }
+
+    /// Sets the algorithm step of tasks enqueued from now on.
+    pub fn set_step(&self, step: u32) {
+        let mut l = self.inner.label.lock().unwrap_or_else(|p| p.into_inner());
+        l.1 = step;
+    }
+
+    /// Enqueues a task. Returns at once.
+    pub fn enqueue(&self, kind: TaskKind) -> Result<()> {
+        let (label, step) = {
+            let l = self.inner.label.lock().unwrap_or_else(|p| p.into_inner());
+            (l.0.clone(), l.1)
+        };
+        let task = Task {
+            kind,
+            label,
+            step,
+            pending_since: None,
+        };
+        // enqueued is bumped under the queue lock so a synchronizer never
+        // waits for a count that no queued task will complete.
+        {
+            let mut q = self.inner.lock_queue();
+            q.push_back(task);
+            self.inner.enqueued.fetch_add(1, Ordering::AcqRel);
+        }
+        if self.device.0.config.mode == ExecMode::Worker {
+            self.device.0.events.notify();
+        }
+        Ok(())
+    }
+
+    /// Enqueues `dst <- src` (equal lengths).
+    pub fn memcpy_async(&self, dst: &DeviceMem, src: &DeviceMem) -> Result<()> {
+        if dst.len() != src.len() {
+            return Err(HcclError::para(format!(
+                "memcpy_async: destination of {} bytes, source of {} bytes",
+                dst.len(),
+                src.len()
+            )));
+        }
+        self.enqueue(TaskKind::Memcpy {
+            dst: dst.pin(),
+            src: src.pin(),
+        })
+    }
+
+    /// Enqueues `dst <- dst op src` over elements of `dtype`.
+    pub fn reduce_async(&self, dst: &DeviceMem, src: &DeviceMem, dtype: DataType, op: ReduceOp) -> Result<()> {
+        if dst.len() != src.len() || dst.len() % dtype.size() != 0 {
+            return Err(HcclError::para(format!(
+                "reduce_async: destination of {} bytes and source of {} bytes must be equal multiples of {} ({dtype})",
+                dst.len(),
+                src.len(),
+                dtype.size()
+            )));
+        }
+        if dst.overlaps(src) {
+            return Err(HcclError::para("reduce_async: source and destination overlap"));
+        }
+        self.enqueue(TaskKind::Reduce {
+            dst: dst.pin(),
+            src: src.pin(),
+            dtype,
+            op,
+        })
+    }
+
+    /// Enqueues a record of `notify`.
+    pub fn notify_record(&self, notify: &Notify) -> Result<()> {
+        self.enqueue(TaskKind::NotifyRecord(notify.clone()))
+    }
+
+    /// Enqueues a wait for the next record of `notify`.
+    pub fn notify_wait(&self, notify: &Notify) -> Result<()> {
+        self.enqueue(TaskKind::NotifyWait {
+            notify: notify.clone(),
+            seq: None,
+        })
+    }
+
+    /// Enqueues a host function; an error it returns fails the stream.
+    pub fn host_callback(&self, f: impl FnOnce() -> Result<()> + Send + 'static) -> Result<()> {
+        self.enqueue(TaskKind::Callback(Some(Box::new(f))))
+    }
+
+    /// Whether everything enqueued so far has run.
+    pub fn query(&self) -> bool {
+        self.inner.is_idle()
+    }
+
+    /// Waits until every task enqueued so far has run; returns the first task
+    /// error since the last synchronize (and clears it).
+    pub fn synchronize(&self) -> Result<()> {
+        let target = self.inner.enqueued.load(Ordering::Acquire);
+        let reached = || self.inner.completed.load(Ordering::Acquire) >= target;
+        let dev = &self.device.0;
+        while !reached() {
+            if dev.config.mode == ExecMode::Inline {
+                if let Ok(mut snap) = dev.driver.try_lock() {
+                    dev.drive_until(&mut snap, &reached);
+                    drop(snap);
+                    dev.done.notify();
+                    continue;
+                }
+            }
+            let key = dev.done.key();
+            if reached() {
+                break;
+            }
+            dev.done.wait_until(key, Instant::now() + Duration::from_millis(50));
+        }
+        match self.inner.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,184 @@
+use super::*;
+use crate::link::{InProcEndpoint, InProcLink, LinkHandle};
+use crate::mem::MemKind;
+use crate::HcclResult;
+
+fn dev(mode: ExecMode, timeout_ms: Option<u64>) -> Device {
+    Device::new(
+        0,
+        DeviceConfig {
+            exec_timeout: timeout_ms.map(Duration::from_millis),
+            mode,
+            ..Default::default()
+        },
+    )
+}
+
+#[test]
+fn tasks_run_in_order_on_synchronize() {
+    for mode in [ExecMode::Inline, ExecMode::Worker] {
+        let d = dev(mode, None);
+        let s = Stream::new(&d);
+        let a = DeviceMem::alloc(16).unwrap();
+        let b = DeviceMem::alloc(16).unwrap();
+        a.copy_from_host(&[1i32, 2, 3, 4]).unwrap();
+        b.copy_from_host(&[10i32, 20, 30, 40]).unwrap();
+        s.reduce_async(&b, &a, DataType::Int32, ReduceOp::Sum).unwrap();
+        s.memcpy_async(&a, &b).unwrap();
+        s.reduce_async(&b, &a, DataType::Int32, ReduceOp::Prod).unwrap();
+        s.synchronize().unwrap();
+        assert!(s.query());
+        assert_eq!(a.to_vec::<i32>(4).unwrap(), vec![11, 22, 33, 44]);
+        assert_eq!(b.to_vec::<i32>(4).unwrap(), vec![121, 484, 1089, 1936]);
+    }
+}
+
+#[test]
+fn enqueue_validates_before_queueing() {
+    let d = dev(ExecMode::Inline, None);
+    let s = Stream::new(&d);
+    let a = DeviceMem::alloc(16).unwrap();
+    let b = DeviceMem::alloc(8).unwrap();
+    let e = s.memcpy_async(&a, &b).unwrap_err();
+    assert_eq!(e.code(), HcclResult::EPara);
+    let e = s
+        .reduce_async(&a.range(0, 6).unwrap(), &a.range(8, 6).unwrap(), DataType::Int32, ReduceOp::Sum)
+        .unwrap_err();
+    assert!(e.to_string().contains("multiples of 4"), "{e}");
+    assert!(s.query(), "nothing may be enqueued by a rejected call");
+    // the buffers are not left pinned by the rejected calls
+    a.copy_from_host(&[0u8; 16]).unwrap();
+}
+
+#[test]
+fn notify_orders_two_streams() {
+    for mode in [ExecMode::Inline, ExecMode::Worker] {
+        let d = dev(mode, Some(5000));
+        let main = Stream::new(&d);
+        let side = Stream::new(&d);
+        let n = Notify::new(&d);
+        let a = DeviceMem::alloc(8).unwrap();
+        let b = DeviceMem::alloc(8).unwrap();
+        a.copy_from_host(&[5u64]).unwrap();
+        // side waits for main's record, then copies a -> b; main's copy into
+        // a must happen first.
+        side.notify_wait(&n).unwrap();
+        side.memcpy_async(&b, &a).unwrap();
+        let c = DeviceMem::alloc(8).unwrap();
+        c.copy_from_host(&[42u64]).unwrap();
+        main.memcpy_async(&a, &c).unwrap();
+        main.notify_record(&n).unwrap();
+        side.synchronize().unwrap();
+        main.synchronize().unwrap();
+        assert_eq!(b.to_vec::<u64>(1).unwrap(), vec![42]);
+    }
+}
+
+#[test]
+fn callback_error_fails_stream_and_discards_rest() {
+    let d = dev(ExecMode::Inline, None);
+    let s = Stream::new(&d);
+    let a = DeviceMem::alloc(4).unwrap();
+    let b = DeviceMem::alloc(4).unwrap();
+    b.copy_from_host(&[1u8, 2, 3, 4]).unwrap();
+    s.host_callback(|| Err(HcclError::internal("callback says no"))).unwrap();
+    s.memcpy_async(&a, &b).unwrap();
+    let e = s.synchronize().unwrap_err();
+    assert_eq!(e.code(), HcclResult::EInternal);
+    assert!(e.to_string().contains("callback says no"));
+    assert_eq!(a.to_vec::<u8>(4).unwrap(), vec![0; 4], "queued copy after the error must not run");
+    // the stream is usable again after the error was returned
+    s.memcpy_async(&a, &b).unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(a.to_vec::<u8>(4).unwrap(), vec![1, 2, 3, 4]);
+}
+
+fn endpoint(rank: u32, d: &Device, mem: &DeviceMem) -> InProcEndpoint {
+    InProcEndpoint {
+        rank,
+        mems: vec![(MemKind::CclOutput, mem.clone())],
+        waker: d.waker(),
+    }
+}
+
+#[test]
+fn link_transfers_between_threads() {
+    for mode in [ExecMode::Inline, ExecMode::Worker] {
+        let d0 = dev(mode, Some(10_000));
+        let d1 = Device::new(1, d0.config().clone());
+        let out0 = DeviceMem::alloc(64).unwrap();
+        let out1 = DeviceMem::alloc(64).unwrap();
+        let (l0, l1) = InProcLink::pair(&endpoint(0, &d0, &out0), &endpoint(1, &d1, &out1));
+        let (l0, l1) = (LinkHandle::new(Arc::new(l0)), LinkHandle::new(Arc::new(l1)));
+        let src1 = DeviceMem::alloc(16).unwrap();
+        src1.copy_from_host(&[7u32, 8, 9, 10]).unwrap();
+        let t = std::thread::spawn(move || {
+            let s1 = Stream::new(&d1);
+            for _ in 0..100 {
+                l1.rx_ack(&s1).unwrap();
+                l1.tx_async(MemKind::CclOutput, 32, &src1, &s1).unwrap();
+                l1.tx_wait_done(&s1).unwrap();
+            }
+            s1.synchronize()
+        });
+        let s0 = Stream::new(&d0);
+        for _ in 0..100 {
+            l0.tx_ack(&s0).unwrap();
+            l0.rx_wait_done(&s0).unwrap();
+        }
+        s0.synchronize().unwrap();
+        t.join().unwrap().unwrap();
+        assert_eq!(out0.range(32, 16).unwrap().to_vec::<u32>(4).unwrap(), vec![7, 8, 9, 10]);
+    }
+}
+
+#[test]
+fn missing_peer_times_out_with_context() {
+    let d0 = dev(ExecMode::Inline, Some(200));
+    let d1 = dev(ExecMode::Inline, Some(200));
+    let m0 = DeviceMem::alloc(8).unwrap();
+    let m1 = DeviceMem::alloc(8).unwrap();
+    let (l0, _l1) = InProcLink::pair(&endpoint(0, &d0, &m0), &endpoint(1, &d1, &m1));
+    let l0 = LinkHandle::new(Arc::new(l0));
+    let s = Stream::new(&d0);
+    s.set_label(Some(Arc::new(OpLabel {
+        tag: "allreduce_7".into(),
+        algorithm: "TestAlgo".into(),
+        rank: 0,
+    })));
+    s.set_step(3);
+    l0.rx_ack(&s).unwrap();
+    let start = Instant::now();
+    let e = s.synchronize().unwrap_err();
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert_eq!(e.code(), HcclResult::ETimeout);
+    let msg = e.to_string();
+    for needle in ["RxAck", "peer rank 1", "step 3", "TestAlgo", "op tag 'allreduce_7'", "rank 0"] {
+        assert!(msg.contains(needle), "'{needle}' missing from: {msg}");
+    }
+}
+
+#[test]
+fn aborted_peer_fails_waiter_fast() {
+    let d0 = dev(ExecMode::Inline, Some(20_000));
+    let d1 = dev(ExecMode::Inline, Some(100));
+    let m0 = DeviceMem::alloc(8).unwrap();
+    let m1 = DeviceMem::alloc(8).unwrap();
+    let (l0, l1) = InProcLink::pair(&endpoint(0, &d0, &m0), &endpoint(1, &d1, &m1));
+    let (l0, l1) = (LinkHandle::new(Arc::new(l0)), LinkHandle::new(Arc::new(l1)));
+    // rank 1 waits for a signal that never comes and times out after 100ms;
+    // its link then tells rank 0, whose long wait ends with a remote error.
+    let t = std::thread::spawn(move || {
+        let s1 = Stream::new(&d1);
+        l1.rx_data_signal(&s1).unwrap();
+        s1.synchronize()
+    });
+    let s0 = Stream::new(&d0);
+    l0.rx_ack(&s0).unwrap();
+    let start = Instant::now();
+    let e = s0.synchronize().unwrap_err();
+    assert_eq!(t.join().unwrap().unwrap_err().code(), HcclResult::ETimeout);
+    assert_eq!(e.code(), HcclResult::ERemote);
+    assert!(e.to_string().contains("peer rank 1 failed"), "{e}");
+    assert!(start.elapsed() < Duration::from_secs(10));
+}

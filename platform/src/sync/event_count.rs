@@ -1,0 +1,219 @@
+//! An event count: the park/wake primitive every waiter in hccl-rs uses.
+//!
+//! A waiter reads a key ([`EventCount::key`]), re-checks its condition, and
+//! only then parks with [`EventCount::wait`]; any [`EventCount::notify`]
+//! after the key was read makes the wait return. That closes the classic
+//! lost-wakeup window without the notifier taking a lock when nobody sleeps:
+//! the fast path of `notify` is one atomic increment and one load.
+
+use super::{AtomicU64, AtomicUsize, Condvar, Mutex, Ordering};
+
+/// Wakes parked waiters when something they may be waiting for changed.
+#[derive(Debug)]
+pub struct EventCount {
+    epoch: AtomicU64,
+    sleepers: AtomicUsize,
+    lock: Mutex<()>,
+    cv: Condvar,
+}
+
+impl Default for EventCount {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl EventCount {
+    /// A new event count with no waiters.
+    pub fn new() -> Self {
+        EventCount {
+            epoch: AtomicU64::new(0),
+            sleepers: AtomicUsize::new(0),
+            lock: Mutex::new(()),
+            cv: Condvar::new(),
+        }
+    }
+
+    /// The current key. Read it *before* checking the condition to wait for.
+    pub fn key(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// Wakes every waiter whose key predates this call.
+    pub fn notify(&self) {
+        // SeqCst pairs with the waiter's SeqCst increment of `sleepers`
+        // followed by its SeqCst load of `epoch`: either we see the sleeper
+        // and take the lock to wake it, or it sees our new epoch and does not
+        // sleep.
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+            self.cv.notify_all();
+        }
+    }
+
+    /// Parks until a `notify` happens after `key` was read. Returns at once if
+    /// one already has.
+    pub fn wait(&self, key: u64) {
+        let mut guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        while self.epoch.load(Ordering::SeqCst) == key {
+            guard = self.cv.wait(guard).unwrap_or_else(|p| p.into_inner());
+        }
+        self.sleepers.fetch_sub(1, Ordering::SeqCst);
+        drop(guard);
+    }
+
+    /// Like [`wait`](Self::wait) but gives up at `deadline`. Returns `true`
+    /// if woken by a notify, `false` on timeout.
+    #[cfg(not(loom))]
+    pub fn wait_until(&self, key: u64, deadline: std::time::Instant) -> bool {
+        let mut guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        let mut woken = true;
+        while self.epoch.load(Ordering::SeqCst) == key {
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                woken = false;
+                break;
+            }
+            guard = self
+                .cv
+                .wait_timeout(guard, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        self.sleepers.fetch_sub(1, Ordering::SeqCst);
+        drop(guard);
+        woken
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::atomic::{AtomicBool, Ordering};
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// A waiter that checks a flag and parks must always be woken by a
+    /// notifier that sets the flag: no interleaving loses the wakeup (loom
+    /// reports a deadlock if one does).
+    #[test]
+    fn no_lost_wakeup() {
+        loom::model(|| {
+            let ec = Arc::new(EventCount::new());
+            let flag = Arc::new(AtomicBool::new(false));
+            let (ec2, flag2) = (ec.clone(), flag.clone());
+            let notifier = thread::spawn(move || {
+                flag2.store(true, Ordering::Release);
+                ec2.notify();
+            });
+            loop {
+                let key = ec.key();
+                if flag.load(Ordering::Acquire) {
+                    break;
+                }
+                ec.wait(key);
+            }
+            notifier.join().unwrap();
+        });
+    }
+
+    /// Two waiters, one notify: both wake.
+    #[test]
+    fn notify_wakes_all_waiters() {
+        loom::model(|| {
+            let ec = Arc::new(EventCount::new());
+            let flag = Arc::new(AtomicBool::new(false));
+            let mut waiters = Vec::new();
+            for _ in 0..2 {
+                let (ec, flag) = (ec.clone(), flag.clone());
+                waiters.push(thread::spawn(move || loop {
+                    let key = ec.key();
+                    if flag.load(Ordering::Acquire) {
+                        break;
+                    }
+                    ec.wait(key);
+                }));
+            }
+            flag.store(true, Ordering::Release);
+            ec.notify();
+            for w in waiters {
+                w.join().unwrap();
+            }
+        });
+    }
+
+    /// A counter handshake like the link's ack/done counters: the consumer
+    /// waits for each increment in turn and never misses one.
+    #[test]
+    fn counter_handshake() {
+        loom::model(|| {
+            let ec = Arc::new(EventCount::new());
+            let count = Arc::new(loom::sync::atomic::AtomicU64::new(0));
+            let (ec2, count2) = (ec.clone(), count.clone());
+            let producer = thread::spawn(move || {
+                for _ in 0..2 {
+                    count2.fetch_add(1, Ordering::Release);
+                    ec2.notify();
+                }
+            });
+            for target in 1..=2 {
+                loop {
+                    let key = ec.key();
+                    if count.load(Ordering::Acquire) >= target {
+                        break;
+                    }
+                    ec.wait(key);
+                }
+            }
+            producer.join().unwrap();
+        });
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn wait_returns_after_notify_from_other_thread() {
+        let ec = Arc::new(EventCount::new());
+        let flag = Arc::new(AtomicBool::new(false));
+        let (ec2, flag2) = (ec.clone(), flag.clone());
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            flag2.store(true, Ordering::Release);
+            ec2.notify();
+        });
+        loop {
+            let key = ec.key();
+            if flag.load(Ordering::Acquire) {
+                break;
+            }
+            assert!(ec.wait_until(key, Instant::now() + Duration::from_secs(10)));
+        }
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn wait_until_times_out() {
+        let ec = EventCount::new();
+        let key = ec.key();
+        let start = Instant::now();
+        assert!(!ec.wait_until(key, start + Duration::from_millis(30)));
+        assert!(start.elapsed() >= Duration::from_millis(30));
+    }
+
+    #[test]
+    fn stale_key_returns_immediately() {
+        let ec = EventCount::new();
+        let key = ec.key();
+        ec.notify();
+        ec.wait(key); // must not block
+    }
+}
