@@ -1,0 +1,122 @@
+//! AllReduce as ring reduce-scatter followed by ring allgather, over all ranks.
+//!
+//! Op-base mode stages each chunk: user input → CCL input, reduce-scatter in
+//! the CCL input (peers' partials land in the CCL output), the reduced slice
+//! copied into the CCL output, allgather in the CCL output, CCL output →
+//! user output. Traffic per rank: 2(p−1)/p of the data, in 2(p−1) steps.
+
+use super::{run_op_base_loop, CollExecutor};
+use crate::op::{OpParam, OpType, WorkflowMode};
+use crate::resource::{AlgResourceRequest, AlgResourceResponse, SingleSubCommTransport};
+use crate::template::{RingAllGather, RingReduceScatter, Slice};
+use crate::topo::{CommPlane, SubCommInfo, TopoInfo};
+use hccl_platform::{DeviceMem, HcclError, MemKind, Result};
+
+/// Ring AllReduce over the flat (`Combine`) plane.
+#[derive(Debug)]
+pub struct AllReduceRingExecutor {
+    topo: TopoInfo,
+}
+
+impl AllReduceRingExecutor {
+    /// The registered name.
+    pub const NAME: &'static str = "AllReduceRingExecutor";
+
+    /// An executor for `topo`.
+    pub fn new(topo: &TopoInfo) -> Self {
+        AllReduceRingExecutor { topo: topo.clone() }
+    }
+
+    /// Enqueues one allreduce of `bytes` bytes held in `input`, using `output`
+    /// (same size, addressed by peers as `output_kind` at `output_base`) as
+    /// the landing and gather buffer. The result ends in `output`.
+    fn run_ring(
+        &self,
+        param: &OpParam,
+        comm: &SubCommInfo,
+        input: &DeviceMem,
+        output: &DeviceMem,
+        output_kind: MemKind,
+        output_base: usize,
+    ) -> Result<()> {
+        let p = comm.local_rank_size as usize;
+        let r = comm.local_rank as usize;
+        let slices = Slice::split(input.len(), p);
+        RingReduceScatter {
+            input: input.clone(),
+            output: output.clone(),
+            output_kind,
+            output_base,
+            slices: slices.clone(),
+            dtype: param.dtype,
+            op: param.reduce_op,
+        }
+        .run(&param.stream, comm)?;
+        let mine = slices[r];
+        param.stream.memcpy_async(
+            &output.range(mine.offset, mine.len)?,
+            &input.range(mine.offset, mine.len)?,
+        )?;
+        RingAllGather {
+            output: output.clone(),
+            output_kind,
+            output_base,
+            slices,
+        }
+        .run(&param.stream, comm)
+    }
+}
+
+impl CollExecutor for AllReduceRingExecutor {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn calc_res_request(&self, param: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
+        if param.op_type != OpType::AllReduce {
+            return Err(HcclError::not_support(format!(
+                "{} runs allreduce, not {}",
+                Self::NAME,
+                param.op_type
+            )));
+        }
+        let mut req = AlgResourceRequest::default();
+        let ranks = topo.plane_ranks(CommPlane::Combine);
+        if param.mode != WorkflowMode::OpBase {
+            return Err(HcclError::not_support(format!(
+                "{} supports op-base mode only; graph mode is not available yet",
+                Self::NAME
+            )));
+        }
+        if ranks.len() > 1 {
+            req.op_transport[CommPlane::Combine as usize].push(SingleSubCommTransport::ring(
+                ranks,
+                topo.user_rank,
+                MemKind::CclInput,
+                MemKind::CclOutput,
+            )?);
+        }
+        Ok(req)
+    }
+
+    fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+        let stream = &param.stream;
+        let bytes = param.input_bytes() as usize;
+        if self.topo.user_rank_size == 1 {
+            // One rank: the allreduce is a copy.
+            if bytes > 0 && !param.input.same_range(&param.output.range(0, bytes)?) {
+                stream.memcpy_async(&param.output.range(0, bytes)?, &param.input.range(0, bytes)?)?;
+            }
+            return Ok(());
+        }
+        let comm = res.sub_comm(CommPlane::Combine, 0)?;
+        let capacity = res.ccl_input.len().min(res.ccl_output.len());
+        run_op_base_loop(param, res, capacity, |chunk, res| {
+            let cin = res.ccl_input.range(0, chunk.bytes)?;
+            let cout = res.ccl_output.range(0, chunk.bytes)?;
+            stream.memcpy_async(&cin, &param.input.range(chunk.offset, chunk.bytes)?)?;
+            self.run_ring(param, &comm, &cin, &cout, MemKind::CclOutput, 0)?;
+            stream.memcpy_async(&param.output.range(chunk.offset, chunk.bytes)?, &cout)
+        })
+    }
+}

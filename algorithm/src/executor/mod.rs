@@ -1,0 +1,34 @@
+//! Executors: one op each, composed from templates.
+
+mod all_reduce_ring;
+mod op_base_loop;
+mod registry;
+
+pub use all_reduce_ring::AllReduceRingExecutor;
+pub use op_base_loop::{run_op_base_loop, Chunk};
+pub use registry::{registry, ExecutorFactory, ExecutorRegistry};
+
+use crate::op::OpParam;
+use crate::resource::{AlgResourceRequest, AlgResourceResponse};
+use crate::topo::TopoInfo;
+use hccl_platform::Result;
+
+/// The contract between the framework and an algorithm (HCCL's `CollExecutorBase`).
+///
+/// The framework creates an executor through the [`ExecutorRegistry`] for
+/// the communicator's topology, asks it what it needs for an op, grants
+/// that, and calls `orchestrate`. For repeated ops with the same tag the
+/// framework reuses the executor and the granted resources and only calls
+/// `orchestrate` again.
+pub trait CollExecutor: Send {
+    /// The registered name (e.g. `AllReduceRingExecutor`).
+    fn name(&self) -> &str;
+
+    /// What this algorithm needs for `param` on `topo`: scratch bytes, extra
+    /// streams, notifies, and which links (peer pairs per plane, on which memory).
+    fn calc_res_request(&self, param: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest>;
+
+    /// Enqueues the tasks that perform the op on `param.stream` (and the
+    /// granted slave streams), using only what the framework granted.
+    fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()>;
+}

@@ -1,0 +1,116 @@
+//! The executor registry: executors by name, extensible at run time.
+
+use super::{AllReduceRingExecutor, CollExecutor};
+use crate::topo::TopoInfo;
+use hccl_platform::{HcclError, Result};
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock, RwLock};
+
+/// Builds an executor for a communicator's topology.
+pub type ExecutorFactory = Arc<dyn Fn(&TopoInfo) -> Box<dyn CollExecutor> + Send + Sync>;
+
+/// Executors by name (HCCL's `REGISTER_EXEC`).
+pub struct ExecutorRegistry {
+    map: RwLock<BTreeMap<String, ExecutorFactory>>,
+}
+
+impl std::fmt::Debug for ExecutorRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecutorRegistry")
+            .field("names", &self.names())
+            .finish()
+    }
+}
+
+impl ExecutorRegistry {
+    /// An empty registry.
+    pub fn empty() -> Self {
+        ExecutorRegistry {
+            map: RwLock::new(BTreeMap::new()),
+        }
+    }
+
+    /// A registry holding every built-in executor.
+    pub fn with_builtins() -> Self {
+        let r = Self::empty();
+        r.register(AllReduceRingExecutor::NAME, Arc::new(|t: &TopoInfo| {
+            Box::new(AllReduceRingExecutor::new(t)) as Box<dyn CollExecutor>
+        }))
+        .expect("built-in names are unique");
+        r
+    }
+
+    /// Adds an executor under `name`. A name already taken is an internal
+    /// error (as HCCL's registration), and the registry is left unchanged.
+    pub fn register(&self, name: &str, factory: ExecutorFactory) -> Result<()> {
+        if name.is_empty() {
+            return Err(HcclError::para("executor name must not be empty"));
+        }
+        let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+        if map.contains_key(name) {
+            return Err(HcclError::internal(format!(
+                "an executor named '{name}' is already registered"
+            )));
+        }
+        map.insert(name.to_owned(), factory);
+        tracing::debug!(executor = name, "registered executor");
+        Ok(())
+    }
+
+    /// Whether `name` is registered.
+    pub fn contains(&self, name: &str) -> bool {
+        self.map.read().unwrap_or_else(|p| p.into_inner()).contains_key(name)
+    }
+
+    /// Every registered name, sorted.
+    pub fn names(&self) -> Vec<String> {
+        self.map.read().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect()
+    }
+
+    /// Builds the executor `name` for `topo`.
+    pub fn create(&self, name: &str, topo: &TopoInfo) -> Result<Box<dyn CollExecutor>> {
+        let factory = self
+            .map
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()
+            .ok_or_else(|| {
+                HcclError::not_found(format!(
+                    "no executor named '{name}' is registered (known: {})",
+                    self.names().join(", ")
+                ))
+            })?;
+        Ok(factory(topo))
+    }
+}
+
+/// The process-wide registry, created with the built-in executors.
+pub fn registry() -> &'static ExecutorRegistry {
+    static REGISTRY: OnceLock<ExecutorRegistry> = OnceLock::new();
+    REGISTRY.get_or_init(ExecutorRegistry::with_builtins)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duplicate_and_unknown_names() {
+        let r = ExecutorRegistry::with_builtins();
+        assert!(r.contains("AllReduceRingExecutor"));
+        let f: ExecutorFactory = Arc::new(|t: &TopoInfo| {
+            Box::new(AllReduceRingExecutor::new(t)) as Box<dyn CollExecutor>
+        });
+        let e = r.register("AllReduceRingExecutor", f.clone()).unwrap_err();
+        assert_eq!(e.code(), hccl_platform::HcclResult::EInternal);
+        assert!(e.to_string().contains("already registered"), "{e}");
+        r.register("Mine", f).unwrap();
+        assert_eq!(r.names(), vec!["AllReduceRingExecutor".to_string(), "Mine".to_string()]);
+        let topo = TopoInfo::single_server(0, 2).unwrap();
+        let e = r.create("Nope", &topo).err().unwrap();
+        assert_eq!(e.code(), hccl_platform::HcclResult::ENotFound);
+        assert!(e.to_string().contains("known: AllReduceRingExecutor, Mine"), "{e}");
+        assert_eq!(r.create("Mine", &topo).unwrap().name(), "AllReduceRingExecutor");
+    }
+}

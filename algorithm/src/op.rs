@@ -1,0 +1,93 @@
+//! The parameters of one collective op, as the framework hands them to executors.
+
+use hccl_platform::{DataType, DeviceMem, ReduceOp, Stream};
+
+/// The collective being performed (HCCL's `HcclCMDType`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OpType {
+    /// `HCCL_CMD_ALLREDUCE`
+    AllReduce,
+    /// `HCCL_CMD_ALLGATHER`
+    AllGather,
+    /// `HCCL_CMD_REDUCE_SCATTER`
+    ReduceScatter,
+    /// `HCCL_CMD_BROADCAST`
+    Broadcast,
+    /// `HCCL_CMD_REDUCE`
+    Reduce,
+    /// `HCCL_CMD_SCATTER`
+    Scatter,
+    /// `HCCL_CMD_GATHER`
+    Gather,
+    /// `HCCL_CMD_ALLTOALL`
+    AllToAll,
+    /// `HCCL_CMD_SEND`
+    Send,
+    /// `HCCL_CMD_RECEIVE`
+    Receive,
+}
+
+impl OpType {
+    /// The op's name as HCCL_ALGO and tags spell it (`allreduce`, ...).
+    pub const fn name(self) -> &'static str {
+        match self {
+            OpType::AllReduce => "allreduce",
+            OpType::AllGather => "allgather",
+            OpType::ReduceScatter => "reducescatter",
+            OpType::Broadcast => "broadcast",
+            OpType::Reduce => "reduce",
+            OpType::Scatter => "scatter",
+            OpType::Gather => "gather",
+            OpType::AllToAll => "alltoall",
+            OpType::Send => "send",
+            OpType::Receive => "receive",
+        }
+    }
+}
+
+impl std::fmt::Display for OpType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How user data meets the algorithm (HCCL's `HcclWorkflowMode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WorkflowMode {
+    /// Graph mode: the algorithm runs directly on registered user memory.
+    Graph,
+    /// Op-base mode: user data is staged through the CCL buffers in chunks.
+    OpBase,
+}
+
+/// Everything an executor needs to know about one op call.
+#[derive(Clone, Debug)]
+pub struct OpParam {
+    /// The op tag: names the op for resource caching and error messages.
+    pub tag: String,
+    /// Which collective.
+    pub op_type: OpType,
+    /// The master stream the op is enqueued on.
+    pub stream: Stream,
+    /// The user's input memory (the whole op).
+    pub input: DeviceMem,
+    /// The user's output memory (the whole op).
+    pub output: DeviceMem,
+    /// Element count (per rank, as HCCL's API counts it for the op).
+    pub count: u64,
+    /// Element type.
+    pub dtype: DataType,
+    /// Reduction (reducing ops only).
+    pub reduce_op: ReduceOp,
+    /// Root rank (rooted ops only).
+    pub root: u32,
+    /// Op-base or graph mode.
+    pub mode: WorkflowMode,
+}
+
+impl OpParam {
+    /// Input size in bytes (`count × dtype size`).
+    pub fn input_bytes(&self) -> u64 {
+        self.count * self.dtype.size() as u64
+    }
+}

@@ -1,0 +1,153 @@
+//! Topology as the algorithm layer sees it: ranks, servers (hosts), levels.
+
+use hccl_platform::LinkHandle;
+use hccl_platform::{HcclError, Result};
+
+/// A communication plane (HCCL's `CommPlane`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CommPlane {
+    /// Ranks of one server (intra-host).
+    Level0 = 0,
+    /// Ranks with the same local index across servers (inter-host).
+    Level1 = 1,
+    /// Across super-pods.
+    Level2 = 2,
+    /// Every rank of the communicator as one flat group.
+    Combine = 3,
+}
+
+impl CommPlane {
+    /// Number of planes.
+    pub const COUNT: usize = 4;
+}
+
+/// The communicator's topology, from one rank's point of view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopoInfo {
+    /// This rank.
+    pub user_rank: u32,
+    /// Ranks in the communicator.
+    pub user_rank_size: u32,
+    /// Server (host) index of every rank.
+    pub rank_to_server: Vec<u32>,
+}
+
+impl TopoInfo {
+    /// A topology where every rank is on one server.
+    pub fn single_server(user_rank: u32, user_rank_size: u32) -> Result<TopoInfo> {
+        Self::new(user_rank, vec![0; user_rank_size as usize])
+    }
+
+    /// A topology from each rank's server index. Servers must be numbered
+    /// 0..n without gaps.
+    pub fn new(user_rank: u32, rank_to_server: Vec<u32>) -> Result<TopoInfo> {
+        let size = rank_to_server.len() as u32;
+        if size == 0 {
+            return Err(HcclError::para("a topology needs at least one rank"));
+        }
+        if user_rank >= size {
+            return Err(HcclError::para(format!(
+                "rank {user_rank} is out of range for {size} ranks"
+            )));
+        }
+        let servers = rank_to_server.iter().max().map_or(0, |m| m + 1);
+        for s in 0..servers {
+            if !rank_to_server.contains(&s) {
+                return Err(HcclError::para(format!("server index {s} has no rank")));
+            }
+        }
+        Ok(TopoInfo {
+            user_rank,
+            user_rank_size: size,
+            rank_to_server,
+        })
+    }
+
+    /// Number of servers.
+    pub fn server_num(&self) -> u32 {
+        self.rank_to_server.iter().max().map_or(0, |m| m + 1)
+    }
+
+    /// This rank's server.
+    pub fn server_index(&self) -> u32 {
+        self.rank_to_server[self.user_rank as usize]
+    }
+
+    /// User ranks of server `server`, ascending.
+    pub fn server_ranks(&self, server: u32) -> Vec<u32> {
+        (0..self.user_rank_size)
+            .filter(|&r| self.rank_to_server[r as usize] == server)
+            .collect()
+    }
+
+    /// The user ranks of this rank's group on `plane`, in sub-comm rank order.
+    pub fn plane_ranks(&self, plane: CommPlane) -> Vec<u32> {
+        match plane {
+            CommPlane::Combine | CommPlane::Level2 => (0..self.user_rank_size).collect(),
+            CommPlane::Level0 => self.server_ranks(self.server_index()),
+            CommPlane::Level1 => {
+                let local = self
+                    .server_ranks(self.server_index())
+                    .iter()
+                    .position(|&r| r == self.user_rank)
+                    .unwrap_or(0);
+                (0..self.server_num())
+                    .filter_map(|s| self.server_ranks(s).get(local).copied())
+                    .collect()
+            }
+        }
+    }
+}
+
+/// One rank's view of a sub-communicator: its index, the group size, and
+/// the established links indexed by sub-comm rank (`None` for itself and
+/// for peers it asked no link to).
+#[derive(Clone, Debug)]
+pub struct SubCommInfo {
+    /// This rank's index in the sub-communicator.
+    pub local_rank: u32,
+    /// Number of ranks in the sub-communicator.
+    pub local_rank_size: u32,
+    /// Links by sub-comm rank.
+    pub links: Vec<Option<LinkHandle>>,
+}
+
+impl SubCommInfo {
+    /// The link to sub-comm rank `r`, or an internal error naming it.
+    pub fn link(&self, r: u32) -> Result<&LinkHandle> {
+        self.links
+            .get(r as usize)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| {
+                HcclError::internal(format!(
+                    "no link from sub-comm rank {} to sub-comm rank {r} was granted",
+                    self.local_rank
+                ))
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn planes_of_uneven_servers() {
+        // servers: {0,1}, {2,3,4}
+        let t = TopoInfo::new(3, vec![0, 0, 1, 1, 1]).unwrap();
+        assert_eq!(t.server_num(), 2);
+        assert_eq!(t.plane_ranks(CommPlane::Level0), vec![2, 3, 4]);
+        assert_eq!(t.plane_ranks(CommPlane::Level1), vec![1, 3]);
+        assert_eq!(t.plane_ranks(CommPlane::Combine), vec![0, 1, 2, 3, 4]);
+        let t = TopoInfo::new(4, vec![0, 0, 1, 1, 1]).unwrap();
+        assert_eq!(t.plane_ranks(CommPlane::Level1), vec![4]);
+    }
+
+    #[test]
+    fn bad_topologies() {
+        assert!(TopoInfo::new(2, vec![0, 0]).is_err());
+        assert!(TopoInfo::new(0, vec![]).is_err());
+        let e = TopoInfo::new(0, vec![0, 2]).unwrap_err();
+        assert!(e.to_string().contains("server index 1 has no rank"), "{e}");
+    }
+}
