@@ -1,1 +1,36 @@
-//! placeholder
+//! hccl-adapter: the Rust API of hccl-rs (op-base mode).
+//!
+//! ```no_run
+//! use hccl_adapter::{HcclComm, DeviceBuffer, ReduceOp};
+//! # fn main() -> hccl_adapter::Result<()> {
+//! let comms = HcclComm::init_all(2)?; // two ranks in this process
+//! std::thread::scope(|s| {
+//!     for comm in &comms {
+//!         s.spawn(move || -> hccl_adapter::Result<()> {
+//!             let stream = comm.create_stream();
+//!             let send = DeviceBuffer::from_slice(&[comm.rank() as f32; 4])?;
+//!             let mut recv = DeviceBuffer::<f32>::alloc(4)?;
+//!             comm.all_reduce(&send, &mut recv, ReduceOp::Sum, &stream)?;
+//!             stream.synchronize()?;
+//!             assert_eq!(recv.to_vec()?, vec![1.0; 4]);
+//!             Ok(())
+//!         });
+//!     }
+//! });
+//! # Ok(()) }
+//! ```
+//!
+//! An op call checks its arguments, enqueues the op on the stream and
+//! returns; `stream.synchronize()` waits for it and reports any failure.
+//! Invalid arguments are rejected before anything is enqueued.
+
+#![warn(missing_docs)]
+
+mod comm;
+mod validate;
+
+pub use comm::HcclComm;
+pub use hccl_framework::{CommConfig, InProcGroup};
+pub use hccl_platform::{
+    DataType, Device, DeviceBuffer, DeviceMem, Element, HcclError, HcclResult, ReduceOp, Result, Stream,
+};

@@ -1,0 +1,206 @@
+//! Communicators: one rank's membership of a group, and the op execution path.
+
+use crate::config::CommConfig;
+use crate::fabric::InProcFabric;
+use crate::resource_manager::ResourceManager;
+use crate::selector::Selector;
+use hccl_algorithm::{registry, AlgResourceResponse, CollExecutor, ExecutorRegistry, OpParam, TopoInfo};
+use hccl_platform::link::InProcEndpoint;
+use hccl_platform::{Device, DeviceMem, HcclError, MemKind, OpLabel, Result, Stream};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// A group of ranks that are threads of this process (HCCL's
+/// `HcclCommInitAll` case, or threads each calling init with one root).
+#[derive(Debug)]
+pub struct InProcGroup {
+    size: u32,
+    name: String,
+    config: CommConfig,
+    fabric: Arc<InProcFabric>,
+}
+
+static NEXT_GROUP: AtomicU64 = AtomicU64::new(0);
+
+impl InProcGroup {
+    /// A group of `size` ranks; each rank joins with [`InProcGroup::join`].
+    pub fn new(size: u32, config: CommConfig) -> Result<Arc<InProcGroup>> {
+        if size == 0 {
+            return Err(HcclError::para("a communicator needs at least one rank (got 0)"));
+        }
+        if config.buffer_size == 0 {
+            return Err(HcclError::para("the CCL buffer size must be at least 1 MB"));
+        }
+        Ok(Arc::new(InProcGroup {
+            size,
+            name: format!("inproc-{}-{}", std::process::id(), NEXT_GROUP.fetch_add(1, Ordering::Relaxed)),
+            config,
+            fabric: InProcFabric::new(size),
+        }))
+    }
+
+    /// Number of ranks.
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// Creates the communicator of `rank` (once per rank).
+    pub fn join(self: &Arc<Self>, rank: u32) -> Result<Communicator> {
+        if rank >= self.size {
+            return Err(HcclError::para(format!(
+                "rank {rank} is out of range for a communicator of {} ranks",
+                self.size
+            )));
+        }
+        let device = Device::new(rank, self.config.device_config());
+        let ccl_input = DeviceMem::alloc(self.config.buffer_size)?;
+        let ccl_output = DeviceMem::alloc(self.config.buffer_size)?;
+        self.fabric.publish(InProcEndpoint {
+            rank,
+            mems: vec![(MemKind::CclInput, ccl_input.clone()), (MemKind::CclOutput, ccl_output.clone())],
+            waker: device.waker(),
+        })?;
+        let topo = TopoInfo::single_server(rank, self.size)?;
+        tracing::debug!(comm = %self.name, rank, size = self.size, "rank joined");
+        Ok(Communicator {
+            rank,
+            size: self.size,
+            name: self.name.clone(),
+            topo,
+            selector: Selector::new(self.config.executor_override.clone()),
+            registry: registry(),
+            state: Mutex::new(CommState {
+                resources: ResourceManager::new(
+                    rank,
+                    device.clone(),
+                    ccl_input,
+                    ccl_output,
+                    self.fabric.clone(),
+                    self.config.connect_timeout,
+                ),
+                ops: HashMap::new(),
+            }),
+            device,
+            config: self.config.clone(),
+        })
+    }
+}
+
+struct CachedOp {
+    executor: Box<dyn CollExecutor>,
+    res: AlgResourceResponse,
+    label: Arc<OpLabel>,
+}
+
+struct CommState {
+    resources: ResourceManager,
+    ops: HashMap<(String, String), CachedOp>,
+}
+
+/// One rank's communicator.
+pub struct Communicator {
+    rank: u32,
+    size: u32,
+    name: String,
+    device: Device,
+    topo: TopoInfo,
+    config: CommConfig,
+    selector: Selector,
+    registry: &'static ExecutorRegistry,
+    state: Mutex<CommState>,
+}
+
+impl std::fmt::Debug for Communicator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Communicator")
+            .field("name", &self.name)
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .finish()
+    }
+}
+
+impl Communicator {
+    /// `n` communicators of one in-process group, rank i at index i
+    /// (HCCL's `HcclCommInitAll`).
+    pub fn init_all(n: u32, config: CommConfig) -> Result<Vec<Communicator>> {
+        let g = InProcGroup::new(n, config)?;
+        (0..n).map(|r| g.join(r)).collect()
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Ranks in the communicator.
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// The communicator's name (HCCL's `HcclGetCommName`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The rank's device; streams for this communicator must be on it.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// A new stream on this rank's device.
+    pub fn create_stream(&self) -> Stream {
+        Stream::new(&self.device)
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &CommConfig {
+        &self.config
+    }
+
+    /// The topology as executors see it.
+    pub fn topo(&self) -> &TopoInfo {
+        &self.topo
+    }
+
+    /// Runs one op: select an executor, get (or reuse) its resources for
+    /// the op's tag, and let it orchestrate the op on `param.stream`.
+    /// The caller has validated the user arguments.
+    pub fn exec_op(&self, param: &OpParam) -> Result<()> {
+        let ctx = |e: HcclError| e.rank(self.rank).tag(param.tag.clone());
+        if param.stream.device().uid() != self.device.uid() {
+            return Err(ctx(HcclError::para(format!(
+                "the stream belongs to device {} (uid {}), not to this communicator's rank {} device; \
+                 create it with Communicator::create_stream",
+                param.stream.device().id(),
+                param.stream.device().uid(),
+                self.rank
+            ))));
+        }
+        let name = self.selector.select(param, &self.topo, self.registry).map_err(ctx)?;
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let st = &mut *st;
+        let key = (param.tag.clone(), name);
+        if !st.ops.contains_key(&key) {
+            let executor = self.registry.create(&key.1, &self.topo).map_err(ctx)?;
+            let req = executor.calc_res_request(param, &self.topo).map_err(ctx)?;
+            let res = st.resources.grant(&req, &param.input, &param.output).map_err(ctx)?;
+            tracing::debug!(tag = %param.tag, executor = %key.1, rank = self.rank, "resources granted");
+            let label = Arc::new(OpLabel {
+                tag: param.tag.clone(),
+                algorithm: key.1.clone(),
+                rank: self.rank,
+            });
+            st.ops.insert(key.clone(), CachedOp { executor, res, label });
+        }
+        let op = st.ops.get_mut(&key).expect("inserted above");
+        op.res.param_input = param.input.clone();
+        op.res.param_output = param.output.clone();
+        param.stream.set_label(Some(op.label.clone()));
+        for s in &op.res.slave_streams {
+            s.set_label(Some(op.label.clone()));
+        }
+        op.executor.orchestrate(param, &op.res).map_err(ctx)
+    }
+}

@@ -1,0 +1,181 @@
+//! Communicator configuration, from HCCL's environment variables or code.
+
+use hccl_platform::{DeviceConfig, ExecMode, HcclError, Result};
+use std::time::Duration;
+
+/// Where configuration values come from: the process environment, or a map
+/// (tests, embedding applications).
+pub trait EnvSource {
+    /// The value of `key`, if set.
+    fn get(&self, key: &str) -> Option<String>;
+}
+
+/// The process environment.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProcessEnv;
+
+impl EnvSource for ProcessEnv {
+    fn get(&self, key: &str) -> Option<String> {
+        std::env::var(key).ok()
+    }
+}
+
+impl EnvSource for std::collections::HashMap<String, String> {
+    fn get(&self, key: &str) -> Option<String> {
+        std::collections::HashMap::get(self, key).cloned()
+    }
+}
+
+impl EnvSource for [(&str, &str)] {
+    fn get(&self, key: &str) -> Option<String> {
+        self.iter().find(|(k, _)| *k == key).map(|(_, v)| (*v).to_owned())
+    }
+}
+
+/// Default CCL buffer size, MB (HCCL's `HCCL_COMM_DEFAULT_BUFFSIZE`).
+pub const DEFAULT_BUFFSIZE_MB: u64 = 200;
+/// Default `HCCL_CONNECT_TIMEOUT`, seconds.
+pub const DEFAULT_CONNECT_TIMEOUT_S: u64 = 120;
+/// Default `HCCL_EXEC_TIMEOUT`, seconds.
+pub const DEFAULT_EXEC_TIMEOUT_S: u64 = 1836;
+
+/// How a communicator is set up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommConfig {
+    /// Size of each of the CCL input and output buffers, bytes (`HCCL_BUFFSIZE` MB).
+    pub buffer_size: usize,
+    /// Bound on every wait (`HCCL_EXEC_TIMEOUT`; `None` = 0 = never).
+    pub exec_timeout: Option<Duration>,
+    /// Force this executor for every op (`HCCL_RS_EXECUTOR`), bypassing selection.
+    pub executor_override: Option<String>,
+    /// Who runs stream tasks (`HCCL_RS_EXEC_MODE`).
+    pub exec_mode: ExecMode,
+    /// How long an idle stream driver spins before parking (`HCCL_RS_SPIN_US`).
+    pub spin: Duration,
+    /// How long link set-up waits for a peer (`HCCL_CONNECT_TIMEOUT`, s).
+    pub connect_timeout: Duration,
+}
+
+impl Default for CommConfig {
+    fn default() -> Self {
+        CommConfig {
+            buffer_size: (DEFAULT_BUFFSIZE_MB as usize) << 20,
+            exec_timeout: Some(Duration::from_secs(DEFAULT_EXEC_TIMEOUT_S)),
+            executor_override: None,
+            exec_mode: ExecMode::Inline,
+            spin: Duration::from_micros(20),
+            connect_timeout: Duration::from_secs(DEFAULT_CONNECT_TIMEOUT_S),
+        }
+    }
+}
+
+fn bad(var: &str, value: &str, why: &str) -> HcclError {
+    HcclError::para(format!("environment variable {var}='{value}' is invalid: {why}"))
+}
+
+fn parse_u64(var: &str, value: &str) -> Result<u64> {
+    value
+        .trim()
+        .parse::<u64>()
+        .map_err(|_| bad(var, value, "expected a non-negative integer"))
+}
+
+impl CommConfig {
+    /// The configuration from the process environment.
+    pub fn from_env() -> Result<CommConfig> {
+        Self::from_source(&ProcessEnv)
+    }
+
+    /// The configuration from `env`; unset variables take HCCL's defaults,
+    /// malformed ones are a parameter error naming the variable.
+    pub fn from_source(env: &(impl EnvSource + ?Sized)) -> Result<CommConfig> {
+        let mut c = CommConfig::default();
+        if let Some(v) = env.get("HCCL_BUFFSIZE") {
+            let mb = parse_u64("HCCL_BUFFSIZE", &v)?;
+            if mb == 0 {
+                return Err(bad("HCCL_BUFFSIZE", &v, "the CCL buffer size in MB must be at least 1"));
+            }
+            let bytes = mb
+                .checked_mul(1 << 20)
+                .filter(|b| *b <= isize::MAX as u64)
+                .ok_or_else(|| bad("HCCL_BUFFSIZE", &v, "too large"))?;
+            c.buffer_size = bytes as usize;
+        }
+        if let Some(v) = env.get("HCCL_EXEC_TIMEOUT") {
+            let s = parse_u64("HCCL_EXEC_TIMEOUT", &v)?;
+            c.exec_timeout = (s > 0).then(|| Duration::from_secs(s));
+        }
+        if let Some(v) = env.get("HCCL_CONNECT_TIMEOUT") {
+            let s = parse_u64("HCCL_CONNECT_TIMEOUT", &v)?;
+            if s == 0 {
+                return Err(bad("HCCL_CONNECT_TIMEOUT", &v, "the timeout in seconds must be at least 1"));
+            }
+            c.connect_timeout = Duration::from_secs(s);
+        }
+        if let Some(v) = env.get("HCCL_RS_EXECUTOR") {
+            let v = v.trim();
+            if !v.is_empty() {
+                c.executor_override = Some(v.to_owned());
+            }
+        }
+        if let Some(v) = env.get("HCCL_RS_EXEC_MODE") {
+            c.exec_mode = match v.trim().to_ascii_lowercase().as_str() {
+                "" | "inline" => ExecMode::Inline,
+                "worker" => ExecMode::Worker,
+                _ => return Err(bad("HCCL_RS_EXEC_MODE", &v, "expected 'inline' or 'worker'")),
+            };
+        }
+        if let Some(v) = env.get("HCCL_RS_SPIN_US") {
+            c.spin = Duration::from_micros(parse_u64("HCCL_RS_SPIN_US", &v)?);
+        }
+        Ok(c)
+    }
+
+    /// The platform device settings this configuration implies.
+    pub fn device_config(&self) -> DeviceConfig {
+        DeviceConfig {
+            exec_timeout: self.exec_timeout,
+            spin: self.spin,
+            mode: self.exec_mode,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hccl_platform::HcclResult;
+
+    #[test]
+    fn defaults_match_hccl() {
+        let c = CommConfig::from_source(&[][..]).unwrap();
+        assert_eq!(c.buffer_size, 200 << 20);
+        assert_eq!(c.exec_timeout, Some(Duration::from_secs(1836)));
+    }
+
+    #[test]
+    fn buffsize_in_mb() {
+        let c = CommConfig::from_source(&[("HCCL_BUFFSIZE", "3")][..]).unwrap();
+        assert_eq!(c.buffer_size, 3 << 20);
+        let c = CommConfig::from_source(&[("HCCL_EXEC_TIMEOUT", "0")][..]).unwrap();
+        assert_eq!(c.exec_timeout, None);
+    }
+
+    #[test]
+    fn bad_values_name_the_variable() {
+        for (var, val, why) in [
+            ("HCCL_BUFFSIZE", "0", "at least 1"),
+            ("HCCL_BUFFSIZE", "abc", "non-negative integer"),
+            ("HCCL_BUFFSIZE", "-5", "non-negative integer"),
+            ("HCCL_BUFFSIZE", "99999999999999", "too large"),
+            ("HCCL_EXEC_TIMEOUT", "1.5", "non-negative integer"),
+            ("HCCL_RS_EXEC_MODE", "turbo", "'inline' or 'worker'"),
+        ] {
+            let e = CommConfig::from_source(&[(var, val)][..]).unwrap_err();
+            assert_eq!(e.code(), HcclResult::EPara);
+            let msg = e.to_string();
+            assert!(msg.contains(&format!("{var}='{val}'")), "{msg}");
+            assert!(msg.contains(why), "{msg}");
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! The in-process fabric: how ranks that are threads of one process find
+//! each other and build links.
+//!
+//! Each rank publishes an endpoint (its buffers and its driver's waker) when
+//! it joins. Links are made lazily: the first of two ranks to ask for a link
+//! between them creates both ends and parks the peer's end here until the
+//! peer asks for it.
+
+use hccl_platform::link::{InProcEndpoint, InProcLink};
+use hccl_platform::{HcclError, LinkHandle, MemKind, Result};
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// Identifies a link between two ranks over given peer memories.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct LinkKey {
+    low: u32,
+    high: u32,
+}
+
+#[derive(Default)]
+struct FabricState {
+    endpoints: Vec<Option<InProcEndpoint>>,
+    /// Ends created by one rank and not yet collected by the other,
+    /// keyed by (pair, collecting rank).
+    parked: HashMap<(LinkKey, u32), LinkHandle>,
+}
+
+/// Rendezvous point of an in-process group.
+pub struct InProcFabric {
+    size: u32,
+    state: Mutex<FabricState>,
+    joined: Condvar,
+}
+
+impl std::fmt::Debug for InProcFabric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InProcFabric").field("size", &self.size).finish()
+    }
+}
+
+impl InProcFabric {
+    /// A fabric for `size` ranks.
+    pub fn new(size: u32) -> Arc<Self> {
+        Arc::new(InProcFabric {
+            size,
+            state: Mutex::new(FabricState {
+                endpoints: vec![None; size as usize],
+                parked: HashMap::new(),
+            }),
+            joined: Condvar::new(),
+        })
+    }
+
+    /// Publishes `rank`'s endpoint.
+    pub fn publish(&self, ep: InProcEndpoint) -> Result<()> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let slot = st
+            .endpoints
+            .get_mut(ep.rank as usize)
+            .ok_or_else(|| HcclError::para(format!("rank {} is out of range for {} ranks", ep.rank, self.size)))?;
+        if slot.is_some() {
+            return Err(HcclError::para(format!("rank {} has already joined this group", ep.rank)));
+        }
+        *slot = Some(ep);
+        self.joined.notify_all();
+        Ok(())
+    }
+
+    /// `local`'s end of the link to `remote`, waiting up to `connect_timeout`
+    /// for `remote` to join. Each end addresses the other's CCL buffers.
+    pub fn link(
+        &self,
+        local: u32,
+        remote: u32,
+        _input: MemKind,
+        _output: MemKind,
+        connect_timeout: Duration,
+    ) -> Result<LinkHandle> {
+        let key = LinkKey {
+            low: local.min(remote),
+            high: local.max(remote),
+        };
+        if remote >= self.size {
+            return Err(HcclError::para(format!("peer rank {remote} is out of range for {} ranks", self.size)));
+        }
+        let deadline = Instant::now() + connect_timeout;
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        while st.endpoints[remote as usize].is_none() {
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(HcclError::timeout(format!(
+                    "rank {remote} did not join the group within {}s (HCCL_CONNECT_TIMEOUT)",
+                    connect_timeout.as_secs_f64()
+                ))
+                .rank(local)
+                .peer(remote));
+            }
+            st = self
+                .joined
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        if let Some(end) = st.parked.remove(&(key.clone(), local)) {
+            return Ok(end);
+        }
+        let ep = |r: u32| {
+            st.endpoints
+                .get(r as usize)
+                .and_then(|e| e.clone())
+                .ok_or_else(|| HcclError::internal(format!("rank {r} has not joined the group")))
+        };
+        let (a, b) = (ep(local)?, ep(remote)?);
+        let (mine, theirs) = InProcLink::pair(&a, &b);
+        st.parked
+            .insert((key, remote), LinkHandle::new(Arc::new(theirs)));
+        Ok(LinkHandle::new(Arc::new(mine)))
+    }
+}

@@ -1,0 +1,117 @@
+//! Turns an executor's resource request into granted resources.
+
+use crate::fabric::InProcFabric;
+use hccl_algorithm::{AlgResourceRequest, AlgResourceResponse};
+use hccl_platform::{Device, DeviceMem, HcclError, LinkHandle, MemKind, Notify, Result, Stream};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Grants buffers, streams, notifies and links to executors for one rank.
+/// Links are built on first request and reused by every later op.
+#[derive(Debug)]
+pub struct ResourceManager {
+    rank: u32,
+    device: Device,
+    ccl_input: DeviceMem,
+    ccl_output: DeviceMem,
+    fabric: Arc<InProcFabric>,
+    connect_timeout: Duration,
+    links: HashMap<(u32, MemKind, MemKind), LinkHandle>,
+}
+
+impl ResourceManager {
+    /// A manager for `rank`, owning its CCL buffers.
+    pub fn new(
+        rank: u32,
+        device: Device,
+        ccl_input: DeviceMem,
+        ccl_output: DeviceMem,
+        fabric: Arc<InProcFabric>,
+        connect_timeout: Duration,
+    ) -> Self {
+        ResourceManager {
+            rank,
+            device,
+            ccl_input,
+            ccl_output,
+            fabric,
+            connect_timeout,
+            links: HashMap::new(),
+        }
+    }
+
+    /// The CCL input buffer.
+    pub fn ccl_input(&self) -> &DeviceMem {
+        &self.ccl_input
+    }
+
+    /// The CCL output buffer.
+    pub fn ccl_output(&self) -> &DeviceMem {
+        &self.ccl_output
+    }
+
+    /// Grants `req`. `input`/`output` are the op's user buffers.
+    pub fn grant(&mut self, req: &AlgResourceRequest, input: &DeviceMem, output: &DeviceMem) -> Result<AlgResourceResponse> {
+        let scratch = if req.scratch_mem_size > 0 {
+            let n = usize::try_from(req.scratch_mem_size)
+                .map_err(|_| HcclError::memory(format!("scratch of {} bytes is too large", req.scratch_mem_size)))?;
+            DeviceMem::alloc(n)?
+        } else {
+            DeviceMem::null()
+        };
+        let slave_streams = (0..req.stream_num).map(|_| Stream::new(&self.device)).collect();
+        let main = req.notify_num / 2;
+        let notifies_main = (0..main).map(|_| Notify::new(&self.device)).collect();
+        let notifies_aux = (0..req.notify_num - main).map(|_| Notify::new(&self.device)).collect();
+        let mut op_transport = req.op_transport.clone();
+        for level in op_transport.iter_mut() {
+            for sub in level.iter_mut() {
+                for (i, t) in sub.transport_requests.iter().enumerate() {
+                    if !t.is_valid {
+                        continue;
+                    }
+                    if t.local_user_rank != self.rank {
+                        return Err(HcclError::internal(format!(
+                            "transport request from rank {} issued on rank {}",
+                            t.local_user_rank, self.rank
+                        )));
+                    }
+                    let key = (t.remote_user_rank, t.input_mem_type, t.output_mem_type);
+                    let link = match self.links.get(&key) {
+                        Some(l) => l.clone(),
+                        None => {
+                            let l = self
+                                .fabric
+                                .link(
+                                    self.rank,
+                                    t.remote_user_rank,
+                                    t.input_mem_type,
+                                    t.output_mem_type,
+                                    self.connect_timeout,
+                                )
+                                .map_err(|e| e.rank(self.rank).peer(t.remote_user_rank))?;
+                            tracing::debug!(rank = self.rank, peer = t.remote_user_rank, "link established");
+                            self.links.insert(key, l.clone());
+                            l
+                        }
+                    };
+                    sub.links[i] = Some(link);
+                }
+            }
+        }
+        Ok(AlgResourceResponse {
+            ccl_input: self.ccl_input.clone(),
+            ccl_output: self.ccl_output.clone(),
+            param_input: input.clone(),
+            param_output: output.clone(),
+            scratch,
+            aiv_input: DeviceMem::null(),
+            aiv_output: DeviceMem::null(),
+            slave_streams,
+            notifies_main,
+            notifies_aux,
+            op_transport,
+        })
+    }
+}

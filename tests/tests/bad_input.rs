@@ -1,0 +1,153 @@
+//! Bad input gets a typed error with a clear message, and nothing is enqueued.
+
+use hccl_adapter::{
+    CommConfig, DataType, DeviceBuffer, DeviceMem, HcclComm, HcclError, HcclResult, InProcGroup, ReduceOp, Stream,
+};
+
+fn comms(n: u32) -> Vec<HcclComm> {
+    let cfg = CommConfig::from_source(&[("HCCL_BUFFSIZE", "1"), ("HCCL_EXEC_TIMEOUT", "20")][..]).unwrap();
+    HcclComm::init_all_with(n, cfg).unwrap()
+}
+
+fn assert_err(r: hccl_adapter::Result<()>, code: HcclResult, needle: &str) -> HcclError {
+    let e = r.expect_err("call must fail");
+    assert_eq!(e.code(), code, "wrong code for: {e}");
+    assert!(e.to_string().contains(needle), "'{needle}' missing from: {e}");
+    e
+}
+
+fn assert_nothing_enqueued(stream: &Stream, bufs: &[&DeviceMem]) {
+    assert!(stream.query(), "a rejected call must not enqueue anything");
+    stream.synchronize().unwrap();
+    for b in bufs {
+        // host access would fail if a task still held the buffer
+        b.fill_bytes(0).unwrap();
+    }
+}
+
+#[test]
+fn null_and_short_buffers() {
+    let cs = comms(2);
+    let c = &cs[0];
+    let s = c.create_stream();
+    let good = DeviceMem::alloc(64).unwrap();
+    let short = DeviceMem::alloc(60).unwrap();
+    let null = DeviceMem::null();
+    let e = assert_err(
+        c.all_reduce_raw(&null, &good, 16, DataType::Fp32, ReduceOp::Sum, &s),
+        HcclResult::EPtr,
+        "sendBuf is null",
+    );
+    assert_eq!(e.context().rank, Some(0));
+    assert!(e.to_string().contains("HcclAllReduce"), "{e}");
+    assert_err(
+        c.all_reduce_raw(&good, &null, 16, DataType::Fp32, ReduceOp::Sum, &s),
+        HcclResult::EPtr,
+        "recvBuf is null",
+    );
+    assert_err(
+        c.all_reduce_raw(&good, &short, 16, DataType::Fp32, ReduceOp::Sum, &s),
+        HcclResult::EPara,
+        "recvBuf holds 60 bytes but the op needs 64",
+    );
+    assert_err(
+        c.all_reduce_raw(&short, &good, 16, DataType::Fp32, ReduceOp::Sum, &s),
+        HcclResult::EPara,
+        "sendBuf holds 60 bytes",
+    );
+    // typed form: recv shorter than send
+    let send = DeviceBuffer::<i32>::alloc(8).unwrap();
+    let mut recv = DeviceBuffer::<i32>::alloc(4).unwrap();
+    assert_err(c.all_reduce(&send, &mut recv, ReduceOp::Max, &s), HcclResult::EPara, "recvBuf holds 16 bytes");
+    // partial overlap
+    assert_err(
+        c.all_reduce_raw(&good.range(0, 32).unwrap(), &good.range(16, 32).unwrap(), 8, DataType::Fp32, ReduceOp::Sum, &s),
+        HcclResult::EPara,
+        "partly overlap",
+    );
+    assert_nothing_enqueued(&s, &[&good, &short, send.mem(), recv.mem()]);
+    // count 0 is a successful no-op even with null buffers, as in HCCL
+    c.all_reduce_raw(&null, &null, 0, DataType::Fp32, ReduceOp::Sum, &s).unwrap();
+    assert_nothing_enqueued(&s, &[]);
+}
+
+#[test]
+fn count_overflow() {
+    let cs = comms(2);
+    let s = cs[0].create_stream();
+    let m = DeviceMem::alloc(64).unwrap();
+    assert_err(
+        cs[0].all_reduce_raw(&m, &m, u64::MAX / 2, DataType::Fp64, ReduceOp::Sum, &s),
+        HcclResult::EPara,
+        "overflows the address space",
+    );
+    assert_nothing_enqueued(&s, &[&m]);
+}
+
+#[test]
+fn unknown_dtype_and_op_codes() {
+    let e = DataType::from_code(12).unwrap_err();
+    assert_eq!(e.code(), HcclResult::EPara);
+    assert!(e.to_string().contains("unknown data type code 12"), "{e}");
+    let e = ReduceOp::from_code(7).unwrap_err();
+    assert_eq!(e.code(), HcclResult::EPara);
+    assert!(e.to_string().contains("unknown reduce op code 7"), "{e}");
+}
+
+#[test]
+fn rank_out_of_range_and_double_join() {
+    let g = InProcGroup::new(2, CommConfig::default()).unwrap();
+    let e = HcclComm::join(&g, 2).unwrap_err();
+    assert_eq!(e.code(), HcclResult::EPara);
+    assert!(e.to_string().contains("rank 2 is out of range for a communicator of 2 ranks"), "{e}");
+    let _r0 = HcclComm::join(&g, 0).unwrap();
+    let e = HcclComm::join(&g, 0).unwrap_err();
+    assert_eq!(e.code(), HcclResult::EPara);
+    assert!(e.to_string().contains("already joined"), "{e}");
+    let e = HcclComm::init_all_with(0, CommConfig::default()).unwrap_err();
+    assert_eq!(e.code(), HcclResult::EPara);
+    assert!(e.to_string().contains("at least one rank"), "{e}");
+}
+
+#[test]
+fn stream_of_another_rank() {
+    let cs = comms(2);
+    let foreign = cs[1].create_stream();
+    let mine = cs[0].create_stream();
+    let m = DeviceMem::alloc(64).unwrap();
+    let r = DeviceMem::alloc(64).unwrap();
+    assert_err(
+        cs[0].all_reduce_raw(&m, &r, 16, DataType::Fp32, ReduceOp::Sum, &foreign),
+        HcclResult::EPara,
+        "the stream belongs to device 1",
+    );
+    assert_nothing_enqueued(&foreign, &[&m, &r]);
+    assert_nothing_enqueued(&mine, &[]);
+}
+
+#[test]
+fn bad_buffsize_values_name_the_variable() {
+    for v in ["0", "lots", "-1", ""] {
+        let e = CommConfig::from_source(&[("HCCL_BUFFSIZE", v)][..]).unwrap_err();
+        assert_eq!(e.code(), HcclResult::EPara);
+        assert!(e.to_string().contains(&format!("HCCL_BUFFSIZE='{v}'")), "{e}");
+    }
+}
+
+#[test]
+fn a_peer_that_never_calls_times_out_naming_it() {
+    let cfg = CommConfig::from_source(&[("HCCL_BUFFSIZE", "1"), ("HCCL_EXEC_TIMEOUT", "1")][..]).unwrap();
+    let cs = HcclComm::init_all_with(2, cfg).unwrap();
+    let s = cs[0].create_stream();
+    let send = DeviceBuffer::from_slice(&[1.0f32; 64]).unwrap();
+    let mut recv = DeviceBuffer::<f32>::alloc(64).unwrap();
+    cs[0].all_reduce(&send, &mut recv, ReduceOp::Sum, &s).unwrap();
+    let start = std::time::Instant::now();
+    let e = s.synchronize().unwrap_err();
+    assert!(start.elapsed() < std::time::Duration::from_secs(10));
+    assert_eq!(e.code(), HcclResult::ETimeout);
+    let msg = e.to_string();
+    for needle in ["peer rank 1", "AllReduceRingExecutor", "AllReduce_", "rank 0", "step 0"] {
+        assert!(msg.contains(needle), "'{needle}' missing from: {msg}");
+    }
+}

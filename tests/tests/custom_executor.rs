@@ -1,0 +1,124 @@
+//! A crate outside hccl-algorithm registers its own executor by name and
+//! runs it through the framework and adapter.
+//!
+//! The executor is a star allreduce: every rank sends its chunk to rank 0,
+//! which reduces them and sends the result back. It uses only the public
+//! contract: a resource request with mesh links to rank 0, the op-base loop,
+//! and link verbs enqueued on the stream.
+
+use hccl_adapter::{CommConfig, DeviceBuffer, HcclComm, ReduceOp};
+use hccl_algorithm::executor::run_op_base_loop;
+use hccl_algorithm::{
+    registry, AlgResourceRequest, AlgResourceResponse, CollExecutor, CommPlane, OpParam, SingleSubCommTransport,
+    TopoInfo,
+};
+use hccl_platform::{MemKind, Result};
+use hccl_tests::{expected_value, input_value, run_ranks};
+use std::sync::Arc;
+use std::time::Duration;
+
+const NAME: &str = "StarAllReduceTestExecutor";
+
+struct StarAllReduce {
+    topo: TopoInfo,
+}
+
+impl CollExecutor for StarAllReduce {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn calc_res_request(&self, _param: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
+        let ranks = topo.plane_ranks(CommPlane::Combine);
+        let wanted: Vec<u32> = if topo.user_rank == 0 { (1..ranks.len() as u32).collect() } else { vec![0] };
+        let mut req = AlgResourceRequest::default();
+        req.op_transport[CommPlane::Combine as usize].push(SingleSubCommTransport::new(
+            ranks,
+            topo.user_rank,
+            &wanted,
+            MemKind::CclInput,
+            MemKind::CclOutput,
+        )?);
+        Ok(req)
+    }
+
+    fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+        let s = &param.stream;
+        let comm = res.sub_comm(CommPlane::Combine, 0)?;
+        let p = self.topo.user_rank_size;
+        run_op_base_loop(param, res, res.ccl_input.len(), |chunk, res| {
+            let cin = res.ccl_input.range(0, chunk.bytes)?;
+            let cout = res.ccl_output.range(0, chunk.bytes)?;
+            s.memcpy_async(&cin, &param.input.range(chunk.offset, chunk.bytes)?)?;
+            if self.topo.user_rank == 0 {
+                for q in 1..p {
+                    let l = comm.link(q)?;
+                    l.tx_ack(s)?; // q may write my CCL output
+                    l.rx_wait_done(s)?;
+                    s.reduce_async(&cin, &cout, param.dtype, param.reduce_op)?;
+                }
+                for q in 1..p {
+                    let l = comm.link(q)?;
+                    l.rx_ack(s)?;
+                    l.tx_async(MemKind::CclOutput, 0, &cin, s)?;
+                    l.tx_wait_done(s)?;
+                }
+                s.memcpy_async(&param.output.range(chunk.offset, chunk.bytes)?, &cin)
+            } else {
+                let l = comm.link(0)?;
+                l.rx_ack(s)?;
+                l.tx_async(MemKind::CclOutput, 0, &cin, s)?;
+                l.tx_wait_done(s)?;
+                l.tx_ack(s)?; // rank 0 may write the result into my CCL output
+                l.rx_wait_done(s)?;
+                s.memcpy_async(&param.output.range(chunk.offset, chunk.bytes)?, &cout)
+            }
+        })
+    }
+}
+
+#[test]
+fn user_executor_runs_through_the_framework() {
+    registry()
+        .register(NAME, Arc::new(|t: &TopoInfo| Box::new(StarAllReduce { topo: t.clone() }) as Box<dyn CollExecutor>))
+        .unwrap();
+    // a second registration under the same name is refused
+    let dup = registry().register(NAME, Arc::new(|t: &TopoInfo| Box::new(StarAllReduce { topo: t.clone() }) as Box<dyn CollExecutor>));
+    assert!(dup.unwrap_err().to_string().contains("already registered"));
+
+    let cfg = CommConfig::from_source(&[("HCCL_BUFFSIZE", "1"), ("HCCL_RS_EXECUTOR", NAME), ("HCCL_EXEC_TIMEOUT", "30")][..])
+        .unwrap();
+    for p in [2u32, 3, 4] {
+        let comms = Arc::new(HcclComm::init_all_with(p, cfg.clone()).unwrap());
+        run_ranks(p, Duration::from_secs(60), move |r| {
+            let comm = &comms[r as usize];
+            let stream = comm.create_stream();
+            // more than one CCL buffer (1 MiB) of f32, so the loop chunks
+            let count = (1 << 18) + 5;
+            for op in [ReduceOp::Sum, ReduceOp::Max] {
+                let input: Vec<f32> = (0..count).map(|i| input_value(op, r, i)).collect();
+                let send = DeviceBuffer::from_slice(&input).unwrap();
+                let mut recv = DeviceBuffer::<f32>::alloc(count).unwrap();
+                comm.all_reduce(&send, &mut recv, op, &stream).unwrap();
+                stream.synchronize().unwrap();
+                let got = recv.to_vec().unwrap();
+                for (i, g) in got.iter().enumerate() {
+                    assert_eq!(*g, expected_value::<f32>(op, p, i), "p={p} {op} element {i}");
+                }
+            }
+        });
+    }
+}
+
+#[test]
+fn overriding_with_an_unknown_executor_is_a_clear_error() {
+    let cfg = CommConfig::from_source(&[("HCCL_RS_EXECUTOR", "NoSuchExecutor")][..]).unwrap();
+    let comms = HcclComm::init_all_with(2, cfg).unwrap();
+    let s = comms[0].create_stream();
+    let b = DeviceBuffer::from_slice(&[1u8; 4]).unwrap();
+    let mut r = DeviceBuffer::<u8>::alloc(4).unwrap();
+    let e = comms[0].all_reduce(&b, &mut r, ReduceOp::Sum, &s).unwrap_err();
+    assert_eq!(e.code(), hccl_platform::HcclResult::ENotFound);
+    assert!(e.to_string().contains("'NoSuchExecutor' is not registered"), "{e}");
+    assert!(s.query());
+}
