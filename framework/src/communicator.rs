@@ -80,6 +80,7 @@ impl InProcGroup {
                     self.config.connect_timeout,
                 ),
                 ops: HashMap::new(),
+                last_executor: None,
             }),
             device,
             config: self.config.clone(),
@@ -96,6 +97,7 @@ struct CachedOp {
 struct CommState {
     resources: ResourceManager,
     ops: HashMap<(String, String), CachedOp>,
+    last_executor: Option<String>,
 }
 
 /// One rank's communicator.
@@ -164,6 +166,11 @@ impl Communicator {
         &self.topo
     }
 
+    /// The executor that ran the most recent op, if any.
+    pub fn last_executor(&self) -> Option<String> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).last_executor.clone()
+    }
+
     /// Runs one op: select an executor, get (or reuse) its resources for
     /// the op's tag, and let it orchestrate the op on `param.stream`.
     /// The caller has validated the user arguments.
@@ -193,6 +200,9 @@ impl Communicator {
                 rank: self.rank,
             });
             st.ops.insert(key.clone(), CachedOp { executor, res, label });
+        }
+        if st.last_executor.as_deref() != Some(key.1.as_str()) {
+            st.last_executor = Some(key.1.clone());
         }
         let op = st.ops.get_mut(&key).expect("inserted above");
         op.res.param_input = param.input.clone();

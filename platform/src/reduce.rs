@@ -636,10 +636,11 @@ fn check_lengths(what: &str, dtype: DataType, dst: usize, others: &[(&str, usize
         }
     }
     let size = dtype.size();
-    if dst % size != 0 {
+    let rem = dst % size;
+    if rem != 0 {
         return Err(HcclError::para(format!(
             "{what}: buffer length {dst} bytes is not a multiple of the {dtype} element size \
-             ({size} bytes)"
+             ({size} bytes; {rem} bytes left over)"
         )));
     }
     Ok(())
@@ -908,7 +909,7 @@ mod tests {
         (0..len)
             .map(|_| {
                 let r = rng.next();
-                if r % 4 == 0 {
+                if r & 3 == 0 {
                     edges[(r >> 16) as usize % edges.len()]
                 } else {
                     T::random(rng.next())
@@ -1203,7 +1204,7 @@ mod tests {
             let mid = f16::from_bits(bits).to_f32().to_bits();
             let bmid = u32::from(bits) << 16;
             for d in 0..=0x2000u32 {
-                if d % 64 == 0 || !(16..=0x1ff0).contains(&d) {
+                if d & 63 == 0 || !(16..=0x1ff0).contains(&d) {
                     for base in [mid, bmid] {
                         check(base.wrapping_add(d));
                         check(base.wrapping_sub(d));
@@ -1230,7 +1231,7 @@ mod tests {
         assert_eq!(e.code(), HcclResult::EPara);
         let m = e.to_string();
         assert!(
-            m.contains("length 6 bytes is not a multiple of the fp32 element size (4 bytes)"),
+            m.contains("length 6 bytes is not a multiple of the fp32 element size (4 bytes; 2 bytes left over)"),
             "{m}"
         );
         assert_eq!(d, [1u8; 6], "dst untouched on error");
@@ -1260,7 +1261,7 @@ mod tests {
         .unwrap_err();
         assert!(e
             .to_string()
-            .contains("length 3 bytes is not a multiple of the bf16 element size (2 bytes)"));
+            .contains("length 3 bytes is not a multiple of the bf16 element size (2 bytes; 1 bytes left over)"));
 
         // empty buffers are fine
         reduce_in_place(DataType::Fp64, ReduceOp::Sum, &mut [], &[]).unwrap();

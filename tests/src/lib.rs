@@ -1,92 +1,9 @@
-//! Shared helpers for hccl-rs integration tests: a reference reduction
-//! independent of the library's kernels, and a way to run one closure per
-//! rank on threads with a watchdog.
+//! Shared helpers for hccl-rs integration tests: the reference reduction
+//! (from hccl-tools, shared with hccl-test's checker) and a way to run one
+//! closure per rank on threads with a watchdog.
 
-use half::{bf16, f16};
-use hccl_adapter::{Element, ReduceOp};
+pub use hccl_tools::check::{expected_value, input_value, CheckElem as TestElem};
 use std::time::Duration;
-
-/// An element type with the test's own reference arithmetic.
-pub trait TestElem: Element + Default + PartialOrd {
-    /// A small test value.
-    fn from_i8(v: i8) -> Self;
-    /// The reference combine: wrapping for integers, f32 math for halves.
-    fn reference(op: ReduceOp, a: Self, b: Self) -> Self;
-}
-
-macro_rules! int_elem {
-    ($($t:ty),*) => {$(
-        impl TestElem for $t {
-            fn from_i8(v: i8) -> Self { v as $t }
-            fn reference(op: ReduceOp, a: Self, b: Self) -> Self {
-                match op {
-                    ReduceOp::Sum => a.wrapping_add(b),
-                    ReduceOp::Prod => a.wrapping_mul(b),
-                    ReduceOp::Max => a.max(b),
-                    ReduceOp::Min => a.min(b),
-                }
-            }
-        }
-    )*};
-}
-int_elem!(i8, i16, i32, i64, u8, u16, u32, u64);
-
-macro_rules! float_elem {
-    ($($t:ty),*) => {$(
-        impl TestElem for $t {
-            fn from_i8(v: i8) -> Self { v as $t }
-            fn reference(op: ReduceOp, a: Self, b: Self) -> Self {
-                match op {
-                    ReduceOp::Sum => a + b,
-                    ReduceOp::Prod => a * b,
-                    ReduceOp::Max => a.max(b),
-                    ReduceOp::Min => a.min(b),
-                }
-            }
-        }
-    )*};
-}
-float_elem!(f32, f64);
-
-macro_rules! half_elem {
-    ($($t:ty),*) => {$(
-        impl TestElem for $t {
-            fn from_i8(v: i8) -> Self { <$t>::from_f32(v as f32) }
-            fn reference(op: ReduceOp, a: Self, b: Self) -> Self {
-                let (x, y) = (a.to_f32(), b.to_f32());
-                <$t>::from_f32(match op {
-                    ReduceOp::Sum => x + y,
-                    ReduceOp::Prod => x * y,
-                    ReduceOp::Max => x.max(y),
-                    ReduceOp::Min => x.min(y),
-                })
-            }
-        }
-    )*};
-}
-half_elem!(f16, bf16);
-
-/// Rank `rank`'s input element `i` for op `op`: small values whose sums and
-/// products over up to 8 ranks are exact in every float type (so the result
-/// does not depend on reduction order), and wrap deterministically in
-/// integer types.
-pub fn input_value<T: TestElem>(op: ReduceOp, rank: u32, i: usize) -> T {
-    let k = (i.wrapping_mul(7) + rank as usize * 3) % 5;
-    let v: i8 = match op {
-        // products: factors in {1, 2, -1} keep |x| <= 2^8 for 8 ranks
-        ReduceOp::Prod => [1, 2, 1, -1, 1][k],
-        _ => k as i8 - 2,
-    };
-    let unsigned = T::from_i8(-1) > T::from_i8(0);
-    T::from_i8(if unsigned { v.abs() } else { v })
-}
-
-/// The reference result of reducing every rank's input element `i`.
-pub fn expected_value<T: TestElem>(op: ReduceOp, ranks: u32, i: usize) -> T {
-    (1..ranks).fold(input_value::<T>(op, 0, i), |acc, r| {
-        T::reference(op, acc, input_value::<T>(op, r, i))
-    })
-}
 
 /// Runs `f(rank)` on one thread per rank; panics (failing the test) if any
 /// rank fails or if they have not all finished within `limit`.

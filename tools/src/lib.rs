@@ -1,0 +1,6 @@
+//! hccl-tools: the library behind the hccl-rs command-line tools.
+
+#![warn(missing_docs)]
+
+pub mod check;
+pub mod perf;
