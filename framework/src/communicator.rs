@@ -53,7 +53,7 @@ impl InProcGroup {
                 self.size
             )));
         }
-        let device = Device::new(rank, self.config.device_config());
+        let device = Device::new(rank, self.config.device_config(self.size));
         let ccl_input = DeviceMem::alloc(self.config.buffer_size)?;
         let ccl_output = DeviceMem::alloc(self.config.buffer_size)?;
         self.fabric.publish(InProcEndpoint {

@@ -34,6 +34,8 @@ impl EnvSource for [(&str, &str)] {
 
 /// Default CCL buffer size, MB (HCCL's `HCCL_COMM_DEFAULT_BUFFSIZE`).
 pub const DEFAULT_BUFFSIZE_MB: u64 = 200;
+/// Spin before parking when every rank has a core, µs.
+pub const AUTO_SPIN_US: u64 = 20;
 /// Default `HCCL_CONNECT_TIMEOUT`, seconds.
 pub const DEFAULT_CONNECT_TIMEOUT_S: u64 = 120;
 /// Default `HCCL_EXEC_TIMEOUT`, seconds.
@@ -50,8 +52,11 @@ pub struct CommConfig {
     pub executor_override: Option<String>,
     /// Who runs stream tasks (`HCCL_RS_EXEC_MODE`).
     pub exec_mode: ExecMode,
-    /// How long an idle stream driver spins before parking (`HCCL_RS_SPIN_US`).
-    pub spin: Duration,
+    /// How long an idle stream driver spins before parking
+    /// (`HCCL_RS_SPIN_US`); `None` = automatic: spin while the host has a
+    /// core per rank, never when ranks outnumber cores (spinning then only
+    /// steals the core the awaited peer needs).
+    pub spin: Option<Duration>,
     /// How long link set-up waits for a peer (`HCCL_CONNECT_TIMEOUT`, s).
     pub connect_timeout: Duration,
 }
@@ -63,7 +68,7 @@ impl Default for CommConfig {
             exec_timeout: Some(Duration::from_secs(DEFAULT_EXEC_TIMEOUT_S)),
             executor_override: None,
             exec_mode: ExecMode::Inline,
-            spin: Duration::from_micros(20),
+            spin: None,
             connect_timeout: Duration::from_secs(DEFAULT_CONNECT_TIMEOUT_S),
         }
     }
@@ -126,16 +131,23 @@ impl CommConfig {
             };
         }
         if let Some(v) = env.get("HCCL_RS_SPIN_US") {
-            c.spin = Duration::from_micros(parse_u64("HCCL_RS_SPIN_US", &v)?);
+            c.spin = Some(Duration::from_micros(parse_u64("HCCL_RS_SPIN_US", &v)?));
         }
         Ok(c)
     }
 
-    /// The platform device settings this configuration implies.
-    pub fn device_config(&self) -> DeviceConfig {
+    /// The platform device settings this configuration implies for a host
+    /// running `ranks_on_host` ranks.
+    pub fn device_config(&self, ranks_on_host: u32) -> DeviceConfig {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+        let spin = self.spin.unwrap_or(if ranks_on_host <= cores {
+            Duration::from_micros(AUTO_SPIN_US)
+        } else {
+            Duration::ZERO
+        });
         DeviceConfig {
             exec_timeout: self.exec_timeout,
-            spin: self.spin,
+            spin,
             mode: self.exec_mode,
         }
     }

@@ -66,13 +66,16 @@ half_elem!(f16, bf16);
 
 /// Rank `rank`'s input element `i` for op `op`: small values whose sums and
 /// products over up to 8 ranks are exact in every float type (so the result
-/// does not depend on reduction order), and wrap deterministically in
-/// integer types.
+/// does not depend on reduction order; more ranks may round), and wrap
+/// deterministically in integer types.
 pub fn input_value<T: CheckElem>(op: ReduceOp, rank: u32, i: usize) -> T {
     let k = (i.wrapping_mul(7) + rank as usize * 3) % 5;
     let v: i8 = match op {
-        // products: factors in {1, 2, -1} keep |x| <= 2^8 for 8 ranks
-        ReduceOp::Prod => [1, 2, 1, -1, 1][k],
+        // float products: powers of two, |x| <= 2^8 over 8 ranks, exact
+        // even in bf16; integer products use larger factors so that small
+        // integer types overflow and the wrapping semantics are exercised.
+        ReduceOp::Prod if T::DTYPE.is_float() => [1, 2, 1, -1, -2][k],
+        ReduceOp::Prod => [1, 3, -1, 5, 2][k],
         _ => k as i8 - 2,
     };
     let unsigned = T::from_i8(-1) > T::from_i8(0);

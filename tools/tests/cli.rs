@@ -1,0 +1,86 @@
+//! hccl-test end to end: the README's sweep prints `success` on every row.
+
+use std::process::Command;
+use std::time::Duration;
+
+fn hccl_test(args: &[&str]) -> std::process::Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hccl-test"))
+        .args(args)
+        .env("HCCL_EXEC_TIMEOUT", "60")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn hccl-test");
+    // watchdog: a hang fails the test instead of stalling CI
+    let deadline = std::time::Instant::now() + Duration::from_secs(240);
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("hccl-test {args:?} did not finish within 240 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().expect("output")
+}
+
+#[test]
+fn four_rank_allreduce_sweep_succeeds_on_every_row() {
+    let out = hccl_test(&["all_reduce", "-p", "4", "-b", "8", "-e", "64M", "-f", "2", "-n", "2", "-w", "1", "-o", "sum", "-d", "fp32", "-c", "1"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "exit {:?}\n{stdout}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    let mut lines = stdout.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "the minbytes is 8, maxbytes is 67108864, iters is 2, warmup_iters is 1"
+    );
+    let header = lines.next().unwrap();
+    for col in ["data_size(Bytes):", "aveg_time(us):", "alg_bandwidth(GB/s):", "check_result:", "bus_bandwidth(GB/s):"] {
+        assert!(header.contains(col), "header lacks {col}: {header}");
+    }
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 24, "8 B .. 64 MiB by factor 2 is 24 sizes:\n{stdout}");
+    let mut expected_size = 8u64;
+    for row in rows {
+        let cols: Vec<&str> = row.split('|').map(str::trim).collect();
+        assert_eq!(cols.len(), 5, "{row}");
+        assert_eq!(cols[0].parse::<u64>().unwrap(), expected_size);
+        assert!(cols[1].parse::<f64>().unwrap() > 0.0);
+        assert_eq!(cols[3], "success", "{row}");
+        let (alg, bus): (f64, f64) = (cols[2].parse().unwrap(), cols[4].parse().unwrap());
+        assert!((bus - alg * 1.5).abs() <= 1e-5 + alg * 1e-3, "bus = 2(p-1)/p × alg for p=4: {row}");
+        expected_size *= 2;
+    }
+}
+
+#[test]
+fn json_rows_carry_every_key() {
+    let out = hccl_test(&["all_reduce", "-p", "3", "-b", "1K", "-e", "4K", "-f", "4", "-n", "2", "-w", "0", "-d", "bf16", "-o", "max", "--format", "json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rows.len(), 2);
+    for (row, bytes) in rows.iter().zip([1024u64, 4096]) {
+        for key in ["op", "ranks", "bytes", "count", "dtype", "time_us", "algbw_gbps", "busbw_gbps", "check", "algorithm"] {
+            assert!(row.get(key).is_some(), "missing {key}: {row}");
+        }
+        assert_eq!(row["bytes"], bytes);
+        assert_eq!(row["count"], bytes / 2);
+        assert_eq!(row["ranks"], 3);
+        assert_eq!(row["dtype"], "bf16");
+        assert_eq!(row["check"], "success");
+        assert_eq!(row["algorithm"], "AllReduceRingExecutor");
+    }
+}
+
+#[test]
+fn bad_arguments_fail_with_a_message() {
+    let out = hccl_test(&["all_reduce", "-p", "2", "-d", "fp8"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown data type name 'fp8'"));
+    let out = hccl_test(&["all_reduce", "-p", "2", "-b", "64", "-e", "8"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("minbytes 64 is larger than maxbytes 8"));
+}
