@@ -3,7 +3,9 @@
 use crate::validate;
 use hccl_algorithm::{OpParam, OpType, WorkflowMode};
 use hccl_framework::{CommConfig, Communicator, InProcGroup};
-use hccl_platform::{DataType, Device, DeviceBuffer, DeviceMem, Element, HcclError, ReduceOp, Result, Stream};
+use hccl_platform::{
+    DataType, Device, DeviceBuffer, DeviceMem, Element, HcclError, ReduceOp, Result, Stream,
+};
 use std::sync::Arc;
 
 /// One rank's communicator.
@@ -16,7 +18,10 @@ pub struct HcclComm {
 impl HcclComm {
     fn wrap(inner: Communicator) -> HcclComm {
         let allreduce_tag = format!("AllReduce_{}", inner.name());
-        HcclComm { inner, allreduce_tag }
+        HcclComm {
+            inner,
+            allreduce_tag,
+        }
     }
 
     /// `n` ranks in this process, configured from the environment
@@ -27,7 +32,10 @@ impl HcclComm {
 
     /// `n` ranks in this process with an explicit configuration.
     pub fn init_all_with(n: u32, config: CommConfig) -> Result<Vec<HcclComm>> {
-        Ok(Communicator::init_all(n, config)?.into_iter().map(Self::wrap).collect())
+        Ok(Communicator::init_all(n, config)?
+            .into_iter()
+            .map(Self::wrap)
+            .collect())
     }
 
     /// Joins `group` as `rank` (for ranks that are threads each creating its
@@ -74,11 +82,23 @@ impl HcclComm {
         op: ReduceOp,
         stream: &Stream,
     ) -> Result<()> {
-        self.all_reduce_raw(send.mem(), recv.mem(), send.len() as u64, T::DTYPE, op, stream)
+        self.all_reduce_raw(
+            send.mem(),
+            recv.mem(),
+            send.len() as u64,
+            T::DTYPE,
+            op,
+            stream,
+        )
     }
 
     /// In-place AllReduce of `buf`.
-    pub fn all_reduce_in_place<T: Element>(&self, buf: &mut DeviceBuffer<T>, op: ReduceOp, stream: &Stream) -> Result<()> {
+    pub fn all_reduce_in_place<T: Element>(
+        &self,
+        buf: &mut DeviceBuffer<T>,
+        op: ReduceOp,
+        stream: &Stream,
+    ) -> Result<()> {
         self.all_reduce_raw(buf.mem(), buf.mem(), buf.len() as u64, T::DTYPE, op, stream)
     }
 
@@ -94,7 +114,11 @@ impl HcclComm {
         op: ReduceOp,
         stream: &Stream,
     ) -> Result<()> {
-        let ctx = |e: HcclError| e.rank(self.rank()).tag(self.allreduce_tag.clone()).during("HcclAllReduce");
+        let ctx = |e: HcclError| {
+            e.rank(self.rank())
+                .tag(self.allreduce_tag.clone())
+                .during("HcclAllReduce")
+        };
         let bytes = validate::bytes_of(count, dtype).map_err(ctx)?;
         if count == 0 {
             return Ok(());

@@ -32,5 +32,6 @@ mod validate;
 pub use comm::HcclComm;
 pub use hccl_framework::{CommConfig, InProcGroup};
 pub use hccl_platform::{
-    DataType, Device, DeviceBuffer, DeviceMem, Element, HcclError, HcclResult, ReduceOp, Result, Stream,
+    DataType, Device, DeviceBuffer, DeviceMem, Element, HcclError, HcclResult, ReduceOp, Result,
+    Stream,
 };

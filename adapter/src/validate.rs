@@ -17,7 +17,13 @@ pub(crate) fn bytes_of(count: u64, dtype: DataType) -> Result<usize> {
 }
 
 /// Checks that `mem` (named `what`, e.g. "sendBuf") can hold `bytes`.
-pub(crate) fn buffer(what: &str, mem: &DeviceMem, bytes: usize, count: u64, dtype: DataType) -> Result<()> {
+pub(crate) fn buffer(
+    what: &str,
+    mem: &DeviceMem,
+    bytes: usize,
+    count: u64,
+    dtype: DataType,
+) -> Result<()> {
     if mem.is_null() {
         return Err(HcclError::ptr(format!("{what} is null")));
     }

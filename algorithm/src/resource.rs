@@ -52,7 +52,9 @@ impl SingleSubCommTransport {
         output_mem_type: MemKind,
     ) -> Result<Self> {
         let local_rank = ranks.iter().position(|&r| r == me).ok_or_else(|| {
-            HcclError::internal(format!("rank {me} is not in its own sub-communicator {ranks:?}"))
+            HcclError::internal(format!(
+                "rank {me} is not in its own sub-communicator {ranks:?}"
+            ))
         })? as u32;
         let transport_requests = ranks
             .iter()

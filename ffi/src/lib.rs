@@ -48,7 +48,9 @@ mod tests {
     fn strings_match_the_rust_error_codes() {
         for code in 1..=22u32 {
             // SAFETY: HcclGetErrorString returns a static NUL-terminated string.
-            let s = unsafe { CStr::from_ptr(HcclGetErrorString(code)) }.to_str().unwrap();
+            let s = unsafe { CStr::from_ptr(HcclGetErrorString(code)) }
+                .to_str()
+                .unwrap();
             let e = HcclError::from_code(code_of(code), "x");
             assert_eq!(e.code().code(), code);
             assert_eq!(s, e.code().as_str());
@@ -61,9 +63,29 @@ mod tests {
     fn code_of(c: u32) -> HcclResult {
         use HcclResult::*;
         [
-            Success, EPara, EPtr, EMemory, EInternal, ENotSupport, ENotFound, EUnavail, ESyscall, ETimeout,
-            EOpenFileFailure, ETcpConnect, ERoceConnect, ETcpTransfer, ERoceTransfer, ERuntime, EDrv, EProfiling,
-            ECce, ENetwork, EAgain, ERemote, ESuspending,
+            Success,
+            EPara,
+            EPtr,
+            EMemory,
+            EInternal,
+            ENotSupport,
+            ENotFound,
+            EUnavail,
+            ESyscall,
+            ETimeout,
+            EOpenFileFailure,
+            ETcpConnect,
+            ERoceConnect,
+            ETcpTransfer,
+            ERoceTransfer,
+            ERuntime,
+            EDrv,
+            EProfiling,
+            ECce,
+            ENetwork,
+            EAgain,
+            ERemote,
+            ESuspending,
         ][c as usize]
     }
 }

@@ -4,7 +4,9 @@ use crate::config::CommConfig;
 use crate::fabric::InProcFabric;
 use crate::resource_manager::ResourceManager;
 use crate::selector::Selector;
-use hccl_algorithm::{registry, AlgResourceResponse, CollExecutor, ExecutorRegistry, OpParam, TopoInfo};
+use hccl_algorithm::{
+    registry, AlgResourceResponse, CollExecutor, ExecutorRegistry, OpParam, TopoInfo,
+};
 use hccl_platform::link::InProcEndpoint;
 use hccl_platform::{Device, DeviceMem, HcclError, MemKind, OpLabel, Result, Stream};
 use std::collections::HashMap;
@@ -27,14 +29,20 @@ impl InProcGroup {
     /// A group of `size` ranks; each rank joins with [`InProcGroup::join`].
     pub fn new(size: u32, config: CommConfig) -> Result<Arc<InProcGroup>> {
         if size == 0 {
-            return Err(HcclError::para("a communicator needs at least one rank (got 0)"));
+            return Err(HcclError::para(
+                "a communicator needs at least one rank (got 0)",
+            ));
         }
         if config.buffer_size == 0 {
             return Err(HcclError::para("the CCL buffer size must be at least 1 MB"));
         }
         Ok(Arc::new(InProcGroup {
             size,
-            name: format!("inproc-{}-{}", std::process::id(), NEXT_GROUP.fetch_add(1, Ordering::Relaxed)),
+            name: format!(
+                "inproc-{}-{}",
+                std::process::id(),
+                NEXT_GROUP.fetch_add(1, Ordering::Relaxed)
+            ),
             config,
             fabric: InProcFabric::new(size),
         }))
@@ -58,7 +66,10 @@ impl InProcGroup {
         let ccl_output = DeviceMem::alloc(self.config.buffer_size)?;
         self.fabric.publish(InProcEndpoint {
             rank,
-            mems: vec![(MemKind::CclInput, ccl_input.clone()), (MemKind::CclOutput, ccl_output.clone())],
+            mems: vec![
+                (MemKind::CclInput, ccl_input.clone()),
+                (MemKind::CclOutput, ccl_output.clone()),
+            ],
             waker: device.waker(),
         })?;
         let topo = TopoInfo::single_server(rank, self.size)?;
@@ -168,7 +179,11 @@ impl Communicator {
 
     /// The executor that ran the most recent op, if any.
     pub fn last_executor(&self) -> Option<String> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).last_executor.clone()
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .last_executor
+            .clone()
     }
 
     /// Runs one op: select an executor, get (or reuse) its resources for
@@ -185,21 +200,34 @@ impl Communicator {
                 self.rank
             ))));
         }
-        let name = self.selector.select(param, &self.topo, self.registry).map_err(ctx)?;
+        let name = self
+            .selector
+            .select(param, &self.topo, self.registry)
+            .map_err(ctx)?;
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let st = &mut *st;
         let key = (param.tag.clone(), name);
         if !st.ops.contains_key(&key) {
             let executor = self.registry.create(&key.1, &self.topo).map_err(ctx)?;
             let req = executor.calc_res_request(param, &self.topo).map_err(ctx)?;
-            let res = st.resources.grant(&req, &param.input, &param.output).map_err(ctx)?;
+            let res = st
+                .resources
+                .grant(&req, &param.input, &param.output)
+                .map_err(ctx)?;
             tracing::debug!(tag = %param.tag, executor = %key.1, rank = self.rank, "resources granted");
             let label = Arc::new(OpLabel {
                 tag: param.tag.clone(),
                 algorithm: key.1.clone(),
                 rank: self.rank,
             });
-            st.ops.insert(key.clone(), CachedOp { executor, res, label });
+            st.ops.insert(
+                key.clone(),
+                CachedOp {
+                    executor,
+                    res,
+                    label,
+                },
+            );
         }
         if st.last_executor.as_deref() != Some(key.1.as_str()) {
             st.last_executor = Some(key.1.clone());

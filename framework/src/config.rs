@@ -28,7 +28,9 @@ impl EnvSource for std::collections::HashMap<String, String> {
 
 impl EnvSource for [(&str, &str)] {
     fn get(&self, key: &str) -> Option<String> {
-        self.iter().find(|(k, _)| *k == key).map(|(_, v)| (*v).to_owned())
+        self.iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| (*v).to_owned())
     }
 }
 
@@ -75,7 +77,9 @@ impl Default for CommConfig {
 }
 
 fn bad(var: &str, value: &str, why: &str) -> HcclError {
-    HcclError::para(format!("environment variable {var}='{value}' is invalid: {why}"))
+    HcclError::para(format!(
+        "environment variable {var}='{value}' is invalid: {why}"
+    ))
 }
 
 fn parse_u64(var: &str, value: &str) -> Result<u64> {
@@ -98,7 +102,11 @@ impl CommConfig {
         if let Some(v) = env.get("HCCL_BUFFSIZE") {
             let mb = parse_u64("HCCL_BUFFSIZE", &v)?;
             if mb == 0 {
-                return Err(bad("HCCL_BUFFSIZE", &v, "the CCL buffer size in MB must be at least 1"));
+                return Err(bad(
+                    "HCCL_BUFFSIZE",
+                    &v,
+                    "the CCL buffer size in MB must be at least 1",
+                ));
             }
             let bytes = mb
                 .checked_mul(1 << 20)
@@ -113,7 +121,11 @@ impl CommConfig {
         if let Some(v) = env.get("HCCL_CONNECT_TIMEOUT") {
             let s = parse_u64("HCCL_CONNECT_TIMEOUT", &v)?;
             if s == 0 {
-                return Err(bad("HCCL_CONNECT_TIMEOUT", &v, "the timeout in seconds must be at least 1"));
+                return Err(bad(
+                    "HCCL_CONNECT_TIMEOUT",
+                    &v,
+                    "the timeout in seconds must be at least 1",
+                ));
             }
             c.connect_timeout = Duration::from_secs(s);
         }
@@ -127,7 +139,13 @@ impl CommConfig {
             c.exec_mode = match v.trim().to_ascii_lowercase().as_str() {
                 "" | "inline" => ExecMode::Inline,
                 "worker" => ExecMode::Worker,
-                _ => return Err(bad("HCCL_RS_EXEC_MODE", &v, "expected 'inline' or 'worker'")),
+                _ => {
+                    return Err(bad(
+                        "HCCL_RS_EXEC_MODE",
+                        &v,
+                        "expected 'inline' or 'worker'",
+                    ))
+                }
             };
         }
         if let Some(v) = env.get("HCCL_RS_SPIN_US") {

@@ -36,7 +36,9 @@ pub struct InProcFabric {
 
 impl std::fmt::Debug for InProcFabric {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("InProcFabric").field("size", &self.size).finish()
+        f.debug_struct("InProcFabric")
+            .field("size", &self.size)
+            .finish()
     }
 }
 
@@ -56,12 +58,17 @@ impl InProcFabric {
     /// Publishes `rank`'s endpoint.
     pub fn publish(&self, ep: InProcEndpoint) -> Result<()> {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let slot = st
-            .endpoints
-            .get_mut(ep.rank as usize)
-            .ok_or_else(|| HcclError::para(format!("rank {} is out of range for {} ranks", ep.rank, self.size)))?;
+        let slot = st.endpoints.get_mut(ep.rank as usize).ok_or_else(|| {
+            HcclError::para(format!(
+                "rank {} is out of range for {} ranks",
+                ep.rank, self.size
+            ))
+        })?;
         if slot.is_some() {
-            return Err(HcclError::para(format!("rank {} has already joined this group", ep.rank)));
+            return Err(HcclError::para(format!(
+                "rank {} has already joined this group",
+                ep.rank
+            )));
         }
         *slot = Some(ep);
         self.joined.notify_all();
@@ -83,7 +90,10 @@ impl InProcFabric {
             high: local.max(remote),
         };
         if remote >= self.size {
-            return Err(HcclError::para(format!("peer rank {remote} is out of range for {} ranks", self.size)));
+            return Err(HcclError::para(format!(
+                "peer rank {remote} is out of range for {} ranks",
+                self.size
+            )));
         }
         let deadline = Instant::now() + connect_timeout;
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());

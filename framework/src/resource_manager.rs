@@ -52,18 +52,31 @@ impl ResourceManager {
     }
 
     /// Grants `req`. `input`/`output` are the op's user buffers.
-    pub fn grant(&mut self, req: &AlgResourceRequest, input: &DeviceMem, output: &DeviceMem) -> Result<AlgResourceResponse> {
+    pub fn grant(
+        &mut self,
+        req: &AlgResourceRequest,
+        input: &DeviceMem,
+        output: &DeviceMem,
+    ) -> Result<AlgResourceResponse> {
         let scratch = if req.scratch_mem_size > 0 {
-            let n = usize::try_from(req.scratch_mem_size)
-                .map_err(|_| HcclError::memory(format!("scratch of {} bytes is too large", req.scratch_mem_size)))?;
+            let n = usize::try_from(req.scratch_mem_size).map_err(|_| {
+                HcclError::memory(format!(
+                    "scratch of {} bytes is too large",
+                    req.scratch_mem_size
+                ))
+            })?;
             DeviceMem::alloc(n)?
         } else {
             DeviceMem::null()
         };
-        let slave_streams = (0..req.stream_num).map(|_| Stream::new(&self.device)).collect();
+        let slave_streams = (0..req.stream_num)
+            .map(|_| Stream::new(&self.device))
+            .collect();
         let main = req.notify_num / 2;
         let notifies_main = (0..main).map(|_| Notify::new(&self.device)).collect();
-        let notifies_aux = (0..req.notify_num - main).map(|_| Notify::new(&self.device)).collect();
+        let notifies_aux = (0..req.notify_num - main)
+            .map(|_| Notify::new(&self.device))
+            .collect();
         let mut op_transport = req.op_transport.clone();
         for level in op_transport.iter_mut() {
             for sub in level.iter_mut() {
@@ -91,7 +104,11 @@ impl ResourceManager {
                                     self.connect_timeout,
                                 )
                                 .map_err(|e| e.rank(self.rank).peer(t.remote_user_rank))?;
-                            tracing::debug!(rank = self.rank, peer = t.remote_user_rank, "link established");
+                            tracing::debug!(
+                                rank = self.rank,
+                                peer = t.remote_user_rank,
+                                "link established"
+                            );
                             self.links.insert(key, l.clone());
                             l
                         }

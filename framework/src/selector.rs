@@ -19,7 +19,12 @@ impl Selector {
     }
 
     /// The executor name for `param` on `topo`, checked against `registry`.
-    pub fn select(&self, param: &OpParam, topo: &TopoInfo, registry: &ExecutorRegistry) -> Result<String> {
+    pub fn select(
+        &self,
+        param: &OpParam,
+        topo: &TopoInfo,
+        registry: &ExecutorRegistry,
+    ) -> Result<String> {
         let name = match &self.override_name {
             Some(n) => n.clone(),
             None => match param.op_type {

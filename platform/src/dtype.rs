@@ -198,7 +198,9 @@ mod sealed {
 /// A Rust element type that maps onto an HCCL [`DataType`].
 ///
 /// Sealed: the set of element types is HCCL's, not open-ended.
-pub trait Element: Copy + Send + Sync + PartialEq + std::fmt::Debug + 'static + sealed::Sealed {
+pub trait Element:
+    Copy + Send + Sync + PartialEq + std::fmt::Debug + 'static + sealed::Sealed
+{
     /// The HCCL data type of `Self`.
     const DTYPE: DataType;
 }

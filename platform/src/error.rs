@@ -265,9 +265,28 @@ mod tests {
     fn all_codes() -> Vec<HcclResult> {
         use HcclResult::*;
         vec![
-            Success, EPara, EPtr, EMemory, EInternal, ENotSupport, ENotFound, EUnavail,
-            ESyscall, ETimeout, EOpenFileFailure, ETcpConnect, ERoceConnect, ETcpTransfer,
-            ERoceTransfer, ERuntime, EDrv, EProfiling, ECce, ENetwork, EAgain, ERemote,
+            Success,
+            EPara,
+            EPtr,
+            EMemory,
+            EInternal,
+            ENotSupport,
+            ENotFound,
+            EUnavail,
+            ESyscall,
+            ETimeout,
+            EOpenFileFailure,
+            ETcpConnect,
+            ERoceConnect,
+            ETcpTransfer,
+            ERoceTransfer,
+            ERuntime,
+            EDrv,
+            EProfiling,
+            ECce,
+            ENetwork,
+            EAgain,
+            ERemote,
             ESuspending,
         ]
     }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 /// HCCL_BUFFSIZE=1 (MB) so the largest count needs several op-base chunks.
 fn config() -> CommConfig {
-    CommConfig::from_source(&[("HCCL_BUFFSIZE", "1"), ("HCCL_EXEC_TIMEOUT", "60")][..]).unwrap()
+    CommConfig::from_source(&[("HCCL_BUFFSIZE", "1"), ("HCCL_EXEC_TIMEOUT", "20")][..]).unwrap()
 }
 
 fn counts<T>() -> Vec<usize> {
@@ -49,7 +49,11 @@ fn check_type<T: TestElem>(comm: &HcclComm, stream: &hccl_adapter::Stream) {
     stream.synchronize().unwrap();
     let got = buf.to_vec().unwrap();
     for (i, g) in got.iter().enumerate() {
-        assert!(*g == expected_value::<T>(op, size, i), "in-place {:?} element {i}", T::DTYPE);
+        assert!(
+            *g == expected_value::<T>(op, size, i),
+            "in-place {:?} element {i}",
+            T::DTYPE
+        );
     }
 }
 
@@ -108,7 +112,9 @@ fn reference_values_exercise_wrapping_and_signs() {
     // and values include negatives for signed types
     let mut wrapped = false;
     for i in 0..50 {
-        let exact: i64 = (0..8).map(|r| input_value::<i64>(ReduceOp::Prod, r, i)).product();
+        let exact: i64 = (0..8)
+            .map(|r| input_value::<i64>(ReduceOp::Prod, r, i))
+            .product();
         let w = expected_value::<i8>(ReduceOp::Prod, 8, i);
         assert_eq!(w, exact as i8);
         wrapped |= exact != w as i64;

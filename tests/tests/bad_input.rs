@@ -1,18 +1,23 @@
 //! Bad input gets a typed error with a clear message, and nothing is enqueued.
 
 use hccl_adapter::{
-    CommConfig, DataType, DeviceBuffer, DeviceMem, HcclComm, HcclError, HcclResult, InProcGroup, ReduceOp, Stream,
+    CommConfig, DataType, DeviceBuffer, DeviceMem, HcclComm, HcclError, HcclResult, InProcGroup,
+    ReduceOp, Stream,
 };
 
 fn comms(n: u32) -> Vec<HcclComm> {
-    let cfg = CommConfig::from_source(&[("HCCL_BUFFSIZE", "1"), ("HCCL_EXEC_TIMEOUT", "20")][..]).unwrap();
+    let cfg = CommConfig::from_source(&[("HCCL_BUFFSIZE", "1"), ("HCCL_EXEC_TIMEOUT", "20")][..])
+        .unwrap();
     HcclComm::init_all_with(n, cfg).unwrap()
 }
 
 fn assert_err(r: hccl_adapter::Result<()>, code: HcclResult, needle: &str) -> HcclError {
     let e = r.expect_err("call must fail");
     assert_eq!(e.code(), code, "wrong code for: {e}");
-    assert!(e.to_string().contains(needle), "'{needle}' missing from: {e}");
+    assert!(
+        e.to_string().contains(needle),
+        "'{needle}' missing from: {e}"
+    );
     e
 }
 
@@ -58,16 +63,28 @@ fn null_and_short_buffers() {
     // typed form: recv shorter than send
     let send = DeviceBuffer::<i32>::alloc(8).unwrap();
     let mut recv = DeviceBuffer::<i32>::alloc(4).unwrap();
-    assert_err(c.all_reduce(&send, &mut recv, ReduceOp::Max, &s), HcclResult::EPara, "recvBuf holds 16 bytes");
+    assert_err(
+        c.all_reduce(&send, &mut recv, ReduceOp::Max, &s),
+        HcclResult::EPara,
+        "recvBuf holds 16 bytes",
+    );
     // partial overlap
     assert_err(
-        c.all_reduce_raw(&good.range(0, 32).unwrap(), &good.range(16, 32).unwrap(), 8, DataType::Fp32, ReduceOp::Sum, &s),
+        c.all_reduce_raw(
+            &good.range(0, 32).unwrap(),
+            &good.range(16, 32).unwrap(),
+            8,
+            DataType::Fp32,
+            ReduceOp::Sum,
+            &s,
+        ),
         HcclResult::EPara,
         "partly overlap",
     );
     assert_nothing_enqueued(&s, &[&good, &short, send.mem(), recv.mem()]);
     // count 0 is a successful no-op even with null buffers, as in HCCL
-    c.all_reduce_raw(&null, &null, 0, DataType::Fp32, ReduceOp::Sum, &s).unwrap();
+    c.all_reduce_raw(&null, &null, 0, DataType::Fp32, ReduceOp::Sum, &s)
+        .unwrap();
     assert_nothing_enqueued(&s, &[]);
 }
 
@@ -99,7 +116,11 @@ fn rank_out_of_range_and_double_join() {
     let g = InProcGroup::new(2, CommConfig::default()).unwrap();
     let e = HcclComm::join(&g, 2).unwrap_err();
     assert_eq!(e.code(), HcclResult::EPara);
-    assert!(e.to_string().contains("rank 2 is out of range for a communicator of 2 ranks"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("rank 2 is out of range for a communicator of 2 ranks"),
+        "{e}"
+    );
     let _r0 = HcclComm::join(&g, 0).unwrap();
     let e = HcclComm::join(&g, 0).unwrap_err();
     assert_eq!(e.code(), HcclResult::EPara);
@@ -130,24 +151,36 @@ fn bad_buffsize_values_name_the_variable() {
     for v in ["0", "lots", "-1", ""] {
         let e = CommConfig::from_source(&[("HCCL_BUFFSIZE", v)][..]).unwrap_err();
         assert_eq!(e.code(), HcclResult::EPara);
-        assert!(e.to_string().contains(&format!("HCCL_BUFFSIZE='{v}'")), "{e}");
+        assert!(
+            e.to_string().contains(&format!("HCCL_BUFFSIZE='{v}'")),
+            "{e}"
+        );
     }
 }
 
 #[test]
 fn a_peer_that_never_calls_times_out_naming_it() {
-    let cfg = CommConfig::from_source(&[("HCCL_BUFFSIZE", "1"), ("HCCL_EXEC_TIMEOUT", "1")][..]).unwrap();
+    let cfg =
+        CommConfig::from_source(&[("HCCL_BUFFSIZE", "1"), ("HCCL_EXEC_TIMEOUT", "1")][..]).unwrap();
     let cs = HcclComm::init_all_with(2, cfg).unwrap();
     let s = cs[0].create_stream();
     let send = DeviceBuffer::from_slice(&[1.0f32; 64]).unwrap();
     let mut recv = DeviceBuffer::<f32>::alloc(64).unwrap();
-    cs[0].all_reduce(&send, &mut recv, ReduceOp::Sum, &s).unwrap();
+    cs[0]
+        .all_reduce(&send, &mut recv, ReduceOp::Sum, &s)
+        .unwrap();
     let start = std::time::Instant::now();
     let e = s.synchronize().unwrap_err();
     assert!(start.elapsed() < std::time::Duration::from_secs(10));
     assert_eq!(e.code(), HcclResult::ETimeout);
     let msg = e.to_string();
-    for needle in ["peer rank 1", "AllReduceRingExecutor", "AllReduce_", "rank 0", "step 0"] {
+    for needle in [
+        "peer rank 1",
+        "AllReduceRingExecutor",
+        "AllReduce_",
+        "rank 0",
+        "step 0",
+    ] {
         assert!(msg.contains(needle), "'{needle}' missing from: {msg}");
     }
 }

@@ -11,11 +11,23 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("hccl-platform", &[][..]),
         ("hccl-algorithm", &["hccl-platform"][..]),
         ("hccl-framework", &["hccl-algorithm", "hccl-platform"][..]),
-        ("hccl-adapter", &["hccl-framework", "hccl-algorithm", "hccl-platform"][..]),
+        (
+            "hccl-adapter",
+            &["hccl-framework", "hccl-algorithm", "hccl-platform"][..],
+        ),
         ("hccl-ffi", &["hccl-adapter"][..]),
         ("hccl-tools", &["hccl-adapter"][..]),
         // integration tests may use every layer
-        ("hccl-tests", &["hccl-platform", "hccl-algorithm", "hccl-framework", "hccl-adapter", "hccl-tools"][..]),
+        (
+            "hccl-tests",
+            &[
+                "hccl-platform",
+                "hccl-algorithm",
+                "hccl-framework",
+                "hccl-adapter",
+                "hccl-tools",
+            ][..],
+        ),
     ])
 }
 
@@ -23,18 +35,25 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
 fn violations(meta: &serde_json::Value) -> Vec<String> {
     let allowed = allowed();
     let packages = meta["packages"].as_array().unwrap();
-    let names: Vec<&str> = packages.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = packages
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
     let mut bad = Vec::new();
     for p in packages {
         let name = p["name"].as_str().unwrap();
         let Some(ok) = allowed.get(name) else {
-            bad.push(format!("workspace crate {name} is not in the layer map of this test"));
+            bad.push(format!(
+                "workspace crate {name} is not in the layer map of this test"
+            ));
             continue;
         };
         for d in p["dependencies"].as_array().unwrap() {
             let dep = d["name"].as_str().unwrap();
             if names.contains(&dep) && !ok.contains(&dep) {
-                bad.push(format!("{name} depends on {dep}: dependencies must point down the layers only"));
+                bad.push(format!(
+                    "{name} depends on {dep}: dependencies must point down the layers only"
+                ));
             }
         }
     }
@@ -44,11 +63,21 @@ fn violations(meta: &serde_json::Value) -> Vec<String> {
 #[test]
 fn layers_depend_only_downward() {
     let out = Command::new(env!("CARGO"))
-        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
         .output()
         .expect("run cargo metadata");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(meta["packages"].as_array().unwrap().len(), allowed().len());
     let bad = violations(&meta);
@@ -57,9 +86,7 @@ fn layers_depend_only_downward() {
 
 #[test]
 fn an_upward_or_sideways_dependency_is_caught() {
-    let pkg = |name: &str, deps: &[&str]| {
-        serde_json::json!({"name": name, "dependencies": deps.iter().map(|d| serde_json::json!({"name": d})).collect::<Vec<_>>()})
-    };
+    let pkg = |name: &str, deps: &[&str]| serde_json::json!({"name": name, "dependencies": deps.iter().map(|d| serde_json::json!({"name": d})).collect::<Vec<_>>()});
     let meta = serde_json::json!({"packages": [
         pkg("hccl-platform", &["hccl-algorithm"]),   // upward
         pkg("hccl-algorithm", &["hccl-platform"]),

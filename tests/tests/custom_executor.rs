@@ -9,8 +9,8 @@
 use hccl_adapter::{CommConfig, DeviceBuffer, HcclComm, ReduceOp};
 use hccl_algorithm::executor::run_op_base_loop;
 use hccl_algorithm::{
-    registry, AlgResourceRequest, AlgResourceResponse, CollExecutor, CommPlane, OpParam, SingleSubCommTransport,
-    TopoInfo,
+    registry, AlgResourceRequest, AlgResourceResponse, CollExecutor, CommPlane, OpParam,
+    SingleSubCommTransport, TopoInfo,
 };
 use hccl_platform::{MemKind, Result};
 use hccl_tests::{expected_value, input_value, run_ranks};
@@ -30,7 +30,11 @@ impl CollExecutor for StarAllReduce {
 
     fn calc_res_request(&self, _param: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
         let ranks = topo.plane_ranks(CommPlane::Combine);
-        let wanted: Vec<u32> = if topo.user_rank == 0 { (1..ranks.len() as u32).collect() } else { vec![0] };
+        let wanted: Vec<u32> = if topo.user_rank == 0 {
+            (1..ranks.len() as u32).collect()
+        } else {
+            vec![0]
+        };
         let mut req = AlgResourceRequest::default();
         req.op_transport[CommPlane::Combine as usize].push(SingleSubCommTransport::new(
             ranks,
@@ -80,14 +84,30 @@ impl CollExecutor for StarAllReduce {
 #[test]
 fn user_executor_runs_through_the_framework() {
     registry()
-        .register(NAME, Arc::new(|t: &TopoInfo| Box::new(StarAllReduce { topo: t.clone() }) as Box<dyn CollExecutor>))
+        .register(
+            NAME,
+            Arc::new(|t: &TopoInfo| {
+                Box::new(StarAllReduce { topo: t.clone() }) as Box<dyn CollExecutor>
+            }),
+        )
         .unwrap();
     // a second registration under the same name is refused
-    let dup = registry().register(NAME, Arc::new(|t: &TopoInfo| Box::new(StarAllReduce { topo: t.clone() }) as Box<dyn CollExecutor>));
+    let dup = registry().register(
+        NAME,
+        Arc::new(|t: &TopoInfo| {
+            Box::new(StarAllReduce { topo: t.clone() }) as Box<dyn CollExecutor>
+        }),
+    );
     assert!(dup.unwrap_err().to_string().contains("already registered"));
 
-    let cfg = CommConfig::from_source(&[("HCCL_BUFFSIZE", "1"), ("HCCL_RS_EXECUTOR", NAME), ("HCCL_EXEC_TIMEOUT", "30")][..])
-        .unwrap();
+    let cfg = CommConfig::from_source(
+        &[
+            ("HCCL_BUFFSIZE", "1"),
+            ("HCCL_RS_EXECUTOR", NAME),
+            ("HCCL_EXEC_TIMEOUT", "30"),
+        ][..],
+    )
+    .unwrap();
     for p in [2u32, 3, 4] {
         let comms = Arc::new(HcclComm::init_all_with(p, cfg.clone()).unwrap());
         run_ranks(p, Duration::from_secs(60), move |r| {
@@ -103,7 +123,11 @@ fn user_executor_runs_through_the_framework() {
                 stream.synchronize().unwrap();
                 let got = recv.to_vec().unwrap();
                 for (i, g) in got.iter().enumerate() {
-                    assert_eq!(*g, expected_value::<f32>(op, p, i), "p={p} {op} element {i}");
+                    assert_eq!(
+                        *g,
+                        expected_value::<f32>(op, p, i),
+                        "p={p} {op} element {i}"
+                    );
                 }
             }
         });
@@ -117,8 +141,13 @@ fn overriding_with_an_unknown_executor_is_a_clear_error() {
     let s = comms[0].create_stream();
     let b = DeviceBuffer::from_slice(&[1u8; 4]).unwrap();
     let mut r = DeviceBuffer::<u8>::alloc(4).unwrap();
-    let e = comms[0].all_reduce(&b, &mut r, ReduceOp::Sum, &s).unwrap_err();
+    let e = comms[0]
+        .all_reduce(&b, &mut r, ReduceOp::Sum, &s)
+        .unwrap_err();
     assert_eq!(e.code(), hccl_platform::HcclResult::ENotFound);
-    assert!(e.to_string().contains("'NoSuchExecutor' is not registered"), "{e}");
+    assert!(
+        e.to_string().contains("'NoSuchExecutor' is not registered"),
+        "{e}"
+    );
     assert!(s.query());
 }

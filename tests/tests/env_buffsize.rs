@@ -9,7 +9,10 @@ fn garbage_and_zero_buffsize_from_the_environment() {
         std::env::set_var("HCCL_BUFFSIZE", v);
         let e = HcclComm::init_all(2).unwrap_err();
         assert_eq!(e.code(), HcclResult::EPara);
-        assert!(e.to_string().contains(&format!("HCCL_BUFFSIZE='{v}'")), "{e}");
+        assert!(
+            e.to_string().contains(&format!("HCCL_BUFFSIZE='{v}'")),
+            "{e}"
+        );
     }
     std::env::set_var("HCCL_BUFFSIZE", "2");
     let comms = HcclComm::init_all(2).unwrap();

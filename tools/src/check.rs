@@ -88,4 +88,3 @@ pub fn expected_value<T: CheckElem>(op: ReduceOp, ranks: u32, i: usize) -> T {
         T::reference(op, acc, input_value::<T>(op, r, i))
     })
 }
-

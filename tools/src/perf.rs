@@ -5,7 +5,7 @@ use clap::{Parser, ValueEnum};
 use half::{bf16, f16};
 use hccl_adapter::{CommConfig, DataType, DeviceBuffer, HcclComm, HcclError, ReduceOp, Result};
 use std::io::Write;
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
 /// Output format.
@@ -19,7 +19,10 @@ pub enum Format {
 
 /// Command-line arguments (hccl_test's flags).
 #[derive(Clone, Debug, Parser)]
-#[command(name = "hccl-test", about = "Collective performance test (hccl_test-compatible flags and output)")]
+#[command(
+    name = "hccl-test",
+    about = "Collective performance test (hccl_test-compatible flags and output)"
+)]
 pub struct PerfArgs {
     /// The collective: all_reduce.
     pub op_name: String,
@@ -127,7 +130,11 @@ pub fn sizes(args: &PerfArgs, elem: u64) -> Result<Vec<u64>> {
         }
         let next = match (args.stepfactor, args.stepbytes) {
             (Some(f), _) if f >= 2 => b.saturating_mul(f),
-            (Some(f), _) => return Err(HcclError::para(format!("stepfactor must be at least 2 (got {f})"))),
+            (Some(f), _) => {
+                return Err(HcclError::para(format!(
+                    "stepfactor must be at least 2 (got {f})"
+                )))
+            }
             (None, Some(s)) if s > 0 => b.saturating_add(s),
             (None, Some(_)) => return Err(HcclError::para("stepbytes must be positive")),
             (None, None) => b.saturating_mul(2),
@@ -188,7 +195,11 @@ pub fn run_sweep(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
         writeln!(
             out,
             "{:>18} | {:>16} | {:>22} | {:>14} | {:>20}",
-            "data_size(Bytes):", "aveg_time(us):", "alg_bandwidth(GB/s):", "check_result:", "bus_bandwidth(GB/s):"
+            "data_size(Bytes):",
+            "aveg_time(us):",
+            "alg_bandwidth(GB/s):",
+            "check_result:",
+            "bus_bandwidth(GB/s):"
         )
         .map_err(io)?;
     }
@@ -228,7 +239,9 @@ pub fn run_sweep(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
     if all_ok {
         Ok(())
     } else {
-        Err(HcclError::internal("result check failed for at least one size"))
+        Err(HcclError::internal(
+            "result check failed for at least one size",
+        ))
     }
 }
 
@@ -241,25 +254,22 @@ fn measure<T: CheckElem>(
 ) -> Result<Row> {
     let p = args.npus;
     let count = (bytes / std::mem::size_of::<T>() as u64) as usize;
-    let barrier = Arc::new(Barrier::new(p as usize));
-    let results: Arc<Mutex<Vec<Result<(f64, bool)>>>> = Arc::new(Mutex::new(Vec::new()));
-    std::thread::scope(|s| {
-        for rank in 0..p {
-            let (comms, barrier, results) = (comms.clone(), barrier.clone(), results.clone());
-            s.spawn(move || {
-                let r = rank_run::<T>(args, op, rop, &comms[rank as usize], count, &barrier);
-                if r.is_err() {
-                    // keep the others from waiting forever at the barrier
-                    tracing::error!(rank, "rank failed");
-                }
-                results.lock().unwrap_or_else(|p| p.into_inner()).push(r);
-            });
-        }
+    let barrier = Barrier::new(p as usize);
+    let results: Vec<Result<(f64, bool)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..p)
+            .map(|rank| {
+                let (comms, barrier) = (&comms, &barrier);
+                s.spawn(move || rank_run::<T>(args, op, rop, &comms[rank as usize], count, barrier))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(HcclError::internal("a rank thread panicked")))
+            })
+            .collect()
     });
-    let results = Arc::try_unwrap(results)
-        .map_err(|_| HcclError::internal("rank threads still hold results"))?
-        .into_inner()
-        .unwrap_or_else(|p| p.into_inner());
     let mut time_us: f64 = 0.0;
     let mut ok = true;
     for r in results {
@@ -267,7 +277,11 @@ fn measure<T: CheckElem>(
         time_us = time_us.max(t);
         ok &= good;
     }
-    let algbw = if time_us > 0.0 { bytes as f64 / time_us / 1e3 } else { 0.0 };
+    let algbw = if time_us > 0.0 {
+        bytes as f64 / time_us / 1e3
+    } else {
+        0.0
+    };
     Ok(Row {
         op: op.name().into(),
         ranks: p,
@@ -289,6 +303,9 @@ fn measure<T: CheckElem>(
 }
 
 /// One rank's part: warm up, time `iters` ops, check the last result.
+/// Every rank reaches both barriers even when it fails, so one failing rank
+/// cannot leave the others waiting at a barrier (they fail on their own,
+/// with a timeout naming the missing peer).
 fn rank_run<T: CheckElem>(
     args: &PerfArgs,
     op: PerfOp,
@@ -299,23 +316,27 @@ fn rank_run<T: CheckElem>(
 ) -> Result<(f64, bool)> {
     let rank = comm.rank();
     let stream = comm.create_stream();
-    let input: Vec<T> = (0..count).map(|i| input_value::<T>(rop, rank, i)).collect();
-    let send = DeviceBuffer::from_slice(&input)?;
-    let mut recv = DeviceBuffer::<T>::alloc(count)?;
-    let mut run = |n: u32| -> Result<()> {
+    let setup = (|| {
+        let input: Vec<T> = (0..count).map(|i| input_value::<T>(rop, rank, i)).collect();
+        let send = DeviceBuffer::from_slice(&input)?;
+        let recv = DeviceBuffer::<T>::alloc(count)?;
+        Ok::<_, HcclError>((send, recv))
+    })();
+    let run = |bufs: &mut (DeviceBuffer<T>, DeviceBuffer<T>), n: u32| -> Result<()> {
         for _ in 0..n {
             match op {
-                PerfOp::AllReduce => comm.all_reduce(&send, &mut recv, rop, &stream)?,
+                PerfOp::AllReduce => comm.all_reduce(&bufs.0, &mut bufs.1, rop, &stream)?,
             }
         }
         stream.synchronize()
     };
-    run(args.warmup_iters)?;
+    let warm = setup.and_then(|mut b| run(&mut b, args.warmup_iters).map(|_| b));
     barrier.wait();
     let start = Instant::now();
-    run(args.iters)?;
+    let timed = warm.and_then(|mut b| run(&mut b, args.iters).map(|_| b));
     let elapsed = start.elapsed();
     barrier.wait();
+    let (_, recv) = timed?;
     let ok = if args.check != 0 {
         let got = recv.to_vec()?;
         got.iter()

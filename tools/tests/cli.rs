@@ -28,20 +28,55 @@ fn hccl_test(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn four_rank_allreduce_sweep_succeeds_on_every_row() {
-    let out = hccl_test(&["all_reduce", "-p", "4", "-b", "8", "-e", "64M", "-f", "2", "-n", "2", "-w", "1", "-o", "sum", "-d", "fp32", "-c", "1"]);
+    let out = hccl_test(&[
+        "all_reduce",
+        "-p",
+        "4",
+        "-b",
+        "8",
+        "-e",
+        "64M",
+        "-f",
+        "2",
+        "-n",
+        "2",
+        "-w",
+        "1",
+        "-o",
+        "sum",
+        "-d",
+        "fp32",
+        "-c",
+        "1",
+    ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "exit {:?}\n{stdout}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "exit {:?}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut lines = stdout.lines();
     assert_eq!(
         lines.next().unwrap(),
         "the minbytes is 8, maxbytes is 67108864, iters is 2, warmup_iters is 1"
     );
     let header = lines.next().unwrap();
-    for col in ["data_size(Bytes):", "aveg_time(us):", "alg_bandwidth(GB/s):", "check_result:", "bus_bandwidth(GB/s):"] {
+    for col in [
+        "data_size(Bytes):",
+        "aveg_time(us):",
+        "alg_bandwidth(GB/s):",
+        "check_result:",
+        "bus_bandwidth(GB/s):",
+    ] {
         assert!(header.contains(col), "header lacks {col}: {header}");
     }
     let rows: Vec<&str> = lines.collect();
-    assert_eq!(rows.len(), 24, "8 B .. 64 MiB by factor 2 is 24 sizes:\n{stdout}");
+    assert_eq!(
+        rows.len(),
+        24,
+        "8 B .. 64 MiB by factor 2 is 24 sizes:\n{stdout}"
+    );
     let mut expected_size = 8u64;
     for row in rows {
         let cols: Vec<&str> = row.split('|').map(str::trim).collect();
@@ -50,20 +85,61 @@ fn four_rank_allreduce_sweep_succeeds_on_every_row() {
         assert!(cols[1].parse::<f64>().unwrap() > 0.0);
         assert_eq!(cols[3], "success", "{row}");
         let (alg, bus): (f64, f64) = (cols[2].parse().unwrap(), cols[4].parse().unwrap());
-        assert!((bus - alg * 1.5).abs() <= 1e-5 + alg * 1e-3, "bus = 2(p-1)/p × alg for p=4: {row}");
+        assert!(
+            (bus - alg * 1.5).abs() <= 1e-5 + alg * 1e-3,
+            "bus = 2(p-1)/p × alg for p=4: {row}"
+        );
         expected_size *= 2;
     }
 }
 
 #[test]
 fn json_rows_carry_every_key() {
-    let out = hccl_test(&["all_reduce", "-p", "3", "-b", "1K", "-e", "4K", "-f", "4", "-n", "2", "-w", "0", "-d", "bf16", "-o", "max", "--format", "json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = hccl_test(&[
+        "all_reduce",
+        "-p",
+        "3",
+        "-b",
+        "1K",
+        "-e",
+        "4K",
+        "-f",
+        "4",
+        "-n",
+        "2",
+        "-w",
+        "0",
+        "-d",
+        "bf16",
+        "-o",
+        "max",
+        "--format",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let rows: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let rows: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(rows.len(), 2);
     for (row, bytes) in rows.iter().zip([1024u64, 4096]) {
-        for key in ["op", "ranks", "bytes", "count", "dtype", "time_us", "algbw_gbps", "busbw_gbps", "check", "algorithm"] {
+        for key in [
+            "op",
+            "ranks",
+            "bytes",
+            "count",
+            "dtype",
+            "time_us",
+            "algbw_gbps",
+            "busbw_gbps",
+            "check",
+            "algorithm",
+        ] {
             assert!(row.get(key).is_some(), "missing {key}: {row}");
         }
         assert_eq!(row["bytes"], bytes);

@@ -105,7 +105,10 @@ impl CollExecutor for AllReduceRingExecutor {
         if self.topo.user_rank_size == 1 {
             // One rank: the allreduce is a copy.
             if bytes > 0 && !param.input.same_range(&param.output.range(0, bytes)?) {
-                stream.memcpy_async(&param.output.range(0, bytes)?, &param.input.range(0, bytes)?)?;
+                stream.memcpy_async(
+                    &param.output.range(0, bytes)?,
+                    &param.input.range(0, bytes)?,
+                )?;
             }
             return Ok(());
         }

@@ -33,9 +33,12 @@ impl ExecutorRegistry {
     /// A registry holding every built-in executor.
     pub fn with_builtins() -> Self {
         let r = Self::empty();
-        r.register(AllReduceRingExecutor::NAME, Arc::new(|t: &TopoInfo| {
-            Box::new(AllReduceRingExecutor::new(t)) as Box<dyn CollExecutor>
-        }))
+        r.register(
+            AllReduceRingExecutor::NAME,
+            Arc::new(|t: &TopoInfo| {
+                Box::new(AllReduceRingExecutor::new(t)) as Box<dyn CollExecutor>
+            }),
+        )
         .expect("built-in names are unique");
         r
     }
@@ -59,12 +62,20 @@ impl ExecutorRegistry {
 
     /// Whether `name` is registered.
     pub fn contains(&self, name: &str) -> bool {
-        self.map.read().unwrap_or_else(|p| p.into_inner()).contains_key(name)
+        self.map
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(name)
     }
 
     /// Every registered name, sorted.
     pub fn names(&self) -> Vec<String> {
-        self.map.read().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect()
+        self.map
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect()
     }
 
     /// Builds the executor `name` for `topo`.
@@ -106,11 +117,20 @@ mod tests {
         assert_eq!(e.code(), hccl_platform::HcclResult::EInternal);
         assert!(e.to_string().contains("already registered"), "{e}");
         r.register("Mine", f).unwrap();
-        assert_eq!(r.names(), vec!["AllReduceRingExecutor".to_string(), "Mine".to_string()]);
+        assert_eq!(
+            r.names(),
+            vec!["AllReduceRingExecutor".to_string(), "Mine".to_string()]
+        );
         let topo = TopoInfo::single_server(0, 2).unwrap();
         let e = r.create("Nope", &topo).err().unwrap();
         assert_eq!(e.code(), hccl_platform::HcclResult::ENotFound);
-        assert!(e.to_string().contains("known: AllReduceRingExecutor, Mine"), "{e}");
-        assert_eq!(r.create("Mine", &topo).unwrap().name(), "AllReduceRingExecutor");
+        assert!(
+            e.to_string().contains("known: AllReduceRingExecutor, Mine"),
+            "{e}"
+        );
+        assert_eq!(
+            r.create("Mine", &topo).unwrap().name(),
+            "AllReduceRingExecutor"
+        );
     }
 }

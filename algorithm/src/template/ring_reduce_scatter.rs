@@ -52,11 +52,21 @@ impl RingReduceScatter {
                 stream,
             )?;
             let landing = self.output.range(rx.offset, rx.len)?;
-            left.rx_async(self.output_kind, self.output_base + rx.offset, &landing, stream)?;
+            left.rx_async(
+                self.output_kind,
+                self.output_base + rx.offset,
+                &landing,
+                stream,
+            )?;
             left.rx_wait_done(stream)?;
             right.tx_wait_done(stream)?;
             if rx.len > 0 {
-                stream.reduce_async(&self.input.range(rx.offset, rx.len)?, &landing, self.dtype, self.op)?;
+                stream.reduce_async(
+                    &self.input.range(rx.offset, rx.len)?,
+                    &landing,
+                    self.dtype,
+                    self.op,
+                )?;
             }
         }
         Ok(())

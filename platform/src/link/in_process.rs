@@ -58,7 +58,10 @@ impl InProcLink {
     pub fn pair(a: &InProcEndpoint, b: &InProcEndpoint) -> (InProcLink, InProcLink) {
         let ma = Arc::new(Mailbox::default());
         let mb = Arc::new(Mailbox::default());
-        let end = |me: &InProcEndpoint, peer: &InProcEndpoint, mine: &Arc<Mailbox>, theirs: &Arc<Mailbox>| {
+        let end = |me: &InProcEndpoint,
+                   peer: &InProcEndpoint,
+                   mine: &Arc<Mailbox>,
+                   theirs: &Arc<Mailbox>| {
             let mut remote_mems: [Option<DeviceMem>; 5] = Default::default();
             for (k, m) in &peer.mems {
                 remote_mems[k.index()] = Some(m.clone());
@@ -85,9 +88,16 @@ impl InProcLink {
 
     fn check_aborted(&self) -> Result<()> {
         if self.mine.aborted.load(Ordering::Acquire) {
-            let reason = self.mine.reason.lock().map(|r| r.clone()).unwrap_or_default();
-            return Err(HcclError::remote(format!("peer rank {} failed: {reason}", self.remote))
-                .peer(self.remote));
+            let reason = self
+                .mine
+                .reason
+                .lock()
+                .map(|r| r.clone())
+                .unwrap_or_default();
+            return Err(
+                HcclError::remote(format!("peer rank {} failed: {reason}", self.remote))
+                    .peer(self.remote),
+            );
         }
         Ok(())
     }
@@ -109,7 +119,9 @@ impl InProcLink {
     fn remote(&self, kind: MemKind, offset: usize, len: usize) -> Result<DeviceMem> {
         self.remote_mems[kind.index()]
             .as_ref()
-            .ok_or_else(|| HcclError::internal(format!("peer's {kind} buffer is not bound to this link")))?
+            .ok_or_else(|| {
+                HcclError::internal(format!("peer's {kind} buffer is not bound to this link"))
+            })?
             .range(offset, len)
     }
 }

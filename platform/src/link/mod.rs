@@ -203,7 +203,13 @@ impl LinkHandle {
         self.push(stream, LinkOp::RxDataSignal)
     }
     /// Enqueues `TxAsync`: `src` to the peer's `dst_kind` at `dst_offset`.
-    pub fn tx_async(&self, dst_kind: MemKind, dst_offset: usize, src: &DeviceMem, stream: &Stream) -> Result<()> {
+    pub fn tx_async(
+        &self,
+        dst_kind: MemKind,
+        dst_offset: usize,
+        src: &DeviceMem,
+        stream: &Stream,
+    ) -> Result<()> {
         self.check_remote(dst_kind, dst_offset, src.len())?;
         self.push(
             stream,
@@ -215,7 +221,13 @@ impl LinkHandle {
         )
     }
     /// Enqueues `RxAsync`: the receiving half of a transfer into `dst`.
-    pub fn rx_async(&self, src_kind: MemKind, src_offset: usize, dst: &DeviceMem, stream: &Stream) -> Result<()> {
+    pub fn rx_async(
+        &self,
+        src_kind: MemKind,
+        src_offset: usize,
+        dst: &DeviceMem,
+        stream: &Stream,
+    ) -> Result<()> {
         self.push(
             stream,
             LinkOp::RxAsync {

@@ -251,9 +251,7 @@ fn as_bytes<T: Element>(s: &[T]) -> &[u8] {
 fn as_bytes_mut<T: Element>(s: &mut [T]) -> &mut [u8] {
     // SAFETY: as in `as_bytes`; additionally every byte pattern is a valid
     // Element value, so writes through the byte view cannot create invalid values.
-    unsafe {
-        std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(s))
-    }
+    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(s)) }
 }
 
 /// `dst <- src` (lengths must match; overlapping ranges are handled as memmove).
@@ -275,7 +273,12 @@ pub(crate) fn copy_mem(dst: &DeviceMem, src: &DeviceMem) -> Result<()> {
 }
 
 /// `dst <- dst op src`, elementwise as `dtype`.
-pub(crate) fn reduce_mem(dst: &DeviceMem, src: &DeviceMem, dtype: DataType, op: ReduceOp) -> Result<()> {
+pub(crate) fn reduce_mem(
+    dst: &DeviceMem,
+    src: &DeviceMem,
+    dtype: DataType,
+    op: ReduceOp,
+) -> Result<()> {
     if dst.len != src.len {
         return Err(HcclError::internal(format!(
             "reduce length mismatch: dst {} bytes, src {} bytes",
@@ -313,9 +316,9 @@ pub struct DeviceBuffer<T: Element> {
 impl<T: Element> DeviceBuffer<T> {
     /// `count` zeroed elements of host memory.
     pub fn alloc(count: usize) -> Result<Self> {
-        let bytes = count
-            .checked_mul(std::mem::size_of::<T>())
-            .ok_or_else(|| HcclError::para(format!("buffer of {count} elements overflows usize")))?;
+        let bytes = count.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+            HcclError::para(format!("buffer of {count} elements overflows usize"))
+        })?;
         Ok(DeviceBuffer {
             mem: DeviceMem::alloc(bytes)?,
             count,
@@ -398,7 +401,10 @@ mod tests {
         let pin = m.pin();
         let e = m.copy_from_host(&[1u8]).unwrap_err();
         assert_eq!(e.code(), crate::HcclResult::EUnavail);
-        assert!(e.to_string().contains("synchronize the stream first"), "{e}");
+        assert!(
+            e.to_string().contains("synchronize the stream first"),
+            "{e}"
+        );
         drop(pin);
         m.copy_from_host(&[1u8]).unwrap();
     }
@@ -413,7 +419,10 @@ mod tests {
         let path = format!("/dev/shm{name}");
         assert!(std::path::Path::new(&path).exists());
         drop(a);
-        assert!(!std::path::Path::new(&path).exists(), "segment must be unlinked by its creator");
+        assert!(
+            !std::path::Path::new(&path).exists(),
+            "segment must be unlinked by its creator"
+        );
         // the second mapping stays valid after unlink
         assert_eq!(b.to_vec::<u64>(1).unwrap(), vec![7]);
         let e = DeviceMem::open_shared(&name).unwrap_err();

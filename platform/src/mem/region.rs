@@ -61,8 +61,9 @@ impl Region {
         if len == 0 {
             return Ok(Region::empty());
         }
-        let mut map = memmap2::MmapMut::map_anon(len)
-            .map_err(|e| HcclError::memory(format!("allocating {len} bytes of host memory: {e}")))?;
+        let mut map = memmap2::MmapMut::map_anon(len).map_err(|e| {
+            HcclError::memory(format!("allocating {len} bytes of host memory: {e}"))
+        })?;
         let ptr = NonNull::new(map.as_mut_ptr()).expect("mmap returned null");
         Ok(Region {
             ptr,

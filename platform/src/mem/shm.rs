@@ -42,8 +42,11 @@ impl ShmSegment {
         .map_err(|e| HcclError::syscall(format!("shm_open(create) '{name}': {e}")))?;
         let file = File::from(fd);
         let seg = (|| {
-            file.set_len(len as u64)
-                .map_err(|e| HcclError::memory(format!("sizing shared segment '{name}' to {len} bytes: {e}")))?;
+            file.set_len(len as u64).map_err(|e| {
+                HcclError::memory(format!(
+                    "sizing shared segment '{name}' to {len} bytes: {e}"
+                ))
+            })?;
             Self::map(name, &file, true)
         })();
         if seg.is_err() {

@@ -144,7 +144,11 @@ impl Device {
 impl DeviceInner {
     /// Runs tasks of all streams until `done()` holds. The caller holds the
     /// driver lock, whose Vec is reused as the stream snapshot.
-    pub(crate) fn drive_until(&self, snapshot: &mut Vec<Arc<StreamInner>>, done: &dyn Fn() -> bool) {
+    pub(crate) fn drive_until(
+        &self,
+        snapshot: &mut Vec<Arc<StreamInner>>,
+        done: &dyn Fn() -> bool,
+    ) {
         let mut idle_since: Option<Instant> = None;
         let mut yields = 0u32;
         loop {
@@ -195,7 +199,8 @@ impl DeviceInner {
             // Wake at least every second: cheap, and a safety net should a
             // transport ever miss a wakeup.
             let cap = now + Duration::from_secs(1);
-            self.events.wait_until(key, earliest.map_or(cap, |e| e.min(cap)));
+            self.events
+                .wait_until(key, earliest.map_or(cap, |e| e.min(cap)));
             idle_since = None;
             yields = 0;
         }

@@ -88,11 +88,21 @@ impl StreamInner {
 
     /// Fails the head task if it has waited past `timeout`. Returns the head's
     /// deadline if it is waiting, `Err` if it was failed.
-    pub(crate) fn check_timeout(&self, now: Instant, timeout: Option<Duration>) -> std::result::Result<Option<Instant>, ()> {
-        let Some(timeout) = timeout else { return Ok(None) };
+    pub(crate) fn check_timeout(
+        &self,
+        now: Instant,
+        timeout: Option<Duration>,
+    ) -> std::result::Result<Option<Instant>, ()> {
+        let Some(timeout) = timeout else {
+            return Ok(None);
+        };
         let mut q = self.lock_queue();
-        let Some(head) = q.front() else { return Ok(None) };
-        let Some(since) = head.pending_since else { return Ok(None) };
+        let Some(head) = q.front() else {
+            return Ok(None);
+        };
+        let Some(since) = head.pending_since else {
+            return Ok(None);
+        };
         let deadline = since + timeout;
         if now < deadline {
             return Ok(Some(deadline));
@@ -207,7 +217,13 @@ impl Stream {
     }
 
     /// Enqueues `dst <- dst op src` over elements of `dtype`.
-    pub fn reduce_async(&self, dst: &DeviceMem, src: &DeviceMem, dtype: DataType, op: ReduceOp) -> Result<()> {
+    pub fn reduce_async(
+        &self,
+        dst: &DeviceMem,
+        src: &DeviceMem,
+        dtype: DataType,
+        op: ReduceOp,
+    ) -> Result<()> {
         if dst.len() != src.len() || dst.len() % dtype.size() != 0 {
             return Err(HcclError::para(format!(
                 "reduce_async: destination of {} bytes and source of {} bytes must be equal multiples of {} ({dtype})",
@@ -217,7 +233,9 @@ impl Stream {
             )));
         }
         if dst.overlaps(src) {
-            return Err(HcclError::para("reduce_async: source and destination overlap"));
+            return Err(HcclError::para(
+                "reduce_async: source and destination overlap",
+            ));
         }
         self.enqueue(TaskKind::Reduce {
             dst: dst.pin(),
@@ -269,9 +287,16 @@ impl Stream {
             if reached() {
                 break;
             }
-            dev.done.wait_until(key, Instant::now() + Duration::from_millis(50));
+            dev.done
+                .wait_until(key, Instant::now() + Duration::from_millis(50));
         }
-        match self.inner.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        match self
+            .inner
+            .error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
             Some(e) => Err(e),
             None => Ok(()),
         }

@@ -105,9 +105,12 @@ impl Task {
     pub(crate) fn poll(&mut self) -> Poll<Result<()>> {
         let r = match &mut self.kind {
             TaskKind::Memcpy { dst, src } => Poll::Ready(copy_mem(dst.mem(), src.mem())),
-            TaskKind::Reduce { dst, src, dtype, op } => {
-                Poll::Ready(reduce_mem(dst.mem(), src.mem(), *dtype, *op))
-            }
+            TaskKind::Reduce {
+                dst,
+                src,
+                dtype,
+                op,
+            } => Poll::Ready(reduce_mem(dst.mem(), src.mem(), *dtype, *op)),
             TaskKind::NotifyRecord(n) => {
                 n.record();
                 Poll::Ready(Ok(()))

@@ -23,9 +23,11 @@ fn tasks_run_in_order_on_synchronize() {
         let b = DeviceMem::alloc(16).unwrap();
         a.copy_from_host(&[1i32, 2, 3, 4]).unwrap();
         b.copy_from_host(&[10i32, 20, 30, 40]).unwrap();
-        s.reduce_async(&b, &a, DataType::Int32, ReduceOp::Sum).unwrap();
+        s.reduce_async(&b, &a, DataType::Int32, ReduceOp::Sum)
+            .unwrap();
         s.memcpy_async(&a, &b).unwrap();
-        s.reduce_async(&b, &a, DataType::Int32, ReduceOp::Prod).unwrap();
+        s.reduce_async(&b, &a, DataType::Int32, ReduceOp::Prod)
+            .unwrap();
         s.synchronize().unwrap();
         assert!(s.query());
         assert_eq!(a.to_vec::<i32>(4).unwrap(), vec![11, 22, 33, 44]);
@@ -42,7 +44,12 @@ fn enqueue_validates_before_queueing() {
     let e = s.memcpy_async(&a, &b).unwrap_err();
     assert_eq!(e.code(), HcclResult::EPara);
     let e = s
-        .reduce_async(&a.range(0, 6).unwrap(), &a.range(8, 6).unwrap(), DataType::Int32, ReduceOp::Sum)
+        .reduce_async(
+            &a.range(0, 6).unwrap(),
+            &a.range(8, 6).unwrap(),
+            DataType::Int32,
+            ReduceOp::Sum,
+        )
         .unwrap_err();
     assert!(e.to_string().contains("multiples of 4"), "{e}");
     assert!(s.query(), "nothing may be enqueued by a rejected call");
@@ -81,12 +88,17 @@ fn callback_error_fails_stream_and_discards_rest() {
     let a = DeviceMem::alloc(4).unwrap();
     let b = DeviceMem::alloc(4).unwrap();
     b.copy_from_host(&[1u8, 2, 3, 4]).unwrap();
-    s.host_callback(|| Err(HcclError::internal("callback says no"))).unwrap();
+    s.host_callback(|| Err(HcclError::internal("callback says no")))
+        .unwrap();
     s.memcpy_async(&a, &b).unwrap();
     let e = s.synchronize().unwrap_err();
     assert_eq!(e.code(), HcclResult::EInternal);
     assert!(e.to_string().contains("callback says no"));
-    assert_eq!(a.to_vec::<u8>(4).unwrap(), vec![0; 4], "queued copy after the error must not run");
+    assert_eq!(
+        a.to_vec::<u8>(4).unwrap(),
+        vec![0; 4],
+        "queued copy after the error must not run"
+    );
     // the stream is usable again after the error was returned
     s.memcpy_async(&a, &b).unwrap();
     s.synchronize().unwrap();
@@ -128,7 +140,10 @@ fn link_transfers_between_threads() {
         }
         s0.synchronize().unwrap();
         t.join().unwrap().unwrap();
-        assert_eq!(out0.range(32, 16).unwrap().to_vec::<u32>(4).unwrap(), vec![7, 8, 9, 10]);
+        assert_eq!(
+            out0.range(32, 16).unwrap().to_vec::<u32>(4).unwrap(),
+            vec![7, 8, 9, 10]
+        );
     }
 }
 
@@ -153,7 +168,14 @@ fn missing_peer_times_out_with_context() {
     assert!(start.elapsed() < Duration::from_secs(5));
     assert_eq!(e.code(), HcclResult::ETimeout);
     let msg = e.to_string();
-    for needle in ["RxAck", "peer rank 1", "step 3", "TestAlgo", "op tag 'allreduce_7'", "rank 0"] {
+    for needle in [
+        "RxAck",
+        "peer rank 1",
+        "step 3",
+        "TestAlgo",
+        "op tag 'allreduce_7'",
+        "rank 0",
+    ] {
         assert!(msg.contains(needle), "'{needle}' missing from: {msg}");
     }
 }
