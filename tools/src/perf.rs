@@ -62,6 +62,10 @@ pub struct PerfArgs {
     /// Output format.
     #[arg(long = "format", value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Also measure single-thread memcpy bandwidth at the largest size and
+    /// print the best bus bandwidth as a ratio of it (a same-run baseline).
+    #[arg(long = "baseline")]
+    pub baseline: bool,
 }
 
 /// Parses `8`, `64K`, `16M`, `1G` (binary multiples).
@@ -205,6 +209,7 @@ pub fn run_sweep(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
     }
     let comms = Arc::new(HcclComm::init_all_with(args.npus, CommConfig::from_env()?)?);
     let mut all_ok = true;
+    let mut best_busbw: f64 = 0.0;
     for bytes in sizes {
         let row = match dtype {
             DataType::Int8 => measure::<i8>(args, op, rop, &comms, bytes),
@@ -221,6 +226,7 @@ pub fn run_sweep(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
             DataType::Fp64 => measure::<f64>(args, op, rop, &comms, bytes),
         }?;
         all_ok &= row.check != "failed";
+        best_busbw = best_busbw.max(row.busbw_gbps);
         match args.format {
             Format::Text => writeln!(
                 out,
@@ -235,6 +241,27 @@ pub fn run_sweep(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
         }
         .map_err(io)?;
         out.flush().map_err(io)?;
+    }
+    if args.baseline {
+        let memcpy = memcpy_gbps(args.maxbytes.max(1) as usize);
+        let ratio = if memcpy > 0.0 {
+            best_busbw / memcpy
+        } else {
+            0.0
+        };
+        match args.format {
+            Format::Text => writeln!(
+                out,
+                "baseline: memcpy of {} bytes (1 thread) {memcpy:.3} GB/s; best bus bandwidth {best_busbw:.3} GB/s = {ratio:.3}x memcpy",
+                args.maxbytes
+            ),
+            Format::Json => writeln!(
+                out,
+                "{{\"baseline\":\"memcpy\",\"bytes\":{},\"memcpy_gbps\":{memcpy:.6},\"best_busbw_gbps\":{best_busbw:.6},\"ratio\":{ratio:.6}}}",
+                args.maxbytes
+            ),
+        }
+        .map_err(io)?;
     }
     if all_ok {
         Ok(())
@@ -300,6 +327,21 @@ fn measure<T: CheckElem>(
         },
         algorithm: comms[0].communicator().last_executor().unwrap_or_default(),
     })
+}
+
+/// Best-of-5 single-thread memcpy bandwidth for `bytes`, GB/s.
+pub fn memcpy_gbps(bytes: usize) -> f64 {
+    let src = vec![1u8; bytes];
+    let mut dst = vec![0u8; bytes];
+    dst.copy_from_slice(&src); // fault the pages in
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let t = Instant::now();
+        dst.copy_from_slice(std::hint::black_box(&src));
+        std::hint::black_box(&mut dst);
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    bytes as f64 / best / 1e9
 }
 
 /// One rank's part: warm up, time `iters` ops, check the last result.

@@ -160,3 +160,42 @@ fn bad_arguments_fail_with_a_message() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("minbytes 64 is larger than maxbytes 8"));
 }
+
+#[test]
+fn baseline_line_reports_a_ratio_to_memcpy() {
+    let out = hccl_test(&[
+        "all_reduce",
+        "-p",
+        "2",
+        "-b",
+        "1K",
+        "-e",
+        "64K",
+        "-f",
+        "8",
+        "-n",
+        "3",
+        "-w",
+        "1",
+        "--baseline",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap();
+    assert!(
+        last.starts_with("baseline: memcpy of 65536 bytes (1 thread) "),
+        "{last}"
+    );
+    let ratio: f64 = last
+        .rsplit(" = ")
+        .next()
+        .unwrap()
+        .trim_end_matches("x memcpy")
+        .parse()
+        .unwrap();
+    assert!(ratio > 0.0, "{last}");
+}
