@@ -239,6 +239,18 @@ impl Communicator {
         for s in &op.res.slave_streams {
             s.set_label(Some(op.label.clone()));
         }
-        op.executor.orchestrate(param, &op.res).map_err(ctx)
+        // An op that fails half-way must leave nothing queued: remember the
+        // queue ends and roll back on error.
+        let marks: Vec<_> = std::iter::once(&param.stream)
+            .chain(op.res.slave_streams.iter())
+            .map(|s| (s.clone(), s.mark()))
+            .collect();
+        op.executor.orchestrate(param, &op.res).map_err(|e| {
+            let e = ctx(e);
+            for (s, m) in marks {
+                s.rollback(m, &e);
+            }
+            e
+        })
     }
 }

@@ -23,4 +23,4 @@ pub use error::{ErrorContext, HcclError, HcclResult, Result};
 pub use link::{Link, LinkHandle, LinkOp};
 pub use mem::{DeviceBuffer, DeviceMem, MemKind};
 pub use notify::Notify;
-pub use stream::{Device, DeviceConfig, ExecMode, OpLabel, Stream};
+pub use stream::{Device, DeviceConfig, EnqueueMark, ExecMode, OpLabel, Stream};

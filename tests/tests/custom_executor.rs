@@ -151,3 +151,57 @@ fn overriding_with_an_unknown_executor_is_a_clear_error() {
     );
     assert!(s.query());
 }
+
+/// Enqueues part of an op and then fails, as an executor with a bug might.
+struct FailsHalfway;
+
+impl CollExecutor for FailsHalfway {
+    fn name(&self) -> &str {
+        "FailsHalfwayTestExecutor"
+    }
+    fn calc_res_request(&self, _p: &OpParam, _t: &TopoInfo) -> Result<AlgResourceRequest> {
+        Ok(AlgResourceRequest::default())
+    }
+    fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+        let n = param.input_bytes() as usize;
+        param
+            .stream
+            .memcpy_async(&res.ccl_input.range(0, n)?, &param.input.range(0, n)?)?;
+        param
+            .stream
+            .memcpy_async(&param.output.range(0, n)?, &res.ccl_input.range(0, n)?)?;
+        Err(hccl_platform::HcclError::internal(
+            "deliberate failure after enqueueing two tasks",
+        ))
+    }
+}
+
+#[test]
+fn a_failing_orchestrate_leaves_nothing_enqueued() {
+    registry()
+        .register(
+            "FailsHalfwayTestExecutor",
+            Arc::new(|_t: &TopoInfo| Box::new(FailsHalfway) as Box<dyn CollExecutor>),
+        )
+        .unwrap();
+    let cfg = CommConfig::from_source(
+        &[
+            ("HCCL_BUFFSIZE", "1"),
+            ("HCCL_RS_EXECUTOR", "FailsHalfwayTestExecutor"),
+        ][..],
+    )
+    .unwrap();
+    let comms = HcclComm::init_all_with(2, cfg).unwrap();
+    let s = comms[0].create_stream();
+    let send = DeviceBuffer::from_slice(&[5i32; 16]).unwrap();
+    let mut recv = DeviceBuffer::<i32>::alloc(16).unwrap();
+    let e = comms[0]
+        .all_reduce(&send, &mut recv, ReduceOp::Sum, &s)
+        .unwrap_err();
+    assert_eq!(e.code(), hccl_platform::HcclResult::EInternal);
+    assert!(e.to_string().contains("deliberate failure"), "{e}");
+    assert_eq!(e.context().rank, Some(0));
+    assert!(s.query(), "the half-enqueued op must have been rolled back");
+    s.synchronize().unwrap();
+    assert_eq!(recv.to_vec().unwrap(), vec![0; 16], "nothing may have run");
+}

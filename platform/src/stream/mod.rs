@@ -118,6 +118,10 @@ impl StreamInner {
     }
 }
 
+/// A position in a stream's queue (see [`Stream::mark`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EnqueueMark(u64);
+
 /// An ordered task queue on a [`Device`]. Cloning gives another handle to the
 /// same stream.
 #[derive(Clone)]
@@ -199,6 +203,41 @@ impl Stream {
             self.device.0.events.notify();
         }
         Ok(())
+    }
+
+    /// The current end of the queue, for [`Stream::rollback`].
+    pub fn mark(&self) -> EnqueueMark {
+        EnqueueMark(self.inner.enqueued.load(Ordering::Acquire))
+    }
+
+    /// Removes every task enqueued after `mark` that has not started, so a
+    /// call that fails half-way leaves nothing behind. Returns `true` if all
+    /// of them were removed. If some had already started (a worker thread
+    /// was driving the stream), the stream is failed with `reason` instead,
+    /// so the next `synchronize` reports it.
+    pub fn rollback(&self, mark: EnqueueMark, reason: &HcclError) -> bool {
+        let mut q = self.inner.lock_queue();
+        let after = self
+            .inner
+            .enqueued
+            .load(Ordering::Acquire)
+            .saturating_sub(mark.0) as usize;
+        let removable = after.min(q.len());
+        let keep = q.len() - removable;
+        let removed: Vec<Task> = q.drain(keep..).collect();
+        self.inner
+            .enqueued
+            .fetch_sub(removable as u64, Ordering::AcqRel);
+        drop(q);
+        drop(removed);
+        if removable < after {
+            let mut err = self.inner.error.lock().unwrap_or_else(|p| p.into_inner());
+            if err.is_none() {
+                *err = Some(reason.clone());
+            }
+            return false;
+        }
+        true
     }
 
     /// Enqueues `dst <- src` (equal lengths).

@@ -204,3 +204,26 @@ fn aborted_peer_fails_waiter_fast() {
     assert!(e.to_string().contains("peer rank 1 failed"), "{e}");
     assert!(start.elapsed() < Duration::from_secs(10));
 }
+
+#[test]
+fn rollback_removes_unstarted_tasks() {
+    let d = dev(ExecMode::Inline, None);
+    let s = Stream::new(&d);
+    let a = DeviceMem::alloc(8).unwrap();
+    let b = DeviceMem::alloc(8).unwrap();
+    b.copy_from_host(&[3u8; 8]).unwrap();
+    s.memcpy_async(&a, &b).unwrap();
+    let mark = s.mark();
+    s.memcpy_async(&b, &a).unwrap();
+    s.reduce_async(&b, &a, DataType::Uint8, ReduceOp::Sum)
+        .unwrap();
+    assert!(s.rollback(mark, &HcclError::internal("x")));
+    s.synchronize().unwrap();
+    assert_eq!(a.to_vec::<u8>(8).unwrap(), vec![3; 8]);
+    assert_eq!(
+        b.to_vec::<u8>(8).unwrap(),
+        vec![3; 8],
+        "rolled-back tasks must not run"
+    );
+    assert!(s.query());
+}
