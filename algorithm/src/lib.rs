@@ -17,6 +17,7 @@
 pub mod executor;
 pub mod op;
 pub mod resource;
+pub mod sim;
 pub mod template;
 pub mod topo;
 

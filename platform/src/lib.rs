@@ -23,4 +23,6 @@ pub use error::{ErrorContext, HcclError, HcclResult, Result};
 pub use link::{Link, LinkHandle, LinkOp};
 pub use mem::{DeviceBuffer, DeviceMem, MemKind};
 pub use notify::Notify;
-pub use stream::{Device, DeviceConfig, EnqueueMark, ExecMode, OpLabel, Stream};
+pub use stream::{
+    BlockedTask, Device, DeviceConfig, DeviceStats, EnqueueMark, ExecMode, OpLabel, Stream,
+};

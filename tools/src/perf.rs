@@ -252,7 +252,7 @@ pub fn run_sweep(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
         match args.format {
             Format::Text => writeln!(
                 out,
-                "baseline: memcpy of {} bytes (1 thread) {memcpy:.3} GB/s; best bus bandwidth {best_busbw:.3} GB/s = {ratio:.3}x memcpy",
+                "baseline: memcpy of {} bytes (1 thread) {memcpy:.3} GB/s; best bus bandwidth {best_busbw:.6} GB/s = {ratio:.6}x memcpy",
                 args.maxbytes
             ),
             Format::Json => writeln!(

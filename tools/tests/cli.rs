@@ -190,12 +190,21 @@ fn baseline_line_reports_a_ratio_to_memcpy() {
         last.starts_with("baseline: memcpy of 65536 bytes (1 thread) "),
         "{last}"
     );
-    let ratio: f64 = last
-        .rsplit(" = ")
-        .next()
-        .unwrap()
-        .trim_end_matches("x memcpy")
-        .parse()
-        .unwrap();
-    assert!(ratio > 0.0, "{last}");
+    // "... (1 thread) M GB/s; best bus bandwidth B GB/s = R x memcpy"
+    let num = |s: &str| {
+        s.split_whitespace()
+            .next()
+            .unwrap()
+            .trim_end_matches('x')
+            .parse::<f64>()
+            .unwrap()
+    };
+    let memcpy = num(last.split("(1 thread) ").nth(1).unwrap());
+    let best = num(last.split("best bus bandwidth ").nth(1).unwrap());
+    let ratio = num(last.rsplit(" = ").next().unwrap());
+    assert!(memcpy > 0.0 && best > 0.0, "{last}");
+    assert!(
+        (ratio - best / memcpy).abs() <= 1e-3 * (1.0 + ratio),
+        "{last}"
+    );
 }

@@ -9,7 +9,7 @@
 //! which links and notifies bump when something the device may wait for
 //! changes.
 
-use super::task::Task;
+use super::task::{OpLabel, Task, TaskKind};
 use super::StreamInner;
 use crate::error::HcclError;
 use crate::sync::EventCount;
@@ -65,7 +65,62 @@ impl Default for DeviceConfig {
     }
 }
 
+/// A task at the head of a stream that cannot progress (for deadlock reports).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockedTask {
+    /// The stream's id.
+    pub stream: u64,
+    /// What the task does (e.g. "RxWaitDone with peer rank 3 over the in-process link").
+    pub what: String,
+    /// The link verb, for link tasks.
+    pub verb: Option<&'static str>,
+    /// The peer, for link tasks.
+    pub peer: Option<u32>,
+    /// The algorithm step it belongs to.
+    pub step: u32,
+    /// The op it belongs to.
+    pub label: Option<OpLabel>,
+    /// Tasks queued on the stream, this one included.
+    pub queued: usize,
+}
+
+/// Work a device has completed since it was created.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceStats {
+    /// Tasks completed.
+    pub tasks: u64,
+    /// Bytes reduced by local reduce tasks (destination bytes).
+    pub reduce_bytes: u64,
+    /// Bytes copied by local memcpy tasks.
+    pub memcpy_bytes: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct DeviceStatsInner {
+    tasks: AtomicU64,
+    reduce_bytes: AtomicU64,
+    memcpy_bytes: AtomicU64,
+}
+
+impl DeviceStatsInner {
+    pub(crate) fn record(&self, task: &Task) {
+        self.tasks.fetch_add(1, Ordering::Relaxed);
+        match &task.kind {
+            TaskKind::Reduce { dst, .. } => {
+                self.reduce_bytes
+                    .fetch_add(dst.mem().len() as u64, Ordering::Relaxed);
+            }
+            TaskKind::Memcpy { dst, .. } => {
+                self.memcpy_bytes
+                    .fetch_add(dst.mem().len() as u64, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+    }
+}
+
 pub(crate) struct DeviceInner {
+    pub(crate) stats: DeviceStatsInner,
     pub(crate) id: u32,
     pub(crate) uid: u64,
     pub(crate) config: DeviceConfig,
@@ -99,6 +154,7 @@ impl Device {
     pub fn new(id: u32, config: DeviceConfig) -> Device {
         let mode = config.mode;
         let dev = Device(Arc::new(DeviceInner {
+            stats: DeviceStatsInner::default(),
             id,
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
             config,
@@ -134,6 +190,58 @@ impl Device {
         self.0.events.clone()
     }
 
+    /// Runs every task of every stream that can run now, without waiting.
+    /// Returns whether any ran. This is how a single thread drives many
+    /// devices (the plan simulator). Returns `false` without running
+    /// anything if another thread is driving this device.
+    pub fn poll_once(&self) -> bool {
+        let Ok(mut snap) = self.0.driver.try_lock() else {
+            return false;
+        };
+        let mut progressed = false;
+        loop {
+            self.0.snapshot(&mut snap);
+            let mut round = false;
+            for s in snap.iter() {
+                round |= s.run_ready(&self.0.stats);
+            }
+            if !round {
+                break;
+            }
+            progressed = true;
+        }
+        snap.clear();
+        drop(snap);
+        if progressed {
+            self.0.done.notify();
+        }
+        progressed
+    }
+
+    /// The head task of every stream that still has queued tasks.
+    pub fn blocked_tasks(&self) -> Vec<BlockedTask> {
+        let v = self.0.streams.lock().unwrap_or_else(|p| p.into_inner());
+        v.iter()
+            .filter_map(Weak::upgrade)
+            .filter_map(|s| s.blocked_head())
+            .collect()
+    }
+
+    /// Whether any stream of the device has unfinished tasks.
+    pub fn has_work(&self) -> bool {
+        self.0.has_work()
+    }
+
+    /// Work completed so far.
+    pub fn stats(&self) -> DeviceStats {
+        let s = &self.0.stats;
+        DeviceStats {
+            tasks: s.tasks.load(Ordering::Relaxed),
+            reduce_bytes: s.reduce_bytes.load(Ordering::Relaxed),
+            memcpy_bytes: s.memcpy_bytes.load(Ordering::Relaxed),
+        }
+    }
+
     pub(crate) fn register(&self, s: &Arc<StreamInner>) {
         let mut v = self.0.streams.lock().unwrap_or_else(|p| p.into_inner());
         v.retain(|w| w.strong_count() > 0);
@@ -159,7 +267,7 @@ impl DeviceInner {
             self.snapshot(snapshot);
             let mut progressed = false;
             for s in snapshot.iter() {
-                progressed |= s.run_ready();
+                progressed |= s.run_ready(&self.stats);
             }
             if progressed {
                 self.done.notify();

@@ -9,7 +9,8 @@
 mod device;
 mod task;
 
-pub use device::{Device, DeviceConfig, ExecMode};
+pub(crate) use device::DeviceStatsInner;
+pub use device::{BlockedTask, Device, DeviceConfig, DeviceStats, ExecMode};
 pub use task::{HostCallback, OpLabel, Task, TaskKind};
 
 use crate::dtype::{DataType, ReduceOp};
@@ -43,7 +44,7 @@ impl StreamInner {
     }
 
     /// Runs tasks from the head until one must wait. Returns whether any ran.
-    pub(crate) fn run_ready(&self) -> bool {
+    pub(crate) fn run_ready(&self, stats: &DeviceStatsInner) -> bool {
         let mut progressed = false;
         loop {
             let Some(mut task) = self.lock_queue().pop_front() else {
@@ -51,6 +52,7 @@ impl StreamInner {
             };
             match device::poll_task(&mut task) {
                 Poll::Ready(Ok(())) => {
+                    stats.record(&task);
                     drop(task);
                     self.completed.fetch_add(1, Ordering::AcqRel);
                     progressed = true;
@@ -84,6 +86,25 @@ impl StreamInner {
         let n = dropped.len() as u64 + 1;
         drop(dropped);
         self.completed.fetch_add(n, Ordering::AcqRel);
+    }
+
+    /// The head task, if it has started waiting.
+    pub(crate) fn blocked_head(&self) -> Option<BlockedTask> {
+        let q = self.lock_queue();
+        let head = q.front()?;
+        let (verb, peer) = match &head.kind {
+            TaskKind::Link { link, op, .. } => (Some(op.verb()), Some(link.remote_rank())),
+            _ => (None, None),
+        };
+        Some(BlockedTask {
+            stream: self.id,
+            what: head.kind.describe(),
+            verb,
+            peer,
+            step: head.step,
+            label: head.label.as_deref().cloned(),
+            queued: q.len(),
+        })
     }
 
     /// Fails the head task if it has waited past `timeout`. Returns the head's

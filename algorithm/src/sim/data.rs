@@ -1,0 +1,69 @@
+//! Input patterns and reference results for the simulator's checks.
+
+use crate::op::OpType;
+use half::{bf16, f16};
+use hccl_platform::reduce::reduce_into;
+use hccl_platform::{DataType, ReduceOp, Result};
+
+/// Small integer for rank `rank`, element `i`: sums stay within ±2p and
+/// float products are powers of two, so results are exact (independent of
+/// reduction order) in fp32/fp64 at any rank count and in fp16/bf16 for
+/// small ones; integer types wrap deterministically.
+fn value(op: ReduceOp, dtype: DataType, rank: u32, i: usize) -> i8 {
+    let k = (i.wrapping_mul(7) + rank as usize * 3) % 5;
+    match op {
+        ReduceOp::Prod if dtype.is_float() => [1, 2, 1, -1, -2][k],
+        ReduceOp::Prod => [1, 3, -1, 5, 2][k],
+        _ => k as i8 - 2,
+    }
+}
+
+fn encode(dtype: DataType, v: i8, out: &mut Vec<u8>) {
+    let unsigned = |v: i8| v.unsigned_abs();
+    match dtype {
+        DataType::Int8 => out.extend_from_slice(&v.to_ne_bytes()),
+        DataType::Int16 => out.extend_from_slice(&(v as i16).to_ne_bytes()),
+        DataType::Int32 => out.extend_from_slice(&(v as i32).to_ne_bytes()),
+        DataType::Int64 => out.extend_from_slice(&(v as i64).to_ne_bytes()),
+        DataType::Uint8 => out.extend_from_slice(&unsigned(v).to_ne_bytes()),
+        DataType::Uint16 => out.extend_from_slice(&(unsigned(v) as u16).to_ne_bytes()),
+        DataType::Uint32 => out.extend_from_slice(&(unsigned(v) as u32).to_ne_bytes()),
+        DataType::Uint64 => out.extend_from_slice(&(unsigned(v) as u64).to_ne_bytes()),
+        DataType::Fp16 => out.extend_from_slice(&f16::from_f32(v as f32).to_bits().to_ne_bytes()),
+        DataType::Bf16 => out.extend_from_slice(&bf16::from_f32(v as f32).to_bits().to_ne_bytes()),
+        DataType::Fp32 => out.extend_from_slice(&(v as f32).to_ne_bytes()),
+        DataType::Fp64 => out.extend_from_slice(&(v as f64).to_ne_bytes()),
+    }
+}
+
+/// The bytes of rank `rank`'s input of `count` elements.
+pub(crate) fn input(dtype: DataType, op: ReduceOp, rank: u32, count: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(count * dtype.size());
+    for i in 0..count {
+        encode(dtype, value(op, dtype, rank, i), &mut out);
+    }
+    out
+}
+
+/// The expected output bytes of rank `rank`, or `None` if the simulator
+/// has no reference for `op_type` yet.
+pub(crate) fn expected(
+    op_type: OpType,
+    dtype: DataType,
+    op: ReduceOp,
+    ranks: u32,
+    count: usize,
+) -> Result<Option<Vec<u8>>> {
+    match op_type {
+        OpType::AllReduce => {
+            let mut acc = input(dtype, op, 0, count);
+            let mut next = vec![0u8; acc.len()];
+            for r in 1..ranks {
+                reduce_into(dtype, op, &mut next, &acc, &input(dtype, op, r, count))?;
+                std::mem::swap(&mut acc, &mut next);
+            }
+            Ok(Some(acc))
+        }
+        _ => Ok(None),
+    }
+}

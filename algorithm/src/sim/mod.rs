@@ -1,0 +1,478 @@
+//! The plan simulator: runs any registered executor for N ranks on one
+//! thread, and reports deadlocks, wrong results, steps and traffic.
+//!
+//! Executors only enqueue tasks, so the simulator can run them unchanged:
+//! each symbolic rank gets a device, streams, its buffers and simulated
+//! links (in-process links that count bytes and carry logical time); then
+//! one thread polls every rank's device in turn until all work is done. If
+//! no rank can progress while work remains, the plan deadlocks, and the
+//! report names each stuck rank, its step, the verb and the peer it waits
+//! for. No thread blocks, so a broken plan is reported, never hung.
+//!
+//! ```
+//! use hccl_algorithm::sim::{simulate, SimSpec};
+//! use hccl_algorithm::registry;
+//! use hccl_platform::{DataType, ReduceOp};
+//!
+//! let spec = SimSpec::all_reduce(16, 1000, DataType::Fp32, ReduceOp::Sum);
+//! let report = simulate(registry(), "AllReduceRingExecutor", &spec).unwrap();
+//! assert_eq!(report.steps, 2 * 15); // 2(p-1) steps on the critical path
+//! ```
+
+mod data;
+mod link;
+
+use crate::executor::ExecutorRegistry;
+use crate::op::{OpParam, OpType, WorkflowMode};
+use crate::resource::AlgResourceResponse;
+use crate::topo::{CommPlane, TopoInfo};
+use hccl_platform::link::{InProcEndpoint, InProcLink};
+use hccl_platform::{
+    DataType, Device, DeviceConfig, DeviceMem, HcclError, LinkHandle, MemKind, Notify, OpLabel,
+    ReduceOp, Stream,
+};
+use link::{Arrivals, Clock, SimLink};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// What to simulate.
+#[derive(Clone, Debug)]
+pub struct SimSpec {
+    /// Server index of every rank (all zeros = one server).
+    pub rank_to_server: Vec<u32>,
+    /// The op.
+    pub op_type: OpType,
+    /// Element count (as the op's API counts it).
+    pub count: u64,
+    /// Element type.
+    pub dtype: DataType,
+    /// Reduction.
+    pub reduce_op: ReduceOp,
+    /// Root rank.
+    pub root: u32,
+    /// CCL buffer size per rank, bytes (`None`: just large enough for the op).
+    pub ccl_buffer_size: Option<usize>,
+    /// Workflow mode.
+    pub mode: WorkflowMode,
+    /// Whether to check results against the reference.
+    pub check: bool,
+}
+
+impl SimSpec {
+    /// An op-base AllReduce of `count` elements on `ranks` ranks of one server.
+    pub fn all_reduce(ranks: u32, count: u64, dtype: DataType, reduce_op: ReduceOp) -> Self {
+        SimSpec {
+            rank_to_server: vec![0; ranks as usize],
+            op_type: OpType::AllReduce,
+            count,
+            dtype,
+            reduce_op,
+            root: 0,
+            ccl_buffer_size: None,
+            mode: WorkflowMode::OpBase,
+            check: true,
+        }
+    }
+
+    /// Number of ranks.
+    pub fn ranks(&self) -> u32 {
+        self.rank_to_server.len() as u32
+    }
+}
+
+/// What a successful simulation measured.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SimReport {
+    /// Ranks simulated.
+    pub ranks: u32,
+    /// Communication steps on the critical path: the longest chain of data
+    /// transfers where each waits for the previous one (the α count).
+    pub steps: u64,
+    /// Tasks run, all ranks.
+    pub tasks: u64,
+    /// Bytes sent over each link, keyed by (sender, receiver) user rank.
+    pub link_bytes: BTreeMap<(u32, u32), u64>,
+    /// Transfers over each link.
+    pub link_transfers: BTreeMap<(u32, u32), u64>,
+    /// Bytes sent per plane (`CommPlane as usize`).
+    pub plane_bytes: [u64; CommPlane::COUNT],
+    /// Most bytes any one rank sent (the β count's volume).
+    pub max_rank_bytes_sent: u64,
+    /// Bytes reduced by local reduce tasks, all ranks.
+    pub reduce_bytes: u64,
+    /// Whether results were checked against a reference.
+    pub checked: bool,
+}
+
+/// One rank's stuck task in a deadlock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stuck {
+    /// The rank.
+    pub rank: u32,
+    /// The algorithm step of the stuck task.
+    pub step: u32,
+    /// The verb, for link tasks.
+    pub verb: Option<&'static str>,
+    /// The peer it waits for, for link tasks.
+    pub peer: Option<u32>,
+    /// What the task does.
+    pub what: String,
+}
+
+/// Why a simulation failed.
+#[derive(Clone, Debug)]
+pub enum SimFailure {
+    /// No rank could progress while tasks remained.
+    Deadlock {
+        /// Every stuck head task.
+        stuck: Vec<Stuck>,
+    },
+    /// A rank's output differs from the reference.
+    WrongResult {
+        /// The rank.
+        rank: u32,
+        /// First differing byte offset.
+        offset: usize,
+        /// Length of the compared output.
+        len: usize,
+    },
+    /// The executor or a task returned an error.
+    Error(HcclError),
+}
+
+impl std::fmt::Display for SimFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SimFailure::Deadlock { stuck } => {
+                write!(f, "deadlock: no rank can progress; {} stuck task(s):", stuck.len())?;
+                for s in stuck.iter().take(8) {
+                    write!(f, " [rank {} step {}: {}]", s.rank, s.step, s.what)?;
+                }
+                if stuck.len() > 8 {
+                    write!(f, " ... and {} more", stuck.len() - 8)?;
+                }
+                Ok(())
+            }
+            SimFailure::WrongResult { rank, offset, len } => write!(
+                f,
+                "wrong result on rank {rank}: output differs from the reference at byte {offset} of {len}"
+            ),
+            SimFailure::Error(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for SimFailure {}
+
+impl From<HcclError> for SimFailure {
+    fn from(e: HcclError) -> Self {
+        SimFailure::Error(e)
+    }
+}
+
+struct SimRank {
+    device: Device,
+    stream: Stream,
+    slaves: Vec<Stream>,
+    output: DeviceMem,
+    out_bytes: usize,
+}
+
+/// Output bytes per rank for `spec` (what the reference covers).
+fn output_bytes(spec: &SimSpec) -> usize {
+    let unit = spec.dtype.size();
+    match spec.op_type {
+        OpType::AllGather => spec.count as usize * unit * spec.ranks() as usize,
+        _ => spec.count as usize * unit,
+    }
+}
+
+/// Input bytes per rank for `spec`.
+fn input_bytes(spec: &SimSpec) -> usize {
+    let unit = spec.dtype.size();
+    match spec.op_type {
+        OpType::ReduceScatter | OpType::Scatter => {
+            spec.count as usize * unit * spec.ranks() as usize
+        }
+        _ => spec.count as usize * unit,
+    }
+}
+
+/// Runs executor `name` from `registry` for every rank of `spec`.
+pub fn simulate(
+    registry: &ExecutorRegistry,
+    name: &str,
+    spec: &SimSpec,
+) -> Result<SimReport, SimFailure> {
+    let p = spec.ranks();
+    let in_bytes = input_bytes(spec);
+    let out_bytes = output_bytes(spec);
+    let ccl = spec
+        .ccl_buffer_size
+        .unwrap_or_else(|| in_bytes.max(out_bytes).max(4096));
+    let config = DeviceConfig {
+        exec_timeout: None,
+        ..Default::default()
+    };
+
+    // Per rank: executor, op param, request, buffers.
+    let mut execs = Vec::with_capacity(p as usize);
+    let mut params = Vec::with_capacity(p as usize);
+    let mut reqs = Vec::with_capacity(p as usize);
+    let mut endpoints = Vec::with_capacity(p as usize);
+    let mut mems = Vec::with_capacity(p as usize);
+    let mut clocks: Vec<Clock> = Vec::with_capacity(p as usize);
+    let mut ranks: Vec<SimRank> = Vec::with_capacity(p as usize);
+    for r in 0..p {
+        let topo = TopoInfo::new(r, spec.rank_to_server.clone())?;
+        let exec = registry.create(name, &topo)?;
+        let device = Device::new(r, config.clone());
+        let stream = Stream::new(&device);
+        let input = DeviceMem::alloc(in_bytes)?;
+        input.copy_from_host_bytes(&data::input(
+            spec.dtype,
+            spec.reduce_op,
+            r,
+            in_bytes / spec.dtype.size(),
+        ))?;
+        let output = DeviceMem::alloc(out_bytes)?;
+        let param = OpParam {
+            tag: format!("sim_{}", spec.op_type),
+            op_type: spec.op_type,
+            stream: stream.clone(),
+            input: input.clone(),
+            output: output.clone(),
+            count: spec.count,
+            dtype: spec.dtype,
+            reduce_op: spec.reduce_op,
+            root: spec.root,
+            mode: spec.mode,
+        };
+        let req = exec
+            .calc_res_request(&param, &topo)
+            .map_err(|e| e.rank(r))?;
+        let ccl_in = DeviceMem::alloc(ccl)?;
+        let ccl_out = DeviceMem::alloc(ccl)?;
+        let scratch = if req.scratch_mem_size > 0 {
+            DeviceMem::alloc(req.scratch_mem_size as usize)?
+        } else {
+            DeviceMem::null()
+        };
+        endpoints.push(InProcEndpoint {
+            rank: r,
+            mems: vec![
+                (MemKind::CclInput, ccl_in.clone()),
+                (MemKind::CclOutput, ccl_out.clone()),
+                (MemKind::Scratch, scratch.clone()),
+                (MemKind::ParamInput, input.clone()),
+                (MemKind::ParamOutput, output.clone()),
+            ],
+            waker: device.waker(),
+        });
+        mems.push((ccl_in, ccl_out, scratch));
+        clocks.push(Arc::new(AtomicU64::new(0)));
+        let slaves = (0..req.stream_num)
+            .map(|_| Stream::new(&device))
+            .collect::<Vec<_>>();
+        ranks.push(SimRank {
+            device,
+            stream,
+            slaves,
+            output,
+            out_bytes,
+        });
+        execs.push(exec);
+        params.push(param);
+        reqs.push(req);
+    }
+
+    // Links, made once per unordered pair, with the plane of first use.
+    let mut pairs: HashMap<(u32, u32), (Arc<SimLink>, Arc<SimLink>)> = HashMap::new();
+    let mut link_plane: HashMap<(u32, u32), CommPlane> = HashMap::new();
+    let planes = [
+        CommPlane::Level0,
+        CommPlane::Level1,
+        CommPlane::Level2,
+        CommPlane::Combine,
+    ];
+    let mut responses = Vec::with_capacity(p as usize);
+    for r in 0..p as usize {
+        let mut op_transport = reqs[r].op_transport.clone();
+        for (pi, level) in op_transport.iter_mut().enumerate() {
+            for sub in level.iter_mut() {
+                for (i, t) in sub.transport_requests.iter().enumerate() {
+                    if !t.is_valid {
+                        continue;
+                    }
+                    let (a, b) = (t.local_user_rank, t.remote_user_rank);
+                    if b >= p {
+                        return Err(HcclError::internal(format!(
+                            "rank {a} asked for a link to rank {b} of {p}"
+                        ))
+                        .rank(a)
+                        .into());
+                    }
+                    let key = (a.min(b), a.max(b));
+                    let (lo, hi) = pairs
+                        .entry(key)
+                        .or_insert_with(|| {
+                            let (x, y) = InProcLink::pair(
+                                &endpoints[key.0 as usize],
+                                &endpoints[key.1 as usize],
+                            );
+                            let lo_to_hi: Arrivals = Default::default();
+                            let hi_to_lo: Arrivals = Default::default();
+                            (
+                                Arc::new(SimLink::new(
+                                    x,
+                                    clocks[key.0 as usize].clone(),
+                                    lo_to_hi.clone(),
+                                    hi_to_lo.clone(),
+                                )),
+                                Arc::new(SimLink::new(
+                                    y,
+                                    clocks[key.1 as usize].clone(),
+                                    hi_to_lo,
+                                    lo_to_hi,
+                                )),
+                            )
+                        })
+                        .clone();
+                    link_plane.entry(key).or_insert(planes[pi]);
+                    let mine = if a == key.0 { lo } else { hi };
+                    sub.links[i] = Some(LinkHandle::new(mine));
+                }
+            }
+        }
+        let req = &reqs[r];
+        let dev = &ranks[r].device;
+        let main = req.notify_num / 2;
+        responses.push(AlgResourceResponse {
+            ccl_input: mems[r].0.clone(),
+            ccl_output: mems[r].1.clone(),
+            param_input: params[r].input.clone(),
+            param_output: params[r].output.clone(),
+            scratch: mems[r].2.clone(),
+            aiv_input: DeviceMem::null(),
+            aiv_output: DeviceMem::null(),
+            slave_streams: ranks[r].slaves.clone(),
+            notifies_main: (0..main).map(|_| Notify::new(dev)).collect(),
+            notifies_aux: (0..req.notify_num - main)
+                .map(|_| Notify::new(dev))
+                .collect(),
+            op_transport,
+        });
+    }
+
+    // Orchestrate every rank, then drive them all on this thread.
+    for r in 0..p as usize {
+        let label = Arc::new(OpLabel {
+            tag: params[r].tag.clone(),
+            algorithm: name.to_owned(),
+            rank: r as u32,
+        });
+        ranks[r].stream.set_label(Some(label.clone()));
+        for s in &ranks[r].slaves {
+            s.set_label(Some(label.clone()));
+        }
+        execs[r]
+            .orchestrate(&params[r], &responses[r])
+            .map_err(|e| e.rank(r as u32).tag(params[r].tag.clone()))?;
+    }
+    let mut active: Vec<usize> = (0..p as usize).collect();
+    loop {
+        let mut progressed = false;
+        for &r in &active {
+            progressed |= ranks[r].device.poll_once();
+        }
+        active.retain(|&r| ranks[r].device.has_work());
+        if active.is_empty() {
+            break;
+        }
+        if !progressed {
+            let stuck = active
+                .iter()
+                .flat_map(|&r| {
+                    ranks[r]
+                        .device
+                        .blocked_tasks()
+                        .into_iter()
+                        .map(move |b| Stuck {
+                            rank: r as u32,
+                            step: b.step,
+                            verb: b.verb,
+                            peer: b.peer,
+                            what: b.what,
+                        })
+                })
+                .collect();
+            return Err(SimFailure::Deadlock { stuck });
+        }
+    }
+    for (r, rank) in ranks.iter().enumerate() {
+        for s in std::iter::once(&rank.stream).chain(rank.slaves.iter()) {
+            s.synchronize().map_err(|e| e.rank(r as u32))?;
+        }
+    }
+
+    // Results.
+    let mut checked = false;
+    if spec.check {
+        if let Some(want) = data::expected(
+            spec.op_type,
+            spec.dtype,
+            spec.reduce_op,
+            p,
+            spec.count as usize,
+        )? {
+            checked = true;
+            let mut got = vec![0u8; out_bytes];
+            for (r, rank) in ranks.iter().enumerate() {
+                rank.output.copy_to_host_bytes(&mut got[..rank.out_bytes])?;
+                if let Some(offset) = got.iter().zip(want.iter()).position(|(g, w)| g != w) {
+                    return Err(SimFailure::WrongResult {
+                        rank: r as u32,
+                        offset,
+                        len: out_bytes,
+                    });
+                }
+            }
+        }
+    }
+
+    let mut report = SimReport {
+        ranks: p,
+        steps: clocks
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .max()
+            .unwrap_or(0),
+        checked,
+        ..Default::default()
+    };
+    let mut sent = vec![0u64; p as usize];
+    for (key, (lo, hi)) in &pairs {
+        let plane = link_plane[key] as usize;
+        for (from, to, l) in [(key.0, key.1, lo), (key.1, key.0, hi)] {
+            let b = l.bytes.load(Ordering::Relaxed);
+            let t = l.transfers.load(Ordering::Relaxed);
+            if t > 0 {
+                report.link_bytes.insert((from, to), b);
+                report.link_transfers.insert((from, to), t);
+            }
+            report.plane_bytes[plane] += b;
+            sent[from as usize] += b;
+        }
+    }
+    report.max_rank_bytes_sent = sent.into_iter().max().unwrap_or(0);
+    for rank in &ranks {
+        let st = rank.device.stats();
+        report.tasks += st.tasks;
+        report.reduce_bytes += st.reduce_bytes;
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests;

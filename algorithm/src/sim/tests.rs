@@ -1,0 +1,188 @@
+use super::*;
+use crate::executor::{AllReduceRingExecutor, CollExecutor};
+use crate::registry;
+use crate::resource::{AlgResourceRequest, SingleSubCommTransport};
+use hccl_platform::{HcclResult, Result};
+
+fn ring(spec: &SimSpec) -> std::result::Result<SimReport, SimFailure> {
+    simulate(registry(), AllReduceRingExecutor::NAME, spec)
+}
+
+fn check_ring_report(p: u32, count: u64, dtype: DataType, r: &SimReport) {
+    let bytes = count * dtype.size() as u64;
+    assert!(r.checked);
+    assert_eq!(r.ranks, p);
+    if p == 1 || bytes == 0 {
+        assert_eq!(r.link_bytes.values().sum::<u64>(), 0);
+        return;
+    }
+    assert_eq!(r.steps, 2 * (p as u64 - 1), "α term: 2(p-1) steps");
+    // β term: each of p slices travels p-1 hops in each phase
+    assert_eq!(
+        r.link_bytes.values().sum::<u64>(),
+        2 * (p as u64 - 1) * bytes
+    );
+    assert_eq!(
+        r.reduce_bytes,
+        (p as u64 - 1) * bytes,
+        "γ term: each slice reduced p-1 times"
+    );
+    // only ring neighbours talk
+    for &(from, to) in r.link_bytes.keys() {
+        assert_eq!(to, (from + 1) % p, "ring sends go to the right neighbour");
+    }
+}
+
+#[test]
+fn ring_allreduce_every_rank_count_to_33_with_awkward_counts() {
+    for p in 1..=33u32 {
+        for count in [0u64, 1, 7, (p as u64).saturating_sub(1), 1000, 4097] {
+            let spec = SimSpec::all_reduce(p, count, DataType::Fp32, ReduceOp::Sum);
+            let r = ring(&spec).unwrap_or_else(|e| panic!("p={p} count={count}: {e}"));
+            check_ring_report(p, count, DataType::Fp32, &r);
+        }
+    }
+}
+
+#[test]
+fn ring_allreduce_every_dtype_and_op() {
+    for p in [2u32, 3, 5, 8] {
+        for dtype in DataType::ALL {
+            for op in ReduceOp::ALL {
+                let spec = SimSpec::all_reduce(p, 333, dtype, op);
+                let r = ring(&spec).unwrap_or_else(|e| panic!("p={p} {dtype} {op}: {e}"));
+                check_ring_report(p, 333, dtype, &r);
+            }
+        }
+    }
+}
+
+#[test]
+fn ring_allreduce_at_scale() {
+    for p in [64u32, 127, 128, 1000] {
+        for count in [5u64, 4099] {
+            let spec = SimSpec::all_reduce(p, count, DataType::Fp32, ReduceOp::Sum);
+            let r = ring(&spec).unwrap_or_else(|e| panic!("p={p} count={count}: {e}"));
+            check_ring_report(p, count, DataType::Fp32, &r);
+        }
+    }
+}
+
+#[test]
+fn op_base_chunks_multiply_steps() {
+    // a CCL buffer of 1 KiB forces 4 chunks of a 4 KiB allreduce
+    let mut spec = SimSpec::all_reduce(4, 1024, DataType::Fp32, ReduceOp::Max);
+    spec.ccl_buffer_size = Some(1024);
+    let r = ring(&spec).unwrap();
+    assert_eq!(r.steps, 4 * 2 * 3);
+    assert_eq!(r.link_bytes.values().sum::<u64>(), 2 * 3 * 4096);
+}
+
+/// A broken ring: every rank waits for its right neighbour's ack before
+/// acking its left neighbour, so nobody ever acks.
+struct DeadlockRing;
+
+impl CollExecutor for DeadlockRing {
+    fn name(&self) -> &str {
+        "DeadlockRing"
+    }
+    fn calc_res_request(&self, _p: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
+        let mut req = AlgResourceRequest::default();
+        req.op_transport[CommPlane::Combine as usize].push(SingleSubCommTransport::ring(
+            topo.plane_ranks(CommPlane::Combine),
+            topo.user_rank,
+            MemKind::CclInput,
+            MemKind::CclOutput,
+        )?);
+        Ok(req)
+    }
+    fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+        let comm = res.sub_comm(CommPlane::Combine, 0)?;
+        let (r, p) = (comm.local_rank, comm.local_rank_size);
+        param.stream.set_step(4);
+        comm.link((r + 1) % p)?.rx_ack(&param.stream)?;
+        comm.link((r + p - 1) % p)?.tx_ack(&param.stream)
+    }
+}
+
+/// A ring allreduce that forgets to reduce: runs to completion, wrong data.
+struct NoReduce(AllReduceRingExecutor);
+
+impl CollExecutor for NoReduce {
+    fn name(&self) -> &str {
+        "NoReduce"
+    }
+    fn calc_res_request(&self, p: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
+        self.0.calc_res_request(p, topo)
+    }
+    fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+        // run the ring with MAX instead of the requested op
+        let mut p = param.clone();
+        p.reduce_op = ReduceOp::Max;
+        self.0.orchestrate(&p, res)
+    }
+}
+
+fn fixtures() -> ExecutorRegistry {
+    let reg = ExecutorRegistry::empty();
+    reg.register(
+        "DeadlockRing",
+        Arc::new(|_t: &TopoInfo| Box::new(DeadlockRing) as Box<dyn CollExecutor>),
+    )
+    .unwrap();
+    reg.register(
+        "NoReduce",
+        Arc::new(|t: &TopoInfo| {
+            Box::new(NoReduce(AllReduceRingExecutor::new(t))) as Box<dyn CollExecutor>
+        }),
+    )
+    .unwrap();
+    reg
+}
+
+#[test]
+fn a_broken_executor_is_reported_as_a_deadlock() {
+    let spec = SimSpec::all_reduce(5, 100, DataType::Fp32, ReduceOp::Sum);
+    let e = simulate(&fixtures(), "DeadlockRing", &spec).unwrap_err();
+    let SimFailure::Deadlock { stuck } = &e else {
+        panic!("expected a deadlock, got {e}")
+    };
+    assert_eq!(stuck.len(), 5, "every rank is stuck");
+    for s in stuck {
+        assert_eq!(s.verb, Some("RxAck"));
+        assert_eq!(s.peer, Some((s.rank + 1) % 5));
+        assert_eq!(s.step, 4);
+    }
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with("deadlock: no rank can progress; 5 stuck task(s):"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("[rank 0 step 4: RxAck with peer rank 1 over the simulated link]"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_wrong_result_is_reported() {
+    let spec = SimSpec::all_reduce(3, 64, DataType::Int32, ReduceOp::Sum);
+    let e = simulate(&fixtures(), "NoReduce", &spec).unwrap_err();
+    assert!(matches!(e, SimFailure::WrongResult { rank: 0, .. }), "{e}");
+    assert!(e.to_string().contains("wrong result on rank 0"), "{e}");
+}
+
+#[test]
+fn unknown_executor_and_unsupported_op_are_errors() {
+    let spec = SimSpec::all_reduce(2, 8, DataType::Fp32, ReduceOp::Sum);
+    let e = simulate(&fixtures(), "Nope", &spec).unwrap_err();
+    let SimFailure::Error(e) = e else { panic!() };
+    assert_eq!(e.code(), HcclResult::ENotFound);
+    let mut spec = spec;
+    spec.op_type = OpType::Broadcast;
+    let e = ring(&spec).unwrap_err();
+    assert!(
+        e.to_string().contains("runs allreduce, not broadcast"),
+        "{e}"
+    );
+}
