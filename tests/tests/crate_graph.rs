@@ -16,7 +16,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
             &["hccl-framework", "hccl-algorithm", "hccl-platform"][..],
         ),
         ("hccl-ffi", &["hccl-adapter"][..]),
-        ("hccl-tools", &["hccl-adapter"][..]),
+        ("hccl-tools", &["hccl-adapter", "hccl-algorithm"][..]),
         // integration tests may use every layer
         (
             "hccl-tests",
