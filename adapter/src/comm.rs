@@ -140,6 +140,9 @@ impl HcclComm {
             reduce_op: op,
             root: 0,
             mode: WorkflowMode::OpBase,
+            send_v: None,
+            recv_v: None,
+            peer: 0,
         };
         self.inner.exec_op(&param)
     }

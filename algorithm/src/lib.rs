@@ -22,7 +22,7 @@ pub mod template;
 pub mod topo;
 
 pub use executor::{registry, CollExecutor, ExecutorFactory, ExecutorRegistry};
-pub use op::{OpParam, OpType, WorkflowMode};
+pub use op::{OpParam, OpType, VCounts, WorkflowMode};
 pub use resource::{
     AlgResourceRequest, AlgResourceResponse, LevelNSubCommTransport, OpCommTransport,
     SingleSubCommTransport, TransportRequest,

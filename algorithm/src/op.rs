@@ -21,6 +21,12 @@ pub enum OpType {
     Gather,
     /// `HCCL_CMD_ALLTOALL`
     AllToAll,
+    /// `HCCL_CMD_ALLTOALLV`
+    AllToAllV,
+    /// `HCCL_CMD_ALLGATHER_V`
+    AllGatherV,
+    /// `HCCL_CMD_REDUCE_SCATTER_V`
+    ReduceScatterV,
     /// `HCCL_CMD_SEND`
     Send,
     /// `HCCL_CMD_RECEIVE`
@@ -39,6 +45,9 @@ impl OpType {
             OpType::Scatter => "scatter",
             OpType::Gather => "gather",
             OpType::AllToAll => "alltoall",
+            OpType::AllToAllV => "alltoallv",
+            OpType::AllGatherV => "allgatherv",
+            OpType::ReduceScatterV => "reducescatterv",
             OpType::Send => "send",
             OpType::Receive => "receive",
         }
@@ -83,9 +92,79 @@ pub struct OpParam {
     pub root: u32,
     /// Op-base or graph mode.
     pub mode: WorkflowMode,
+    /// Per-peer send counts and displacements, elements (AllToAllV,
+    /// ReduceScatterV).
+    pub send_v: Option<VCounts>,
+    /// Per-peer receive counts and displacements, elements (AllToAllV,
+    /// AllGatherV).
+    pub recv_v: Option<VCounts>,
+    /// The peer of a Send (destination) or Receive (source).
+    pub peer: u32,
+}
+
+/// Per-rank element counts and displacements of a "V" collective.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VCounts {
+    /// Elements per rank.
+    pub counts: Vec<u64>,
+    /// Element offset of each rank's block.
+    pub displs: Vec<u64>,
+}
+
+impl VCounts {
+    /// Counts laid out back to back.
+    pub fn packed(counts: Vec<u64>) -> Self {
+        let mut displs = Vec::with_capacity(counts.len());
+        let mut off = 0;
+        for c in &counts {
+            displs.push(off);
+            off += c;
+        }
+        VCounts { counts, displs }
+    }
+
+    /// Elements needed to hold every block (max of displ + count).
+    pub fn extent(&self) -> u64 {
+        self.counts
+            .iter()
+            .zip(&self.displs)
+            .map(|(c, d)| c + d)
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 impl OpParam {
+    /// A parameter set with no V counts and no peer.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        tag: impl Into<String>,
+        op_type: OpType,
+        stream: Stream,
+        input: DeviceMem,
+        output: DeviceMem,
+        count: u64,
+        dtype: DataType,
+        reduce_op: ReduceOp,
+        root: u32,
+    ) -> Self {
+        OpParam {
+            tag: tag.into(),
+            op_type,
+            stream,
+            input,
+            output,
+            count,
+            dtype,
+            reduce_op,
+            root,
+            mode: WorkflowMode::OpBase,
+            send_v: None,
+            recv_v: None,
+            peer: 0,
+        }
+    }
+
     /// Input size in bytes (`count × dtype size`).
     pub fn input_bytes(&self) -> u64 {
         self.count * self.dtype.size() as u64

@@ -82,10 +82,14 @@ fn human(bytes: usize) -> String {
 }
 
 fn main() {
-    let cases: [(DataType, ReduceOp, usize); 7] = [
+    let cases: [(DataType, ReduceOp, usize); 11] = [
         (DataType::Fp32, ReduceOp::Sum, 0),
         (DataType::Fp16, ReduceOp::Sum, 0),
         (DataType::Bf16, ReduceOp::Sum, 0),
+        (DataType::Fp16, ReduceOp::Max, 0),
+        (DataType::Bf16, ReduceOp::Max, 0),
+        (DataType::Fp16, ReduceOp::Prod, 0),
+        (DataType::Bf16, ReduceOp::Prod, 0),
         (DataType::Int32, ReduceOp::Sum, 0),
         (DataType::Fp64, ReduceOp::Max, 0),
         (DataType::Int8, ReduceOp::Prod, 0),

@@ -34,12 +34,21 @@
 //!
 //! The operator and type are dispatched once per call; each (type, op) pair
 //! then runs its own monomorphised loop over fixed-size chunks that the
-//! compiler auto-vectorises (portable code, no `target_feature`; SSE2 is the
-//! baseline on x86-64). bf16, and fp16 on CPUs without hardware fp16
-//! conversion, are widened to f32, combined and narrowed back with branch-free
-//! bit manipulation in the same loop. fp16 on CPUs with F16C (x86) or FP16
-//! (aarch64), detected at run time, goes through `half`'s slice conversions
-//! on chunks of `[f32; N]`, which use those instructions.
+//! compiler auto-vectorises (portable code; SSE2 is the baseline on x86-64).
+//!
+//! * **bf16** is processed two elements per 32-bit word: widening is a shift
+//!   or a mask, narrowing a round-to-nearest-even bias add, all branch-free
+//!   integer lane operations. The same code is also compiled for AVX2, used
+//!   when the CPU has it (detected at run time).
+//! * **fp16** on x86 CPUs with F16C and AVX2 (detected at run time) uses the
+//!   hardware conversions (`vcvtph2ps` / `vcvtps2ph`, round-to-nearest-even)
+//!   8 lanes at a time. On aarch64 with FEAT_FP16 it goes through `half`'s
+//!   slice conversions. Elsewhere, a branch-free software conversion (the
+//!   FPU does the exponent rebias and the rounding) vectorises with the
+//!   baseline target features.
+//!
+//! Every path is tested bit for bit against [`Reducible::combine`] on all
+//! 65536 inputs of each 16-bit type.
 //!
 //! Byte buffers whose addresses are aligned for the element type are
 //! reinterpreted in place; misaligned buffers (allowed) take a slower path
@@ -176,53 +185,55 @@ impl Reducible for bf16 {
 // ---------------------------------------------------------------------------
 
 /// fp16 bits to f32, exact. Branch-free so that loops over it vectorise.
+///
+/// The fp16 sign, exponent and mantissa are moved into their f32 positions
+/// (sign-extending shift, then masking off the copies of the sign), which
+/// reads as the right value times 2^-112 for every finite input, subnormals
+/// included; one exact multiplication by 2^112 rebiases it. Inputs with an
+/// all-ones exponent (inf, NaN) then get the f32 exponent set to all ones,
+/// keeping the mantissa (NaN payload).
 #[inline(always)]
 fn f16_to_f32(h: u16) -> f32 {
-    const EXP_MASK: u32 = 0x7c00 << 13; // fp16 exponent field, shifted into f32 position
-    let magic = f32::from_bits(113 << 23); // 2^-14
-    let h = u32::from(h);
-    let mut o = (h & 0x7fff) << 13; // exponent and mantissa
-    let exp = o & EXP_MASK;
-    o += (127 - 15) << 23; // rebias the exponent
-    let inf_nan = o + ((128 - 16) << 23); // exponent field all ones
-    let sub = (f32::from_bits(o + (1 << 23)) - magic).to_bits(); // renormalise (exact)
-    let o = if exp == EXP_MASK {
-        inf_nan
-    } else if exp == 0 {
-        sub
+    const SCALE: f32 = f32::from_bits((127 + 112) << 23); // 2^112
+    let w = ((u32::from(h) << 16) as i32) >> 3; // s sss eeeee m(10) 0(13)
+    let x = (w as u32) & 0x8fff_e000; // sign, exponent, mantissa
+    let v = f32::from_bits(x) * SCALE;
+    let inf_nan = if x & 0x0f80_0000 == 0x0f80_0000 {
+        0x7f80_0000
     } else {
-        o
+        0
     };
-    f32::from_bits(o | ((h & 0x8000) << 16))
+    f32::from_bits(v.to_bits() | inf_nan)
 }
 
 /// f32 to fp16 bits, round-to-nearest-even; overflow gives ±inf, NaN gives a
 /// quiet NaN. Bit-identical to `half::f16::from_f32` for every non-NaN input.
+///
+/// The FPU does the rounding: `|f|` is scaled by 2^112 * 2^-110 (the first
+/// product overflows to inf exactly when the fp16 result is inf, the second
+/// cannot lose bits that fp16 keeps), then added to a power of two chosen so
+/// that the sum's unit in the last place is the fp16 one (or the subnormal
+/// one, for tiny values); the sum's exponent and top mantissa bits are then
+/// the fp16 result.
 #[inline(always)]
 fn f32_to_f16(f: f32) -> u16 {
-    const F32_INF: i32 = 255 << 23;
-    const F16_LIMIT: i32 = (127 + 16) << 23; // smallest magnitude that rounds to inf
-    const DENORM_MAGIC_BITS: u32 = ((127 - 15) + (23 - 10) + 1) << 23; // 0.5
+    const TO_INF: f32 = f32::from_bits((127 + 112) << 23); // 2^112
+    const TO_ZERO: f32 = f32::from_bits((127 - 110) << 23); // 2^-110
+    const MIN_BIAS: f32 = f32::from_bits(0x3880_0000); // 2^-14: fp16 subnormal ulp * 2^24 * 4
     let bits = f.to_bits();
+    let abs = bits & 0x7fff_ffff;
+    let base = (f32::from_bits(abs) * TO_INF) * TO_ZERO;
+    let e = f32::from_bits(abs & 0x7f80_0000); // 2^exponent (or inf), never NaN
+    let e = if e > MIN_BIAS { e } else { MIN_BIAS };
+    let sum = f32::from_bits(e.to_bits() + 0x0780_0000) + base; // 2^(exponent + 15) + base
+    let r = sum.to_bits();
+    let nonsign = ((r >> 13) & 0x7c00) + (r & 0x0fff);
+    let o = if abs > 0x7f80_0000 { 0x7e00 } else { nonsign };
     // All-ones above bit 15 when negative: keeps the result a sign-extended
-    // 16-bit value (see `f32_to_bf16`).
+    // 16-bit value, which the vectoriser narrows with a saturating pack (SSE2
+    // `packssdw`) instead of shuffles.
     let sign = ((bits as i32) >> 16) & !0x7fff;
-    let mag = (bits & 0x7fff_ffff) as i32; // non-negative, so signed compares are exact
-                                           // Subnormal or zero fp16: let the FPU round by adding 0.5 (RNE).
-    let denorm = f32::from_bits(mag as u32) + f32::from_bits(DENORM_MAGIC_BITS);
-    let sub = denorm.to_bits().wrapping_sub(DENORM_MAGIC_BITS) as i32;
-    // Normal fp16: rebias and round to nearest even on the 13 dropped bits.
-    let odd = (mag >> 13) & 1;
-    let norm = (mag.wrapping_add(((15 - 127) << 23) + 0xfff + odd)) >> 13;
-    let special = if mag > F32_INF { 0x7e00 } else { 0x7c00 };
-    let o = if mag >= F16_LIMIT {
-        special
-    } else if mag < (113 << 23) {
-        sub
-    } else {
-        norm
-    };
-    (o | sign) as u16
+    (o as i32 | sign) as u16
 }
 
 /// bf16 bits to f32, exact.
@@ -302,6 +313,30 @@ fn native_into<T: Copy, O: Op<T>>(dst: &mut [T], a: &[T], b: &[T]) {
     for ((d, x), y) in rem {
         *d = O::apply(*x, *y);
     }
+}
+
+/// Runs `$body` with the type alias `$o` bound to the operator marker of `$op`.
+macro_rules! with_op {
+    ($op:expr, $o:ident => $body:expr) => {
+        match $op {
+            ReduceOp::Sum => {
+                type $o = Sum;
+                $body
+            }
+            ReduceOp::Prod => {
+                type $o = Prod;
+                $body
+            }
+            ReduceOp::Max => {
+                type $o = Max;
+                $body
+            }
+            ReduceOp::Min => {
+                type $o = Min;
+                $body
+            }
+        }
+    };
 }
 
 /// A 16-bit float type computed in f32, converted element by element with
@@ -399,31 +434,253 @@ fn half_into<H: Half, O: Op<f32>>(dst: &mut [H], a: &[H], b: &[H]) {
     }
 }
 
-/// Whether `half`'s slice conversions use hardware fp16 conversion
-/// instructions on this CPU (F16C on x86, FEAT_FP16 on aarch64). Without them
-/// our branch-free software conversion is faster than `half`'s fallback.
-fn f16_hw() -> bool {
-    #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
-    {
-        std::arch::is_x86_feature_detected!("f16c")
+// ---------------------------------------------------------------------------
+// bf16: two elements per 32-bit word
+// ---------------------------------------------------------------------------
+
+/// bf16 elements per chunk of the bf16 kernel.
+const BF16_LANES: usize = 64;
+/// 32-bit words per chunk of the bf16 kernel (two elements each).
+const BF16_WORDS: usize = BF16_LANES / 2;
+
+/// Adds the round-to-nearest-even bias for dropping the low 16 bits of the
+/// f32 bit pattern `x`: the high 16 bits of the result are `x` rounded to
+/// bf16 (overflow correctly carries into the exponent, up to infinity).
+///
+/// There is no NaN fix-up, unlike [`f32_to_bf16`]: the kernels only round
+/// results of [`Op`]s on widened bf16 values, and such a NaN has its low 16
+/// bits clear (Rust guarantees a NaN result is either the preferred NaN or
+/// the (quietened) payload of an input NaN, and widened inputs have zero low
+/// bits; max/min return `f32::NAN`). The bias then never reaches bit 16 and
+/// the NaN's high half is returned unchanged: still a NaN, and the canonical
+/// one for max/min.
+#[inline(always)]
+fn bf16_bias(x: u32) -> u32 {
+    x.wrapping_add(0x7fff + ((x >> 16) & 1))
+}
+
+/// Combines two words of two bf16 each, lane by lane: the low halves as one
+/// pair of operands, the high halves as another. Works in whichever order
+/// the two elements are stored in the word (native endianness), since both
+/// halves are treated alike and written back in the same place.
+#[inline(always)]
+fn bf16_word<O: Op<f32>>(a: u32, b: u32) -> u32 {
+    const HI: u32 = 0xffff_0000;
+    let lo = O::apply(f32::from_bits(a << 16), f32::from_bits(b << 16));
+    let hi = O::apply(f32::from_bits(a & HI), f32::from_bits(b & HI));
+    (bf16_bias(lo.to_bits()) >> 16) | (bf16_bias(hi.to_bits()) & HI)
+}
+
+/// A chunk of bf16 as 32-bit words.
+#[inline(always)]
+fn bf16_load(c: &[bf16; BF16_LANES]) -> [u32; BF16_WORDS] {
+    // SAFETY: both types are `2 * BF16_LANES` bytes of plain old data (bf16 is
+    // a `repr(transparent)` u16) for which every bit pattern is valid, and
+    // `read_unaligned` has no alignment requirement.
+    unsafe { std::ptr::read_unaligned(c.as_ptr().cast::<[u32; BF16_WORDS]>()) }
+}
+
+/// Stores 32-bit words back over a chunk of bf16 (inverse of [`bf16_load`]).
+#[inline(always)]
+fn bf16_store(c: &mut [bf16; BF16_LANES], w: [u32; BF16_WORDS]) {
+    // SAFETY: as in `bf16_load`; the destination is a unique borrow of
+    // exactly that many bytes, and any bit pattern is a valid bf16.
+    unsafe { std::ptr::write_unaligned(c.as_mut_ptr().cast::<[u32; BF16_WORDS]>(), w) }
+}
+
+/// `dst = op(a, b)` on one chunk.
+#[inline(always)]
+fn bf16_chunk<O: Op<f32>>(
+    dst: &mut [bf16; BF16_LANES],
+    a: &[bf16; BF16_LANES],
+    b: &[bf16; BF16_LANES],
+) {
+    let (a, b) = (bf16_load(a), bf16_load(b));
+    let mut w = [0u32; BF16_WORDS];
+    for ((w, a), b) in w.iter_mut().zip(a).zip(b) {
+        *w = bf16_word::<O>(a, b);
     }
-    #[cfg(target_arch = "aarch64")]
-    {
-        std::arch::is_aarch64_feature_detected!("fp16")
+    bf16_store(dst, w);
+}
+
+/// `dst[i] = op(dst[i], src[i])` for bf16. Portable; also compiled for AVX2
+/// (see [`bf16_in_place_avx2`]).
+#[inline(always)]
+fn bf16_in_place_impl<O: Op<f32>>(dst: &mut [bf16], src: &[bf16]) {
+    let mut dc = dst.chunks_exact_mut(BF16_LANES);
+    let mut sc = src.chunks_exact(BF16_LANES);
+    for (d, s) in (&mut dc).zip(&mut sc) {
+        let d: &mut [bf16; BF16_LANES] = d.try_into().unwrap();
+        let cur = *d;
+        bf16_chunk::<O>(d, &cur, s.try_into().unwrap());
     }
-    #[cfg(not(any(target_arch = "x86", target_arch = "x86_64", target_arch = "aarch64")))]
-    {
-        false
+    let (d, s) = (dc.into_remainder(), sc.remainder());
+    if !d.is_empty() {
+        // Pad the tail to a whole chunk (the padding lanes are discarded).
+        let n = d.len();
+        let mut x = [bf16::ZERO; BF16_LANES];
+        let mut y = [bf16::ZERO; BF16_LANES];
+        x[..n].copy_from_slice(d);
+        y[..n].copy_from_slice(s);
+        let cur = x;
+        bf16_chunk::<O>(&mut x, &cur, &y);
+        d.copy_from_slice(&x[..n]);
     }
 }
 
-/// Elements per chunk of the hardware fp16 path (measured best of 64..1024).
+/// `dst[i] = op(a[i], b[i])` for bf16. Portable; also compiled for AVX2.
+#[inline(always)]
+fn bf16_into_impl<O: Op<f32>>(dst: &mut [bf16], a: &[bf16], b: &[bf16]) {
+    let mut dc = dst.chunks_exact_mut(BF16_LANES);
+    let mut ac = a.chunks_exact(BF16_LANES);
+    let mut bc = b.chunks_exact(BF16_LANES);
+    for ((d, p), q) in (&mut dc).zip(&mut ac).zip(&mut bc) {
+        bf16_chunk::<O>(
+            d.try_into().unwrap(),
+            p.try_into().unwrap(),
+            q.try_into().unwrap(),
+        );
+    }
+    let d = dc.into_remainder();
+    if !d.is_empty() {
+        let n = d.len();
+        let mut x = [bf16::ZERO; BF16_LANES];
+        let mut y = [bf16::ZERO; BF16_LANES];
+        x[..n].copy_from_slice(ac.remainder());
+        y[..n].copy_from_slice(bc.remainder());
+        let mut z = [bf16::ZERO; BF16_LANES];
+        bf16_chunk::<O>(&mut z, &x, &y);
+        d.copy_from_slice(&z[..n]);
+    }
+}
+
+/// The bf16 kernels compiled for AVX2 (same code, 256-bit vectors).
+///
+/// # Safety
+///
+/// The CPU must support AVX2.
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+#[target_feature(enable = "avx2")]
+unsafe fn bf16_in_place_avx2<O: Op<f32>>(dst: &mut [bf16], src: &[bf16]) {
+    bf16_in_place_impl::<O>(dst, src);
+}
+
+/// See [`bf16_in_place_avx2`].
+///
+/// # Safety
+///
+/// The CPU must support AVX2.
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+#[target_feature(enable = "avx2")]
+unsafe fn bf16_into_avx2<O: Op<f32>>(dst: &mut [bf16], a: &[bf16], b: &[bf16]) {
+    bf16_into_impl::<O>(dst, a, b);
+}
+
+/// Instruction-set choice of the bf16 kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Bf16Path {
+    /// Baseline target features (SSE2 on x86-64).
+    Portable,
+    /// x86 AVX2, detected at run time.
+    #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+    Avx2,
+}
+
+impl Bf16Path {
+    /// The fastest path this CPU supports.
+    fn detect() -> Bf16Path {
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            return Bf16Path::Avx2;
+        }
+        Bf16Path::Portable
+    }
+
+    /// Every path this CPU supports (for tests).
+    #[cfg(test)]
+    fn available() -> Vec<Bf16Path> {
+        let mut v = vec![Bf16Path::Portable];
+        if Bf16Path::detect() != Bf16Path::Portable {
+            v.push(Bf16Path::detect());
+        }
+        v
+    }
+}
+
+/// `dst = op(dst, src)` for bf16 with an explicit path; `path` must be
+/// supported by the CPU (as returned by [`Bf16Path::detect`]).
+fn bf16_in_place(op: ReduceOp, dst: &mut [bf16], src: &[bf16], path: Bf16Path) {
+    match path {
+        Bf16Path::Portable => with_op!(op, O => bf16_in_place_impl::<O>(dst, src)),
+        // SAFETY: the `Avx2` path is only chosen after detecting AVX2.
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        Bf16Path::Avx2 => with_op!(op, O => unsafe { bf16_in_place_avx2::<O>(dst, src) }),
+    }
+}
+
+/// `dst = op(a, b)` for bf16 with an explicit path (see [`bf16_in_place`]).
+fn bf16_into(op: ReduceOp, dst: &mut [bf16], a: &[bf16], b: &[bf16], path: Bf16Path) {
+    match path {
+        Bf16Path::Portable => with_op!(op, O => bf16_into_impl::<O>(dst, a, b)),
+        // SAFETY: the `Avx2` path is only chosen after detecting AVX2.
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        Bf16Path::Avx2 => with_op!(op, O => unsafe { bf16_into_avx2::<O>(dst, a, b) }),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// fp16
+// ---------------------------------------------------------------------------
+
+/// Instruction-set choice of the fp16 kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum F16Path {
+    /// Branch-free software conversion, baseline target features.
+    Soft,
+    /// `half`'s slice conversions (hardware FEAT_FP16 on aarch64; only
+    /// tested elsewhere).
+    #[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))]
+    Half,
+    /// x86 F16C (`vcvtph2ps` / `vcvtps2ph`) with AVX, detected at run time.
+    #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+    F16c,
+}
+
+impl F16Path {
+    /// The fastest path this CPU supports.
+    fn detect() -> F16Path {
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        if std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("f16c")
+        {
+            return F16Path::F16c;
+        }
+        #[cfg(target_arch = "aarch64")]
+        if std::arch::is_aarch64_feature_detected!("fp16") {
+            return F16Path::Half;
+        }
+        F16Path::Soft
+    }
+
+    /// Every path this CPU supports (for tests; `half` works everywhere).
+    #[cfg(test)]
+    fn available() -> Vec<F16Path> {
+        let mut v = vec![F16Path::Soft, F16Path::Half];
+        if !v.contains(&F16Path::detect()) {
+            v.push(F16Path::detect());
+        }
+        v
+    }
+}
+
+/// Elements per chunk of the `half` slice-conversion path (measured best of
+/// 64..1024).
 const HW_LANES: usize = 256;
 
-/// One chunk of fp16 through `half`'s (hardware) slice conversions: widen
-/// `a` and `b` into `x` and `y`, combine in f32, narrow into `dst`.
+/// One chunk of fp16 through `half`'s slice conversions: widen `a` and `b`
+/// into `x` and `y`, combine in f32, narrow into `dst`.
 #[inline(always)]
-fn f16_hw_chunk<O: Op<f32>>(dst: &mut [f16], a: &[f16], b: &[f16], x: &mut [f32], y: &mut [f32]) {
+fn f16_half_chunk<O: Op<f32>>(dst: &mut [f16], a: &[f16], b: &[f16], x: &mut [f32], y: &mut [f32]) {
     use half::slice::HalfFloatSliceExt;
     a.convert_to_f32_slice(x);
     b.convert_to_f32_slice(y);
@@ -433,18 +690,18 @@ fn f16_hw_chunk<O: Op<f32>>(dst: &mut [f16], a: &[f16], b: &[f16], x: &mut [f32]
     dst.convert_from_f32_slice(x);
 }
 
-fn f16_hw_in_place<O: Op<f32>>(dst: &mut [f16], src: &[f16]) {
+fn f16_half_in_place<O: Op<f32>>(dst: &mut [f16], src: &[f16]) {
     let mut x = [0f32; HW_LANES];
     let mut y = [0f32; HW_LANES];
     let mut cur = [f16::ZERO; HW_LANES];
     for (d, s) in dst.chunks_mut(HW_LANES).zip(src.chunks(HW_LANES)) {
         let n = d.len();
         cur[..n].copy_from_slice(d);
-        f16_hw_chunk::<O>(d, &cur[..n], s, &mut x[..n], &mut y[..n]);
+        f16_half_chunk::<O>(d, &cur[..n], s, &mut x[..n], &mut y[..n]);
     }
 }
 
-fn f16_hw_into<O: Op<f32>>(dst: &mut [f16], a: &[f16], b: &[f16]) {
+fn f16_half_into<O: Op<f32>>(dst: &mut [f16], a: &[f16], b: &[f16]) {
     let mut x = [0f32; HW_LANES];
     let mut y = [0f32; HW_LANES];
     for ((d, a), b) in dst
@@ -453,35 +710,198 @@ fn f16_hw_into<O: Op<f32>>(dst: &mut [f16], a: &[f16], b: &[f16]) {
         .zip(b.chunks(HW_LANES))
     {
         let n = d.len();
-        f16_hw_chunk::<O>(d, a, b, &mut x[..n], &mut y[..n]);
+        f16_half_chunk::<O>(d, a, b, &mut x[..n], &mut y[..n]);
     }
 }
 
-/// fp16 `in_place` with an explicit choice of conversion (tests use both).
-fn f16_in_place(op: ReduceOp, dst: &mut [f16], src: &[f16], hw: bool) {
-    match (op, hw) {
-        (ReduceOp::Sum, true) => f16_hw_in_place::<Sum>(dst, src),
-        (ReduceOp::Prod, true) => f16_hw_in_place::<Prod>(dst, src),
-        (ReduceOp::Max, true) => f16_hw_in_place::<Max>(dst, src),
-        (ReduceOp::Min, true) => f16_hw_in_place::<Min>(dst, src),
-        (ReduceOp::Sum, false) => half_in_place::<f16, Sum>(dst, src),
-        (ReduceOp::Prod, false) => half_in_place::<f16, Prod>(dst, src),
-        (ReduceOp::Max, false) => half_in_place::<f16, Max>(dst, src),
-        (ReduceOp::Min, false) => half_in_place::<f16, Min>(dst, src),
+/// fp16 kernels on x86 F16C: `vcvtph2ps` widens 8 elements exactly,
+/// `vcvtps2ph` with `_MM_FROUND_TO_NEAREST_INT` narrows them with
+/// round-to-nearest-even, bit-identical to `half::f16::from_f32` (which uses
+/// the same instruction when F16C is available) and to [`f32_to_f16`]; the
+/// f32 combine in between is plain Rust, vectorised with AVX.
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+mod f16c {
+    use super::{f16, Max, Min, Prod, Sum};
+    use crate::dtype::ReduceOp;
+    #[cfg(target_arch = "x86")]
+    use std::arch::x86::*;
+    #[cfg(target_arch = "x86_64")]
+    use std::arch::x86_64::*;
+
+    /// Elements per vector.
+    const V: usize = 8;
+    /// Elements per unrolled step (independent vectors in flight).
+    const STEP: usize = 8 * V;
+
+    /// An operator on 8 f32 lanes, with exactly the semantics of the scalar
+    /// [`super::Op`] of the same marker. (Explicit intrinsics: written as
+    /// scalar code, LLVM turns max/min of two widened fp16 into a select of
+    /// the fp16 bits followed by a second conversion.)
+    pub(super) trait Op8 {
+        /// # Safety
+        ///
+        /// Only called (and inlined) from functions enabling AVX2 and F16C.
+        unsafe fn apply8(a: __m256, b: __m256) -> __m256;
+    }
+
+    impl Op8 for Sum {
+        #[inline(always)]
+        unsafe fn apply8(a: __m256, b: __m256) -> __m256 {
+            _mm256_add_ps(a, b)
+        }
+    }
+
+    impl Op8 for Prod {
+        #[inline(always)]
+        unsafe fn apply8(a: __m256, b: __m256) -> __m256 {
+            _mm256_mul_ps(a, b)
+        }
+    }
+
+    impl Op8 for Max {
+        #[inline(always)]
+        unsafe fn apply8(a: __m256, b: __m256) -> __m256 {
+            // `vmaxps(a, b)` is `if a > b { a } else { b }` lane by lane;
+            // unordered lanes then become the canonical NaN.
+            let m = _mm256_max_ps(a, b);
+            let nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(a, b);
+            _mm256_blendv_ps(m, _mm256_set1_ps(f32::NAN), nan)
+        }
+    }
+
+    impl Op8 for Min {
+        #[inline(always)]
+        unsafe fn apply8(a: __m256, b: __m256) -> __m256 {
+            // `vminps(a, b)` is `if a < b { a } else { b }`.
+            let m = _mm256_min_ps(a, b);
+            let nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(a, b);
+            _mm256_blendv_ps(m, _mm256_set1_ps(f32::NAN), nan)
+        }
+    }
+
+    /// Combines 8 fp16 at `a` and `b` into 8 fp16 at `d` (which may be `a`).
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support AVX2 and F16C; `a` and `b` must be valid for
+    /// reading and `d` for writing 8 elements (any alignment).
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn combine8<O: Op8>(d: *mut f16, a: *const f16, b: *const f16) {
+        // SAFETY: the caller guarantees the features and that the pointers
+        // cover 8 elements = 16 bytes; the loads and stores are unaligned.
+        unsafe {
+            let x = _mm256_cvtph_ps(_mm_loadu_si128(a.cast::<__m128i>()));
+            let y = _mm256_cvtph_ps(_mm_loadu_si128(b.cast::<__m128i>()));
+            let z = O::apply8(x, y);
+            _mm_storeu_si128(
+                d.cast::<__m128i>(),
+                _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(z),
+            );
+        }
+    }
+
+    /// `d[i] = op(a[i], b[i])` for `i < n`, where `a` may be `d` itself.
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support AVX2 and F16C; `a` and `b` must be valid for
+    /// reading `n` elements and `d` for writing `n` elements; `a` and `b`
+    /// may equal `d` but not otherwise overlap it.
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn run<O: Op8>(d: *mut f16, a: *const f16, b: *const f16, n: usize) {
+        let mut i = 0;
+        // SAFETY (the three blocks below): every access is within the first
+        // `n` elements of each buffer, which the caller guarantees are valid,
+        // and each vector of `a` is read before the same elements of `d` are
+        // written.
+        while i + STEP <= n {
+            for k in (0..STEP).step_by(V) {
+                unsafe { combine8::<O>(d.add(i + k), a.add(i + k), b.add(i + k)) };
+            }
+            i += STEP;
+        }
+        while i + V <= n {
+            unsafe { combine8::<O>(d.add(i), a.add(i), b.add(i)) };
+            i += V;
+        }
+        if i < n {
+            // Pad the tail to a whole vector (the padding lanes are discarded).
+            let m = n - i;
+            let mut x = [f16::ZERO; V];
+            let mut y = [f16::ZERO; V];
+            unsafe {
+                std::ptr::copy_nonoverlapping(a.add(i), x.as_mut_ptr(), m);
+                std::ptr::copy_nonoverlapping(b.add(i), y.as_mut_ptr(), m);
+                combine8::<O>(x.as_mut_ptr(), x.as_ptr(), y.as_ptr());
+                std::ptr::copy_nonoverlapping(x.as_ptr(), d.add(i), m);
+            }
+        }
+    }
+
+    /// Dispatches `op` to [`run`].
+    ///
+    /// # Safety
+    ///
+    /// As for [`run`].
+    unsafe fn run_op(op: ReduceOp, d: *mut f16, a: *const f16, b: *const f16, n: usize) {
+        // SAFETY: forwarded contract.
+        unsafe {
+            match op {
+                ReduceOp::Sum => run::<Sum>(d, a, b, n),
+                ReduceOp::Prod => run::<Prod>(d, a, b, n),
+                ReduceOp::Max => run::<Max>(d, a, b, n),
+                ReduceOp::Min => run::<Min>(d, a, b, n),
+            }
+        }
+    }
+
+    /// `dst[i] = op(dst[i], src[i])`.
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support AVX2 and F16C.
+    pub(super) unsafe fn in_place(op: ReduceOp, dst: &mut [f16], src: &[f16]) {
+        let n = dst.len().min(src.len());
+        let d = dst.as_mut_ptr();
+        // SAFETY: features by contract; both slices hold `n` elements, and a
+        // `&mut` and a `&` slice cannot overlap.
+        unsafe { run_op(op, d, d, src.as_ptr(), n) }
+    }
+
+    /// `dst[i] = op(a[i], b[i])`.
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support AVX2 and F16C.
+    pub(super) unsafe fn into(op: ReduceOp, dst: &mut [f16], a: &[f16], b: &[f16]) {
+        let n = dst.len().min(a.len()).min(b.len());
+        // SAFETY: features by contract; all three slices hold `n` elements,
+        // and `dst` (unique borrow) overlaps neither input.
+        unsafe { run_op(op, dst.as_mut_ptr(), a.as_ptr(), b.as_ptr(), n) }
     }
 }
 
-/// fp16 `into` with an explicit choice of conversion (tests use both).
-fn f16_into(op: ReduceOp, dst: &mut [f16], a: &[f16], b: &[f16], hw: bool) {
-    match (op, hw) {
-        (ReduceOp::Sum, true) => f16_hw_into::<Sum>(dst, a, b),
-        (ReduceOp::Prod, true) => f16_hw_into::<Prod>(dst, a, b),
-        (ReduceOp::Max, true) => f16_hw_into::<Max>(dst, a, b),
-        (ReduceOp::Min, true) => f16_hw_into::<Min>(dst, a, b),
-        (ReduceOp::Sum, false) => half_into::<f16, Sum>(dst, a, b),
-        (ReduceOp::Prod, false) => half_into::<f16, Prod>(dst, a, b),
-        (ReduceOp::Max, false) => half_into::<f16, Max>(dst, a, b),
-        (ReduceOp::Min, false) => half_into::<f16, Min>(dst, a, b),
+/// `dst = op(dst, src)` for fp16 with an explicit path; `path` must be
+/// supported by the CPU (see [`F16Path::detect`]).
+fn f16_in_place(op: ReduceOp, dst: &mut [f16], src: &[f16], path: F16Path) {
+    match path {
+        F16Path::Soft => with_op!(op, O => half_in_place::<f16, O>(dst, src)),
+        F16Path::Half => with_op!(op, O => f16_half_in_place::<O>(dst, src)),
+        // SAFETY: the `F16c` path is only chosen after detecting AVX2 and F16C.
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        F16Path::F16c => unsafe { f16c::in_place(op, dst, src) },
+    }
+}
+
+/// `dst = op(a, b)` for fp16 with an explicit path (see [`f16_in_place`]).
+fn f16_into(op: ReduceOp, dst: &mut [f16], a: &[f16], b: &[f16], path: F16Path) {
+    match path {
+        F16Path::Soft => with_op!(op, O => half_into::<f16, O>(dst, a, b)),
+        F16Path::Half => with_op!(op, O => f16_half_into::<O>(dst, a, b)),
+        // SAFETY: the `F16c` path is only chosen after detecting AVX2 and F16C.
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        F16Path::F16c => unsafe { f16c::into(op, dst, a, b) },
     }
 }
 
@@ -524,16 +944,25 @@ macro_rules! bytes_io {
 
 impl Kernel for f16 {
     fn in_place(op: ReduceOp, dst: &mut [f16], src: &[f16]) {
-        f16_in_place(op, dst, src, f16_hw());
+        f16_in_place(op, dst, src, F16Path::detect());
     }
     fn into(op: ReduceOp, dst: &mut [f16], a: &[f16], b: &[f16]) {
-        f16_into(op, dst, a, b, f16_hw());
+        f16_into(op, dst, a, b, F16Path::detect());
     }
     bytes_io!(f16);
 }
 
+impl Kernel for bf16 {
+    fn in_place(op: ReduceOp, dst: &mut [bf16], src: &[bf16]) {
+        bf16_in_place(op, dst, src, Bf16Path::detect());
+    }
+    fn into(op: ReduceOp, dst: &mut [bf16], a: &[bf16], b: &[bf16]) {
+        bf16_into(op, dst, a, b, Bf16Path::detect());
+    }
+    bytes_io!(bf16);
+}
+
 kernel!(native_in_place, native_into; i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
-kernel!(half_in_place, half_into; bf16);
 
 // ---------------------------------------------------------------------------
 // Byte-level entry points
@@ -1043,19 +1472,147 @@ mod tests {
     }
 
     #[test]
-    fn f16_hardware_and_software_paths_match_combine() {
-        for hw in [false, true] {
-            for op in ReduceOp::ALL {
-                for (k, &len) in LENGTHS.iter().enumerate() {
-                    let a = data::<f16>(len, 3000 + k as u64);
-                    let b = data::<f16>(len, 4000 + k as u64);
-                    let what = format!("f16 hw={hw} len {len}");
+    fn f16_and_bf16_paths_match_combine() {
+        for op in ReduceOp::ALL {
+            for (k, &len) in LENGTHS.iter().enumerate() {
+                let a = data::<f16>(len, 3000 + k as u64);
+                let b = data::<f16>(len, 4000 + k as u64);
+                for path in F16Path::available() {
+                    let what = format!("f16 {path:?} len {len}");
                     let mut d = a.clone();
-                    f16_in_place(op, &mut d, &b, hw);
+                    f16_in_place(op, &mut d, &b, path);
                     check(&what, op, &a, &b, &d);
                     let mut d = vec![f16::ZERO; len];
-                    f16_into(op, &mut d, &a, &b, hw);
+                    f16_into(op, &mut d, &a, &b, path);
                     check(&what, op, &a, &b, &d);
+                }
+                let a = data::<bf16>(len, 5000 + k as u64);
+                let b = data::<bf16>(len, 6000 + k as u64);
+                for path in Bf16Path::available() {
+                    let what = format!("bf16 {path:?} len {len}");
+                    let mut d = a.clone();
+                    bf16_in_place(op, &mut d, &b, path);
+                    check(&what, op, &a, &b, &d);
+                    let mut d = vec![bf16::ZERO; len];
+                    bf16_into(op, &mut d, &a, &b, path);
+                    check(&what, op, &a, &b, &d);
+                }
+            }
+        }
+    }
+
+    /// Partner operands for every 16-bit input `a`: fixed edge values,
+    /// scrambled other inputs (all pairs classes, NaN payloads included),
+    /// and exact fractions of `a`'s ulp, so that sums hit every rounding
+    /// case (ties to even and odd, just below and above ties, carries into
+    /// the exponent and up to infinity, subnormal results).
+    fn partners_16(to_f32: fn(u16) -> f32, from_f32: fn(f32) -> u16) -> Vec<(String, Vec<u16>)> {
+        let all: Vec<u16> = (0..=u16::MAX).collect();
+        let mut sets: Vec<(String, Vec<u16>)> = Vec::new();
+        for c in [
+            0x0000, 0x8000, 0x0001, 0x8001, 0x7fff, 0xffff, 0x7c00, 0xfc00,
+        ] {
+            sets.push((format!("const {c:#06x}"), vec![c; all.len()]));
+        }
+        for (k, c) in [(40_503u32, 1u32), (7, 12_345), (65_535, 0), (257, 3)] {
+            let v = all.iter().map(|&a| (u32::from(a) * k + c) as u16).collect();
+            sets.push((format!("scrambled {k} {c}"), v));
+        }
+        for frac in [0.5f32, 0.25, 0.75, 0.5 + 1.0 / 64.0, 1.0, 1.5] {
+            let v = all
+                .iter()
+                .map(|&a| {
+                    let x = to_f32(a);
+                    let next = to_f32(a.wrapping_add(1) & 0x7fff | (a & 0x8000));
+                    from_f32((next - x) * frac)
+                })
+                .collect();
+            sets.push((format!("ulp * {frac}"), v));
+        }
+        sets
+    }
+
+    #[test]
+    fn f16_kernels_match_combine_on_all_inputs() {
+        let a: Vec<f16> = (0..=u16::MAX).map(f16::from_bits).collect();
+        let sets = partners_16(
+            |h| f16::from_bits(h).to_f32(),
+            |f| f16::from_f32(f).to_bits(),
+        );
+        for (name, b) in sets {
+            let b: Vec<f16> = b.into_iter().map(f16::from_bits).collect();
+            for op in ReduceOp::ALL {
+                for path in F16Path::available() {
+                    let what = format!("f16 {path:?} all inputs, b = {name}");
+                    let mut d = a.clone();
+                    f16_in_place(op, &mut d, &b, path);
+                    check(&what, op, &a, &b, &d);
+                    let mut d = vec![f16::ZERO; a.len()];
+                    f16_into(op, &mut d, &b, &a, path);
+                    check(&what, op, &b, &a, &d);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bf16_kernels_match_combine_on_all_inputs() {
+        let a: Vec<bf16> = (0..=u16::MAX).map(bf16::from_bits).collect();
+        let sets = partners_16(
+            |h| bf16::from_bits(h).to_f32(),
+            |f| bf16::from_f32(f).to_bits(),
+        );
+        for (name, b) in sets {
+            let b: Vec<bf16> = b.into_iter().map(bf16::from_bits).collect();
+            for op in ReduceOp::ALL {
+                for path in Bf16Path::available() {
+                    let what = format!("bf16 {path:?} all inputs, b = {name}");
+                    let mut d = a.clone();
+                    bf16_in_place(op, &mut d, &b, path);
+                    check(&what, op, &a, &b, &d);
+                    let mut d = vec![bf16::ZERO; a.len()];
+                    bf16_into(op, &mut d, &b, &a, path);
+                    check(&what, op, &b, &a, &d);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn max_min_return_the_canonical_nan() {
+        let nan16 = [0x7c01u16, 0xfc01, 0x7e00, 0xfe00, 0x7fff, 0xffff];
+        let nanb = [0x7f81u16, 0xff81, 0x7fc0, 0xffc0, 0x7fff, 0xffff];
+        for op in [ReduceOp::Max, ReduceOp::Min] {
+            for &n in &nan16 {
+                for other in [0u16, 0x3c00, 0xfc00, n] {
+                    let a = vec![f16::from_bits(n); 37];
+                    let b = vec![f16::from_bits(other); 37];
+                    for path in F16Path::available() {
+                        for (x, y) in [(&a, &b), (&b, &a)] {
+                            let mut d = x.clone();
+                            f16_in_place(op, &mut d, y, path);
+                            assert!(
+                                d.iter().all(|v| v.to_bits() == f16::NAN.to_bits()),
+                                "{path:?} {op} {n:#x} {other:#x}: {d:?}"
+                            );
+                        }
+                    }
+                }
+            }
+            for &n in &nanb {
+                for other in [0u16, 0x3f80, 0xff80, n] {
+                    let a = vec![bf16::from_bits(n); 37];
+                    let b = vec![bf16::from_bits(other); 37];
+                    for path in Bf16Path::available() {
+                        for (x, y) in [(&a, &b), (&b, &a)] {
+                            let mut d = x.clone();
+                            bf16_in_place(op, &mut d, y, path);
+                            assert!(
+                                d.iter().all(|v| v.to_bits() == bf16::NAN.to_bits()),
+                                "{path:?} {op} {n:#x} {other:#x}: {d:?}"
+                            );
+                        }
+                    }
                 }
             }
         }
@@ -1196,6 +1753,22 @@ mod tests {
             }
             let (want, got) = (bf16::from_f32(f), f32_to_bf16(f));
             assert_eq!(got, want.to_bits(), "bf16 from {f:e} ({x:#010x})");
+            // The kernels' rounding (no NaN fix-up): exact for every
+            // non-NaN, and NaN stays NaN when its low 16 bits are clear, as
+            // for every NaN the kernels' ops produce.
+            let got = (bf16_bias(x) >> 16) as u16;
+            if !f.is_nan() {
+                assert_eq!(
+                    got,
+                    want.to_bits(),
+                    "bf16 kernel rounding of {f:e} ({x:#010x})"
+                );
+            } else if x & 0xffff == 0 {
+                assert!(
+                    bf16::from_bits(got).is_nan(),
+                    "bf16 kernel rounding of {x:#010x}"
+                );
+            }
         };
         for x in (0..=u32::MAX).step_by(997) {
             check(x);

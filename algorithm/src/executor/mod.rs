@@ -1,12 +1,16 @@
 //! Executors: one op each, composed from templates.
 
 mod all_reduce_ring;
+mod mesh;
 mod op_base_loop;
 mod registry;
+mod ring_gather_scatter;
 
 pub use all_reduce_ring::AllReduceRingExecutor;
+pub use mesh::{MeshExecutor, MESH_EXECUTORS};
 pub use op_base_loop::{run_op_base_loop, Chunk};
 pub use registry::{registry, ExecutorFactory, ExecutorRegistry};
+pub use ring_gather_scatter::{AllGatherRingExecutor, ReduceScatterRingExecutor};
 
 use crate::op::OpParam;
 use crate::resource::{AlgResourceRequest, AlgResourceResponse};

@@ -1,6 +1,9 @@
 //! The executor registry: executors by name, extensible at run time.
 
-use super::{AllReduceRingExecutor, CollExecutor};
+use super::{
+    AllGatherRingExecutor, AllReduceRingExecutor, CollExecutor, MeshExecutor,
+    ReduceScatterRingExecutor, MESH_EXECUTORS,
+};
 use crate::topo::TopoInfo;
 use hccl_platform::{HcclError, Result};
 use std::collections::BTreeMap;
@@ -33,13 +36,38 @@ impl ExecutorRegistry {
     /// A registry holding every built-in executor.
     pub fn with_builtins() -> Self {
         let r = Self::empty();
-        r.register(
-            AllReduceRingExecutor::NAME,
-            Arc::new(|t: &TopoInfo| {
-                Box::new(AllReduceRingExecutor::new(t)) as Box<dyn CollExecutor>
-            }),
-        )
-        .expect("built-in names are unique");
+        let builtins: Vec<(&str, ExecutorFactory)> = vec![
+            (
+                AllReduceRingExecutor::NAME,
+                Arc::new(|t: &TopoInfo| {
+                    Box::new(AllReduceRingExecutor::new(t)) as Box<dyn CollExecutor>
+                }),
+            ),
+            (
+                AllGatherRingExecutor::NAME,
+                Arc::new(|t: &TopoInfo| {
+                    Box::new(AllGatherRingExecutor::new(t)) as Box<dyn CollExecutor>
+                }),
+            ),
+            (
+                ReduceScatterRingExecutor::NAME,
+                Arc::new(|t: &TopoInfo| {
+                    Box::new(ReduceScatterRingExecutor::new(t)) as Box<dyn CollExecutor>
+                }),
+            ),
+        ];
+        for (name, f) in builtins {
+            r.register(name, f).expect("built-in names are unique");
+        }
+        for &(name, op) in MESH_EXECUTORS {
+            r.register(
+                name,
+                Arc::new(move |t: &TopoInfo| {
+                    Box::new(MeshExecutor::new(name, op, t)) as Box<dyn CollExecutor>
+                }),
+            )
+            .expect("built-in names are unique");
+        }
         r
     }
 
@@ -117,15 +145,16 @@ mod tests {
         assert_eq!(e.code(), hccl_platform::HcclResult::EInternal);
         assert!(e.to_string().contains("already registered"), "{e}");
         r.register("Mine", f).unwrap();
-        assert_eq!(
-            r.names(),
-            vec!["AllReduceRingExecutor".to_string(), "Mine".to_string()]
-        );
+        let names = r.names();
+        assert!(names.contains(&"Mine".to_string()));
+        assert!(names.contains(&"BroadcastMeshExecutor".to_string()));
+        assert!(names.windows(2).all(|w| w[0] < w[1]), "names are sorted");
         let topo = TopoInfo::single_server(0, 2).unwrap();
         let e = r.create("Nope", &topo).err().unwrap();
         assert_eq!(e.code(), hccl_platform::HcclResult::ENotFound);
         assert!(
-            e.to_string().contains("known: AllReduceRingExecutor, Mine"),
+            e.to_string()
+                .contains("known: AllGatherMeshExecutor, AllGatherRingExecutor"),
             "{e}"
         );
         assert_eq!(

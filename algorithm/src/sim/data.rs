@@ -1,6 +1,5 @@
 //! Input patterns and reference results for the simulator's checks.
 
-use crate::op::OpType;
 use half::{bf16, f16};
 use hccl_platform::reduce::reduce_into;
 use hccl_platform::{DataType, ReduceOp, Result};
@@ -9,7 +8,12 @@ use hccl_platform::{DataType, ReduceOp, Result};
 /// float products are powers of two, so results are exact (independent of
 /// reduction order) in fp32/fp64 at any rank count and in fp16/bf16 for
 /// small ones; integer types wrap deterministically.
-fn value(op: ReduceOp, dtype: DataType, rank: u32, i: usize) -> i8 {
+fn value(op: Option<ReduceOp>, dtype: DataType, rank: u32, i: usize) -> i8 {
+    let Some(op) = op else {
+        // data movement only: values that differ between ranks and
+        // positions, so a block landing in the wrong place is caught
+        return ((rank as usize * 37 + i * 11) % 101) as i8 - 50;
+    };
     let k = (i.wrapping_mul(7) + rank as usize * 3) % 5;
     match op {
         ReduceOp::Prod if dtype.is_float() => [1, 2, 1, -1, -2][k],
@@ -36,8 +40,9 @@ fn encode(dtype: DataType, v: i8, out: &mut Vec<u8>) {
     }
 }
 
-/// The bytes of rank `rank`'s input of `count` elements.
-pub(crate) fn input(dtype: DataType, op: ReduceOp, rank: u32, count: usize) -> Vec<u8> {
+/// The bytes of rank `rank`'s input of `count` elements; `op` is the
+/// reduction of reducing ops, `None` for data-movement ops.
+pub(crate) fn input(dtype: DataType, op: Option<ReduceOp>, rank: u32, count: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(count * dtype.size());
     for i in 0..count {
         encode(dtype, value(op, dtype, rank, i), &mut out);
@@ -45,25 +50,13 @@ pub(crate) fn input(dtype: DataType, op: ReduceOp, rank: u32, count: usize) -> V
     out
 }
 
-/// The expected output bytes of rank `rank`, or `None` if the simulator
-/// has no reference for `op_type` yet.
-pub(crate) fn expected(
-    op_type: OpType,
-    dtype: DataType,
-    op: ReduceOp,
-    ranks: u32,
-    count: usize,
-) -> Result<Option<Vec<u8>>> {
-    match op_type {
-        OpType::AllReduce => {
-            let mut acc = input(dtype, op, 0, count);
-            let mut next = vec![0u8; acc.len()];
-            for r in 1..ranks {
-                reduce_into(dtype, op, &mut next, &acc, &input(dtype, op, r, count))?;
-                std::mem::swap(&mut acc, &mut next);
-            }
-            Ok(Some(acc))
-        }
-        _ => Ok(None),
+/// Reduces `blocks` in order with `op`.
+pub(crate) fn fold(dtype: DataType, op: ReduceOp, blocks: &[&[u8]]) -> Result<Vec<u8>> {
+    let mut acc = blocks[0].to_vec();
+    let mut next = vec![0u8; acc.len()];
+    for b in &blocks[1..] {
+        reduce_into(dtype, op, &mut next, &acc, b)?;
+        std::mem::swap(&mut acc, &mut next);
     }
+    Ok(acc)
 }

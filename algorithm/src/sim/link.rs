@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 
 /// Logical time of one rank: the number of data hand-offs on the longest
-/// chain that ends at this rank.
+/// chain that ends at this rank. Control signals (acks) carry the sender's
+/// time without adding to it, so a sender that must wait for a receiver's
+/// ack inherits the receiver's progress: op-base rounds count as steps.
 pub(crate) type Clock = Arc<AtomicU64>;
 
 /// Arrival times of transfers into one rank from one peer, in order.
@@ -25,6 +27,10 @@ pub(crate) struct SimLink {
     outgoing: Arrivals,
     /// Transfers the peer sent to this end.
     incoming: Arrivals,
+    /// Acks this end sent (the peer pops them).
+    outgoing_ctl: Arrivals,
+    /// Acks the peer sent to this end.
+    incoming_ctl: Arrivals,
     pub(crate) bytes: AtomicU64,
     pub(crate) transfers: AtomicU64,
 }
@@ -33,16 +39,26 @@ impl SimLink {
     pub(crate) fn new(
         inner: InProcLink,
         local_clock: Clock,
-        outgoing: Arrivals,
-        incoming: Arrivals,
+        (outgoing, incoming): (Arrivals, Arrivals),
+        (outgoing_ctl, incoming_ctl): (Arrivals, Arrivals),
     ) -> Self {
         SimLink {
             inner,
             local_clock,
             outgoing,
             incoming,
+            outgoing_ctl,
+            incoming_ctl,
             bytes: AtomicU64::new(0),
             transfers: AtomicU64::new(0),
+        }
+    }
+}
+
+impl SimLink {
+    fn arrive(&self, from: &Arrivals) {
+        if let Some(t) = from.lock().unwrap_or_else(|p| p.into_inner()).pop_front() {
+            self.local_clock.fetch_max(t, Ordering::Relaxed);
         }
     }
 }
@@ -73,16 +89,15 @@ impl Link for SimLink {
                         .unwrap_or_else(|p| p.into_inner())
                         .push_back(t);
                 }
-                LinkOp::RxWaitDone => {
-                    if let Some(t) = self
-                        .incoming
+                LinkOp::RxWaitDone => self.arrive(&self.incoming),
+                LinkOp::TxAck => {
+                    let t = self.local_clock.load(Ordering::Relaxed);
+                    self.outgoing_ctl
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
-                        .pop_front()
-                    {
-                        self.local_clock.fetch_max(t, Ordering::Relaxed);
-                    }
+                        .push_back(t);
                 }
+                LinkOp::RxAck => self.arrive(&self.incoming_ctl),
                 _ => {}
             }
         }

@@ -23,7 +23,7 @@ mod data;
 mod link;
 
 use crate::executor::ExecutorRegistry;
-use crate::op::{OpParam, OpType, WorkflowMode};
+use crate::op::{OpParam, OpType, VCounts, WorkflowMode};
 use crate::resource::AlgResourceResponse;
 use crate::topo::{CommPlane, TopoInfo};
 use hccl_platform::link::{InProcEndpoint, InProcLink};
@@ -57,6 +57,11 @@ pub struct SimSpec {
     pub mode: WorkflowMode,
     /// Whether to check results against the reference.
     pub check: bool,
+    /// Per-rank counts of AllGatherV (each rank's send count) and
+    /// ReduceScatterV (each rank's receive count); blocks packed.
+    pub v_counts: Option<Vec<u64>>,
+    /// AllToAllV: `matrix[r][q]` = elements rank r sends to rank q; blocks packed.
+    pub matrix: Option<Vec<Vec<u64>>>,
 }
 
 impl SimSpec {
@@ -72,6 +77,22 @@ impl SimSpec {
             ccl_buffer_size: None,
             mode: WorkflowMode::OpBase,
             check: true,
+            v_counts: None,
+            matrix: None,
+        }
+    }
+
+    /// An op-base `op_type` of `count` elements on `ranks` ranks of one server.
+    pub fn op(
+        op_type: OpType,
+        ranks: u32,
+        count: u64,
+        dtype: DataType,
+        reduce_op: ReduceOp,
+    ) -> Self {
+        SimSpec {
+            op_type,
+            ..Self::all_reduce(ranks, count, dtype, reduce_op)
         }
     }
 
@@ -176,27 +197,137 @@ struct SimRank {
     stream: Stream,
     slaves: Vec<Stream>,
     output: DeviceMem,
-    out_bytes: usize,
 }
 
-/// Output bytes per rank for `spec` (what the reference covers).
-fn output_bytes(spec: &SimSpec) -> usize {
-    let unit = spec.dtype.size();
-    match spec.op_type {
-        OpType::AllGather => spec.count as usize * unit * spec.ranks() as usize,
-        _ => spec.count as usize * unit,
-    }
+/// One rank's buffers and counts for `spec`.
+struct Shape {
+    count: u64,
+    in_elems: u64,
+    out_elems: u64,
+    send_v: Option<VCounts>,
+    recv_v: Option<VCounts>,
+    /// Broadcast works in one buffer.
+    same_buffer: bool,
 }
 
-/// Input bytes per rank for `spec`.
-fn input_bytes(spec: &SimSpec) -> usize {
-    let unit = spec.dtype.size();
+fn shape(spec: &SimSpec, r: u32) -> Result<Shape, SimFailure> {
+    let p = spec.ranks() as u64;
+    let c = spec.count;
+    let mut sh = Shape {
+        count: c,
+        in_elems: c,
+        out_elems: c,
+        send_v: None,
+        recv_v: None,
+        same_buffer: false,
+    };
+    let need =
+        |what: &str| HcclError::para(format!("the simulation of {} needs {what}", spec.op_type));
     match spec.op_type {
-        OpType::ReduceScatter | OpType::Scatter => {
-            spec.count as usize * unit * spec.ranks() as usize
+        OpType::AllReduce | OpType::Reduce | OpType::Send | OpType::Receive => {}
+        OpType::Broadcast => sh.same_buffer = true,
+        OpType::AllGather | OpType::Gather => sh.out_elems = p * c,
+        OpType::ReduceScatter | OpType::Scatter => sh.in_elems = p * c,
+        OpType::AllToAll => {
+            sh.in_elems = p * c;
+            sh.out_elems = p * c;
         }
-        _ => spec.count as usize * unit,
+        OpType::AllGatherV | OpType::ReduceScatterV => {
+            let v = spec.v_counts.clone().ok_or_else(|| need("v_counts"))?;
+            let packed = VCounts::packed(v);
+            sh.count = packed.counts[r as usize];
+            if spec.op_type == OpType::AllGatherV {
+                sh.in_elems = sh.count;
+                sh.out_elems = packed.extent();
+                sh.recv_v = Some(packed);
+            } else {
+                sh.in_elems = packed.extent();
+                sh.out_elems = sh.count;
+                sh.send_v = Some(packed);
+            }
+        }
+        OpType::AllToAllV => {
+            let m = spec.matrix.as_ref().ok_or_else(|| need("matrix"))?;
+            let send = VCounts::packed(m[r as usize].clone());
+            let recv = VCounts::packed(m.iter().map(|row| row[r as usize]).collect());
+            sh.in_elems = send.extent();
+            sh.out_elems = recv.extent();
+            sh.send_v = Some(send);
+            sh.recv_v = Some(recv);
+        }
     }
+    Ok(sh)
+}
+
+fn reduces(op: OpType) -> bool {
+    matches!(
+        op,
+        OpType::AllReduce | OpType::ReduceScatter | OpType::ReduceScatterV | OpType::Reduce
+    )
+}
+
+/// The pattern's reduction (None for data-movement ops).
+fn pattern_op(spec: &SimSpec) -> Option<ReduceOp> {
+    reduces(spec.op_type).then_some(spec.reduce_op)
+}
+
+/// The expected output of rank `r`, or None where the op defines none
+/// (non-root ranks of Reduce and Gather) or no reference exists.
+fn expected(spec: &SimSpec, r: u32) -> Result<Option<Vec<u8>>, SimFailure> {
+    let p = spec.ranks();
+    let u = spec.dtype.size();
+    let c = spec.count as usize;
+    let inputs: Vec<Vec<u8>> = (0..p)
+        .map(|q| {
+            Ok(data::input(
+                spec.dtype,
+                pattern_op(spec),
+                q,
+                shape(spec, q)?.in_elems as usize,
+            ))
+        })
+        .collect::<Result<_, SimFailure>>()?;
+    let block = |q: u32, off: usize, len: usize| &inputs[q as usize][off * u..(off + len) * u];
+    let fold = |blocks: Vec<&[u8]>| data::fold(spec.dtype, spec.reduce_op, &blocks);
+    let root = spec.root;
+    Ok(Some(match spec.op_type {
+        OpType::AllReduce => fold((0..p).map(|q| block(q, 0, c)).collect())?,
+        OpType::Reduce if r == root => fold((0..p).map(|q| block(q, 0, c)).collect())?,
+        OpType::ReduceScatter => fold((0..p).map(|q| block(q, r as usize * c, c)).collect())?,
+        OpType::ReduceScatterV => {
+            let v = VCounts::packed(spec.v_counts.clone().unwrap_or_default());
+            let (off, len) = (v.displs[r as usize] as usize, v.counts[r as usize] as usize);
+            fold((0..p).map(|q| block(q, off, len)).collect())?
+        }
+        OpType::AllGather => (0..p).flat_map(|q| block(q, 0, c).to_vec()).collect(),
+        OpType::Gather if r == root => (0..p).flat_map(|q| block(q, 0, c).to_vec()).collect(),
+        OpType::AllGatherV => {
+            let v = spec.v_counts.clone().unwrap_or_default();
+            (0..p)
+                .flat_map(|q| block(q, 0, v[q as usize] as usize).to_vec())
+                .collect()
+        }
+        OpType::Broadcast => inputs[root as usize].clone(),
+        OpType::Scatter => block(root, r as usize * c, c).to_vec(),
+        OpType::AllToAll => (0..p)
+            .flat_map(|q| block(q, r as usize * c, c).to_vec())
+            .collect(),
+        OpType::AllToAllV => {
+            let m = spec.matrix.clone().unwrap_or_default();
+            (0..p)
+                .flat_map(|q| {
+                    let row = VCounts::packed(m[q as usize].clone());
+                    block(
+                        q,
+                        row.displs[r as usize] as usize,
+                        row.counts[r as usize] as usize,
+                    )
+                    .to_vec()
+                })
+                .collect()
+        }
+        _ => return Ok(None),
+    }))
 }
 
 /// Runs executor `name` from `registry` for every rank of `spec`.
@@ -206,11 +337,18 @@ pub fn simulate(
     spec: &SimSpec,
 ) -> Result<SimReport, SimFailure> {
     let p = spec.ranks();
-    let in_bytes = input_bytes(spec);
-    let out_bytes = output_bytes(spec);
+    let u = spec.dtype.size();
+    let shapes: Vec<Shape> = (0..p).map(|r| shape(spec, r)).collect::<Result<_, _>>()?;
+    let largest = shapes
+        .iter()
+        .map(|s| s.in_elems.max(s.out_elems))
+        .max()
+        .unwrap_or(0) as usize
+        * u;
+    // mesh executors need a slot per rank: give them room for one round
     let ccl = spec
         .ccl_buffer_size
-        .unwrap_or_else(|| in_bytes.max(out_bytes).max(4096));
+        .unwrap_or_else(|| (largest * p as usize).clamp(4096, 4 << 20));
     let config = DeviceConfig {
         exec_timeout: None,
         ..Default::default()
@@ -229,25 +367,35 @@ pub fn simulate(
         let exec = registry.create(name, &topo)?;
         let device = Device::new(r, config.clone());
         let stream = Stream::new(&device);
-        let input = DeviceMem::alloc(in_bytes)?;
-        input.copy_from_host_bytes(&data::input(
-            spec.dtype,
-            spec.reduce_op,
-            r,
-            in_bytes / spec.dtype.size(),
-        ))?;
-        let output = DeviceMem::alloc(out_bytes)?;
+        let sh = &shapes[r as usize];
+        let input = DeviceMem::alloc(sh.in_elems as usize * u)?;
+        if !sh.same_buffer || r == spec.root {
+            input.copy_from_host_bytes(&data::input(
+                spec.dtype,
+                pattern_op(spec),
+                r,
+                sh.in_elems as usize,
+            ))?;
+        }
+        let output = if sh.same_buffer {
+            input.clone()
+        } else {
+            DeviceMem::alloc(sh.out_elems as usize * u)?
+        };
         let param = OpParam {
             tag: format!("sim_{}", spec.op_type),
             op_type: spec.op_type,
             stream: stream.clone(),
             input: input.clone(),
             output: output.clone(),
-            count: spec.count,
+            count: sh.count,
             dtype: spec.dtype,
             reduce_op: spec.reduce_op,
             root: spec.root,
             mode: spec.mode,
+            send_v: sh.send_v.clone(),
+            recv_v: sh.recv_v.clone(),
+            peer: 0,
         };
         let req = exec
             .calc_res_request(&param, &topo)
@@ -280,7 +428,6 @@ pub fn simulate(
             stream,
             slaves,
             output,
-            out_bytes,
         });
         execs.push(exec);
         params.push(param);
@@ -323,18 +470,20 @@ pub fn simulate(
                             );
                             let lo_to_hi: Arrivals = Default::default();
                             let hi_to_lo: Arrivals = Default::default();
+                            let ctl_lo_to_hi: Arrivals = Default::default();
+                            let ctl_hi_to_lo: Arrivals = Default::default();
                             (
                                 Arc::new(SimLink::new(
                                     x,
                                     clocks[key.0 as usize].clone(),
-                                    lo_to_hi.clone(),
-                                    hi_to_lo.clone(),
+                                    (lo_to_hi.clone(), hi_to_lo.clone()),
+                                    (ctl_lo_to_hi.clone(), ctl_hi_to_lo.clone()),
                                 )),
                                 Arc::new(SimLink::new(
                                     y,
                                     clocks[key.1 as usize].clone(),
-                                    hi_to_lo,
-                                    lo_to_hi,
+                                    (hi_to_lo, lo_to_hi),
+                                    (ctl_hi_to_lo, ctl_lo_to_hi),
                                 )),
                             )
                         })
@@ -434,24 +583,19 @@ pub fn simulate(
     // Results.
     let mut checked = false;
     if spec.check {
-        if let Some(want) = data::expected(
-            spec.op_type,
-            spec.dtype,
-            spec.reduce_op,
-            p,
-            spec.count as usize,
-        )? {
+        for (r, rank) in ranks.iter().enumerate() {
+            let Some(want) = expected(spec, r as u32)? else {
+                continue;
+            };
             checked = true;
-            let mut got = vec![0u8; out_bytes];
-            for (r, rank) in ranks.iter().enumerate() {
-                rank.output.copy_to_host_bytes(&mut got[..rank.out_bytes])?;
-                if let Some(offset) = got.iter().zip(want.iter()).position(|(g, w)| g != w) {
-                    return Err(SimFailure::WrongResult {
-                        rank: r as u32,
-                        offset,
-                        len: out_bytes,
-                    });
-                }
+            let mut got = vec![0u8; want.len()];
+            rank.output.copy_to_host_bytes(&mut got)?;
+            if let Some(offset) = got.iter().zip(want.iter()).position(|(g, w)| g != w) {
+                return Err(SimFailure::WrongResult {
+                    rank: r as u32,
+                    offset,
+                    len: want.len(),
+                });
             }
         }
     }

@@ -231,5 +231,9 @@ fn rollback_removes_unstarted_tasks() {
 #[test]
 fn task_stays_small() {
     // Tasks are queued by the thousand per op; keep them within two cache lines.
-    assert!(std::mem::size_of::<Task>() <= 128, "Task is {} bytes", std::mem::size_of::<Task>());
+    assert!(
+        std::mem::size_of::<Task>() <= 128,
+        "Task is {} bytes",
+        std::mem::size_of::<Task>()
+    );
 }

@@ -73,9 +73,19 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     println!("executor:        {}", args.executor);
     println!("ranks:           {}", r.ranks);
     println!("bytes per rank:  {}", args.count * dtype.size() as u64);
-    println!("result check:    {}", if r.checked { "success" } else { "not checked (no reference for this op)" });
+    println!(
+        "result check:    {}",
+        if r.checked {
+            "success"
+        } else {
+            "not checked (no reference for this op)"
+        }
+    );
     println!("steps (α count): {}", r.steps);
-    println!("max bytes sent by one rank (β volume): {}", r.max_rank_bytes_sent);
+    println!(
+        "max bytes sent by one rank (β volume): {}",
+        r.max_rank_bytes_sent
+    );
     println!("total link bytes: {}", r.link_bytes.values().sum::<u64>());
     for (i, plane) in ["level0", "level1", "level2", "combine"].iter().enumerate() {
         if r.plane_bytes[i] > 0 {

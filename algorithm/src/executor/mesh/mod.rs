@@ -1,0 +1,219 @@
+//! Mesh executors: every rank writes straight into each peer's CCL output
+//! buffer, one slot per sender, in as many rounds as the CCL buffer needs.
+//!
+//! One step per round, (p−1) transfers per rank; the right choice for small
+//! and medium messages and for ops whose data has one source per block
+//! (broadcast, scatter, gather, alltoall). Sends go directly from the user
+//! input (no staging copy); receivers copy (or reduce) their slots into the
+//! user output. Reductions run in rank order 0..p on every rank, so every
+//! rank computes bit-identical results.
+//!
+//! Each op is registered under its own name (`AllGatherMeshExecutor`, ...);
+//! one engine runs them all from the per-op table in `plan.rs`.
+
+mod plan;
+
+use super::CollExecutor;
+use crate::op::{OpParam, OpType};
+use crate::resource::{AlgResourceRequest, AlgResourceResponse, SingleSubCommTransport};
+use crate::topo::{CommPlane, TopoInfo};
+use hccl_platform::{HcclError, MemKind, Result};
+use plan::{Block, MeshPlan};
+
+/// The mesh executors: (registered name, op).
+pub const MESH_EXECUTORS: &[(&str, OpType)] = &[
+    ("AllReduceMeshExecutor", OpType::AllReduce),
+    ("AllGatherMeshExecutor", OpType::AllGather),
+    ("AllGatherVMeshExecutor", OpType::AllGatherV),
+    ("ReduceScatterMeshExecutor", OpType::ReduceScatter),
+    ("ReduceScatterVMeshExecutor", OpType::ReduceScatterV),
+    ("BroadcastMeshExecutor", OpType::Broadcast),
+    ("ReduceMeshExecutor", OpType::Reduce),
+    ("ScatterMeshExecutor", OpType::Scatter),
+    ("GatherMeshExecutor", OpType::Gather),
+    ("AllToAllMeshExecutor", OpType::AllToAll),
+    ("AllToAllVMeshExecutor", OpType::AllToAllV),
+    ("SendExecutor", OpType::Send),
+    ("ReceiveExecutor", OpType::Receive),
+];
+
+/// A mesh executor for one op.
+#[derive(Debug)]
+pub struct MeshExecutor {
+    name: &'static str,
+    op: OpType,
+    topo: TopoInfo,
+}
+
+impl MeshExecutor {
+    /// The executor registered as `name` for `op`.
+    pub fn new(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
+        MeshExecutor {
+            name,
+            op,
+            topo: topo.clone(),
+        }
+    }
+}
+
+fn window(b: Option<Block>, round: u64, n: u64) -> Option<Block> {
+    let b = b?;
+    let start = round * n;
+    (start < b.len).then(|| Block {
+        off: b.off + start,
+        len: n.min(b.len - start),
+    })
+}
+
+impl CollExecutor for MeshExecutor {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn calc_res_request(&self, param: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
+        if param.op_type != self.op {
+            return Err(HcclError::not_support(format!(
+                "{} runs {}, not {}",
+                self.name, self.op, param.op_type
+            )));
+        }
+        let ranks = topo.plane_ranks(CommPlane::Combine);
+        let mut req = AlgResourceRequest::default();
+        if ranks.len() > 1 {
+            let wanted: Vec<u32> = match self.op {
+                OpType::Send | OpType::Receive => vec![param.peer],
+                _ => (0..ranks.len() as u32).collect(),
+            };
+            req.op_transport[CommPlane::Combine as usize].push(SingleSubCommTransport::new(
+                ranks,
+                topo.user_rank,
+                &wanted,
+                MemKind::CclInput,
+                MemKind::CclOutput,
+            )?);
+        }
+        Ok(req)
+    }
+
+    fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+        let s = &param.stream;
+        let p = self.topo.user_rank_size;
+        let me = self.topo.user_rank;
+        let u = param.dtype.size() as u64;
+        let plan = MeshPlan::of(param, p, me)?;
+        let longest = plan.longest();
+        if longest == 0 {
+            return Ok(());
+        }
+        let bytes = |b: Block| ((b.off * u) as usize, (b.len * u) as usize);
+        let input = |b: Block| {
+            let (o, l) = bytes(b);
+            param.input.range(o, l)
+        };
+        let output = |b: Block| {
+            let (o, l) = bytes(b);
+            param.output.range(o, l)
+        };
+        // Non-reducing ops place their own block once, up front.
+        if let (Some((src, dst)), false) = (plan.own, plan.reduce) {
+            if src.len > 0 {
+                let (src, dst) = (input(src)?, output(dst)?);
+                if !src.same_range(&dst) {
+                    s.memcpy_async(&dst, &src)?;
+                }
+            }
+        }
+        if p == 1 && !plan.reduce {
+            return Ok(());
+        }
+        let comm = if p > 1 {
+            Some(res.sub_comm(CommPlane::Combine, 0)?)
+        } else {
+            None
+        };
+        let link = |q: u32| {
+            comm.as_ref()
+                .ok_or_else(|| HcclError::internal("no links on a one-rank communicator"))?
+                .link(q)
+        };
+        // One slot per sender in every receiver's CCL output.
+        let n = res.ccl_output.len() as u64 / (p as u64 * u);
+        if n == 0 {
+            return Err(HcclError::para(format!(
+                "the CCL buffer ({} bytes) cannot hold one {} element per rank for {p} ranks",
+                res.ccl_output.len(),
+                param.dtype
+            )));
+        }
+        let slot = |q: u32, len: u64| {
+            res.ccl_output
+                .range((q as u64 * n * u) as usize, (len * u) as usize)
+        };
+        let rounds = longest.div_ceil(n);
+        for i in 0..rounds {
+            s.set_step(i as u32);
+            for q in 0..p {
+                if window(plan.recvs[q as usize], i, n).is_some() {
+                    link(q)?.tx_ack(s)?;
+                }
+            }
+            for q in 0..p {
+                if let Some(w) = window(plan.sends[q as usize], i, n) {
+                    let l = link(q)?;
+                    l.rx_ack(s)?;
+                    l.tx_async(
+                        MemKind::CclOutput,
+                        (me as u64 * n * u) as usize,
+                        &input(w)?,
+                        s,
+                    )?;
+                }
+            }
+            for q in 0..p {
+                if window(plan.sends[q as usize], i, n).is_some() {
+                    link(q)?.tx_wait_done(s)?;
+                }
+            }
+            for q in 0..p {
+                if window(plan.recvs[q as usize], i, n).is_some() {
+                    link(q)?.rx_wait_done(s)?;
+                }
+            }
+            if !plan.reduce {
+                for q in 0..p {
+                    if let Some(w) = window(plan.recvs[q as usize], i, n) {
+                        s.memcpy_async(&output(w)?, &slot(q, w.len)?)?;
+                    }
+                }
+                continue;
+            }
+            // Reduce in rank order from the slots; this rank's own window is
+            // first copied into its (otherwise unused) slot, which also makes
+            // in-place operation safe.
+            let Some((own_src, own_dst)) = plan.own else {
+                continue;
+            };
+            let (Some(src_w), Some(dst_w)) =
+                (window(Some(own_src), i, n), window(Some(own_dst), i, n))
+            else {
+                continue;
+            };
+            s.memcpy_async(&slot(me, src_w.len)?, &input(src_w)?)?;
+            let out = output(dst_w)?;
+            let mut first = true;
+            for q in 0..p {
+                if q != me && window(plan.recvs[q as usize], i, n).is_none() {
+                    continue;
+                }
+                let from = slot(q, dst_w.len)?;
+                if first {
+                    s.memcpy_async(&out, &from)?;
+                    first = false;
+                } else {
+                    s.reduce_async(&out, &from, param.dtype, param.reduce_op)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}

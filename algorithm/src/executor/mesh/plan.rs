@@ -1,0 +1,261 @@
+//! What each rank sends to and receives from each peer, per op, as element
+//! blocks of the user buffers. One table drives every mesh executor.
+
+use crate::op::{OpParam, OpType, VCounts};
+use hccl_platform::{HcclError, Result};
+
+/// A block of elements of a user buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Block {
+    /// First element.
+    pub off: u64,
+    /// Elements.
+    pub len: u64,
+}
+
+impl Block {
+    fn new(off: u64, len: u64) -> Option<Block> {
+        Some(Block { off, len })
+    }
+}
+
+/// One rank's part of a mesh op.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct MeshPlan {
+    /// Per peer: the input block sent to it (None: nothing, and for self).
+    pub sends: Vec<Option<Block>>,
+    /// Per peer: the output block its data lands in (None: nothing, and self).
+    pub recvs: Vec<Option<Block>>,
+    /// This rank's own contribution: input block → output block.
+    pub own: Option<(Block, Block)>,
+    /// Whether contributions are reduced (into the common output block)
+    /// rather than placed.
+    pub reduce: bool,
+}
+
+fn v<'a>(v: &'a Option<VCounts>, what: &str, p: u32) -> Result<&'a VCounts> {
+    let v = v
+        .as_ref()
+        .ok_or_else(|| HcclError::para(format!("{what} counts/displacements are missing")))?;
+    if v.counts.len() != p as usize || v.displs.len() != p as usize {
+        return Err(HcclError::para(format!(
+            "{what} counts ({}) and displacements ({}) must have one entry per rank ({p})",
+            v.counts.len(),
+            v.displs.len()
+        )));
+    }
+    Ok(v)
+}
+
+impl MeshPlan {
+    /// The plan of rank `me` of `p` for `param`.
+    pub(crate) fn of(param: &OpParam, p: u32, me: u32) -> Result<MeshPlan> {
+        let n = p as usize;
+        let c = param.count;
+        let root = param.root;
+        let mut plan = MeshPlan {
+            sends: vec![None; n],
+            recvs: vec![None; n],
+            own: None,
+            reduce: false,
+        };
+        let others = (0..p).filter(|&q| q != me);
+        match param.op_type {
+            OpType::AllReduce => {
+                plan.reduce = true;
+                plan.own = Some((Block { off: 0, len: c }, Block { off: 0, len: c }));
+                for q in others {
+                    plan.sends[q as usize] = Block::new(0, c);
+                    plan.recvs[q as usize] = Block::new(0, c);
+                }
+            }
+            OpType::AllGather => {
+                plan.own = Some((
+                    Block { off: 0, len: c },
+                    Block {
+                        off: me as u64 * c,
+                        len: c,
+                    },
+                ));
+                for q in others {
+                    plan.sends[q as usize] = Block::new(0, c);
+                    plan.recvs[q as usize] = Block::new(q as u64 * c, c);
+                }
+            }
+            OpType::AllGatherV => {
+                let rv = v(&param.recv_v, "AllGatherV receive", p)?;
+                if rv.counts[me as usize] != c {
+                    return Err(HcclError::para(format!(
+                        "AllGatherV: sendCount {c} differs from this rank's receive count {}",
+                        rv.counts[me as usize]
+                    )));
+                }
+                plan.own = Some((
+                    Block { off: 0, len: c },
+                    Block {
+                        off: rv.displs[me as usize],
+                        len: c,
+                    },
+                ));
+                for q in others {
+                    plan.sends[q as usize] = Block::new(0, c);
+                    plan.recvs[q as usize] =
+                        Block::new(rv.displs[q as usize], rv.counts[q as usize]);
+                }
+            }
+            OpType::ReduceScatter => {
+                plan.reduce = true;
+                plan.own = Some((
+                    Block {
+                        off: me as u64 * c,
+                        len: c,
+                    },
+                    Block { off: 0, len: c },
+                ));
+                for q in others {
+                    plan.sends[q as usize] = Block::new(q as u64 * c, c);
+                    plan.recvs[q as usize] = Block::new(0, c);
+                }
+            }
+            OpType::ReduceScatterV => {
+                let sv = v(&param.send_v, "ReduceScatterV send", p)?;
+                if sv.counts[me as usize] != c {
+                    return Err(HcclError::para(format!(
+                        "ReduceScatterV: recvCount {c} differs from this rank's send count {}",
+                        sv.counts[me as usize]
+                    )));
+                }
+                plan.reduce = true;
+                plan.own = Some((
+                    Block {
+                        off: sv.displs[me as usize],
+                        len: c,
+                    },
+                    Block { off: 0, len: c },
+                ));
+                for q in others {
+                    plan.sends[q as usize] =
+                        Block::new(sv.displs[q as usize], sv.counts[q as usize]);
+                    plan.recvs[q as usize] = Block::new(0, c);
+                }
+            }
+            OpType::Broadcast => {
+                if me == root {
+                    for q in others {
+                        plan.sends[q as usize] = Block::new(0, c);
+                    }
+                } else {
+                    plan.recvs[root as usize] = Block::new(0, c);
+                }
+            }
+            OpType::Reduce => {
+                if me == root {
+                    plan.reduce = true;
+                    plan.own = Some((Block { off: 0, len: c }, Block { off: 0, len: c }));
+                    for q in others {
+                        plan.recvs[q as usize] = Block::new(0, c);
+                    }
+                } else {
+                    plan.sends[root as usize] = Block::new(0, c);
+                }
+            }
+            OpType::Scatter => {
+                if me == root {
+                    plan.own = Some((
+                        Block {
+                            off: me as u64 * c,
+                            len: c,
+                        },
+                        Block { off: 0, len: c },
+                    ));
+                    for q in others {
+                        plan.sends[q as usize] = Block::new(q as u64 * c, c);
+                    }
+                } else {
+                    plan.recvs[root as usize] = Block::new(0, c);
+                }
+            }
+            OpType::Gather => {
+                if me == root {
+                    plan.own = Some((
+                        Block { off: 0, len: c },
+                        Block {
+                            off: me as u64 * c,
+                            len: c,
+                        },
+                    ));
+                    for q in others {
+                        plan.recvs[q as usize] = Block::new(q as u64 * c, c);
+                    }
+                } else {
+                    plan.sends[root as usize] = Block::new(0, c);
+                }
+            }
+            OpType::AllToAll => {
+                plan.own = Some((
+                    Block {
+                        off: me as u64 * c,
+                        len: c,
+                    },
+                    Block {
+                        off: me as u64 * c,
+                        len: c,
+                    },
+                ));
+                for q in others {
+                    plan.sends[q as usize] = Block::new(q as u64 * c, c);
+                    plan.recvs[q as usize] = Block::new(q as u64 * c, c);
+                }
+            }
+            OpType::AllToAllV => {
+                let sv = v(&param.send_v, "AllToAllV send", p)?;
+                let rv = v(&param.recv_v, "AllToAllV receive", p)?;
+                let m = me as usize;
+                plan.own = Some((
+                    Block {
+                        off: sv.displs[m],
+                        len: sv.counts[m],
+                    },
+                    Block {
+                        off: rv.displs[m],
+                        len: rv.counts[m],
+                    },
+                ));
+                for q in others {
+                    let q = q as usize;
+                    plan.sends[q] = Block::new(sv.displs[q], sv.counts[q]);
+                    plan.recvs[q] = Block::new(rv.displs[q], rv.counts[q]);
+                }
+            }
+            OpType::Send => {
+                plan.sends[param.peer as usize] = Block::new(0, c);
+            }
+            OpType::Receive => {
+                plan.recvs[param.peer as usize] = Block::new(0, c);
+            }
+        }
+        if let Some((src, dst)) = plan.own {
+            if src.len != dst.len {
+                return Err(HcclError::para(format!(
+                    "{}: this rank sends itself {} elements but expects {}",
+                    param.op_type, src.len, dst.len
+                )));
+            }
+        }
+        Ok(plan)
+    }
+
+    /// Elements of the longest block (sets the number of rounds).
+    pub(crate) fn longest(&self) -> u64 {
+        let blocks = self
+            .sends
+            .iter()
+            .chain(self.recvs.iter())
+            .flatten()
+            .map(|b| b.len);
+        blocks
+            .chain(self.own.iter().map(|(s, _)| s.len))
+            .max()
+            .unwrap_or(0)
+    }
+}

@@ -1,0 +1,191 @@
+//! Ring AllGather and ring ReduceScatter executors (bandwidth-optimal for
+//! large messages: each rank sends (p−1)/p of the data in p−1 steps).
+//!
+//! Per op-base round, each rank's window of w elements is staged into slot
+//! r of a CCL buffer laid out as p slots of w elements, the ring template
+//! runs over the slots, and the result is copied out.
+
+use super::CollExecutor;
+use crate::op::{OpParam, OpType};
+use crate::resource::{AlgResourceRequest, AlgResourceResponse, SingleSubCommTransport};
+use crate::template::{RingAllGather, RingReduceScatter, Slice};
+use crate::topo::{CommPlane, TopoInfo};
+use hccl_platform::{HcclError, MemKind, Result};
+
+/// Ring AllGather over the flat plane.
+#[derive(Debug)]
+pub struct AllGatherRingExecutor {
+    topo: TopoInfo,
+}
+
+/// Ring ReduceScatter over the flat plane.
+#[derive(Debug)]
+pub struct ReduceScatterRingExecutor {
+    topo: TopoInfo,
+}
+
+impl AllGatherRingExecutor {
+    /// The registered name.
+    pub const NAME: &'static str = "AllGatherRingExecutor";
+    /// An executor for `topo`.
+    pub fn new(topo: &TopoInfo) -> Self {
+        AllGatherRingExecutor { topo: topo.clone() }
+    }
+}
+
+impl ReduceScatterRingExecutor {
+    /// The registered name.
+    pub const NAME: &'static str = "ReduceScatterRingExecutor";
+    /// An executor for `topo`.
+    pub fn new(topo: &TopoInfo) -> Self {
+        ReduceScatterRingExecutor { topo: topo.clone() }
+    }
+}
+
+fn ring_request(
+    name: &str,
+    want: OpType,
+    param: &OpParam,
+    topo: &TopoInfo,
+) -> Result<AlgResourceRequest> {
+    if param.op_type != want {
+        return Err(HcclError::not_support(format!(
+            "{name} runs {want}, not {}",
+            param.op_type
+        )));
+    }
+    let mut req = AlgResourceRequest::default();
+    let ranks = topo.plane_ranks(CommPlane::Combine);
+    if ranks.len() > 1 {
+        req.op_transport[CommPlane::Combine as usize].push(SingleSubCommTransport::ring(
+            ranks,
+            topo.user_rank,
+            MemKind::CclInput,
+            MemKind::CclOutput,
+        )?);
+    }
+    Ok(req)
+}
+
+/// Window size per rank (elements) and slot slices for a round.
+fn slots(p: u64, w: u64, u: u64) -> Vec<Slice> {
+    (0..p)
+        .map(|k| Slice {
+            offset: (k * w * u) as usize,
+            len: (w * u) as usize,
+        })
+        .collect()
+}
+
+fn per_rank_window(res: &AlgResourceResponse, p: u64, u: u64) -> Result<u64> {
+    let n = res.ccl_input.len().min(res.ccl_output.len()) as u64 / (p * u);
+    if n == 0 {
+        return Err(HcclError::para(format!(
+            "the CCL buffer cannot hold one element per rank for {p} ranks"
+        )));
+    }
+    Ok(n)
+}
+
+impl CollExecutor for AllGatherRingExecutor {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn calc_res_request(&self, param: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
+        ring_request(Self::NAME, OpType::AllGather, param, topo)
+    }
+
+    fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+        let s = &param.stream;
+        let (p, me) = (self.topo.user_rank_size as u64, self.topo.user_rank as u64);
+        let (c, u) = (param.count, param.dtype.size() as u64);
+        let b = |e: u64| (e * u) as usize;
+        if c == 0 {
+            return Ok(());
+        }
+        if p == 1 {
+            let (src, dst) = (param.input.range(0, b(c))?, param.output.range(0, b(c))?);
+            if !src.same_range(&dst) {
+                s.memcpy_async(&dst, &src)?;
+            }
+            return Ok(());
+        }
+        let comm = res.sub_comm(CommPlane::Combine, 0)?;
+        let n = per_rank_window(res, p, u)?;
+        for i in 0..c.div_ceil(n) {
+            let (e0, w) = (i * n, n.min(c - i * n));
+            s.memcpy_async(
+                &res.ccl_output.range(b(me * w), b(w))?,
+                &param.input.range(b(e0), b(w))?,
+            )?;
+            RingAllGather {
+                output: res.ccl_output.range(0, b(p * w))?,
+                output_kind: MemKind::CclOutput,
+                output_base: 0,
+                slices: slots(p, w, u),
+            }
+            .run(s, &comm)?;
+            for q in 0..p {
+                s.memcpy_async(
+                    &param.output.range(b(q * c + e0), b(w))?,
+                    &res.ccl_output.range(b(q * w), b(w))?,
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl CollExecutor for ReduceScatterRingExecutor {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn calc_res_request(&self, param: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
+        ring_request(Self::NAME, OpType::ReduceScatter, param, topo)
+    }
+
+    fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+        let s = &param.stream;
+        let (p, me) = (self.topo.user_rank_size as u64, self.topo.user_rank as u64);
+        let (c, u) = (param.count, param.dtype.size() as u64);
+        let b = |e: u64| (e * u) as usize;
+        if c == 0 {
+            return Ok(());
+        }
+        if p == 1 {
+            let (src, dst) = (param.input.range(0, b(c))?, param.output.range(0, b(c))?);
+            if !src.same_range(&dst) {
+                s.memcpy_async(&dst, &src)?;
+            }
+            return Ok(());
+        }
+        let comm = res.sub_comm(CommPlane::Combine, 0)?;
+        let n = per_rank_window(res, p, u)?;
+        for i in 0..c.div_ceil(n) {
+            let (e0, w) = (i * n, n.min(c - i * n));
+            for q in 0..p {
+                s.memcpy_async(
+                    &res.ccl_input.range(b(q * w), b(w))?,
+                    &param.input.range(b(q * c + e0), b(w))?,
+                )?;
+            }
+            RingReduceScatter {
+                input: res.ccl_input.range(0, b(p * w))?,
+                output: res.ccl_output.range(0, b(p * w))?,
+                output_kind: MemKind::CclOutput,
+                output_base: 0,
+                slices: slots(p, w, u),
+                dtype: param.dtype,
+                op: param.reduce_op,
+            }
+            .run(s, &comm)?;
+            s.memcpy_async(
+                &param.output.range(b(e0), b(w))?,
+                &res.ccl_input.range(b(me * w), b(w))?,
+            )?;
+        }
+        Ok(())
+    }
+}
