@@ -1,7 +1,7 @@
 //! [`HcclComm`]: a rank's communicator with the op-base collective calls.
 
 use crate::validate;
-use hccl_algorithm::{OpParam, OpType, WorkflowMode};
+use hccl_algorithm::{OpParam, OpType, VCounts, WorkflowMode};
 use hccl_framework::{CommConfig, Communicator, InProcGroup};
 use hccl_platform::{
     DataType, Device, DeviceBuffer, DeviceMem, Element, HcclError, ReduceOp, Result, Stream,
@@ -12,15 +12,14 @@ use std::sync::Arc;
 #[derive(Debug)]
 pub struct HcclComm {
     inner: Communicator,
-    allreduce_tag: String,
+    barrier_buf: std::sync::OnceLock<DeviceMem>,
 }
 
 impl HcclComm {
     fn wrap(inner: Communicator) -> HcclComm {
-        let allreduce_tag = format!("AllReduce_{}", inner.name());
         HcclComm {
             inner,
-            allreduce_tag,
+            barrier_buf: std::sync::OnceLock::new(),
         }
     }
 
@@ -74,6 +73,107 @@ impl HcclComm {
         &self.inner
     }
 
+    /// Validates a call and hands it to the framework. Nothing is enqueued
+    /// unless every check passes.
+    fn submit(&self, call: Call<'_>, stream: &Stream) -> Result<()> {
+        let mut tag = format!("{}_{}", call.api.trim_start_matches("Hccl"), self.name());
+        if matches!(call.op_type, OpType::Send | OpType::Receive) {
+            tag = format!("{tag}_{}", call.peer);
+        }
+        let ctx = |e: HcclError| e.rank(self.rank()).tag(tag.clone()).during(call.api);
+        let p = self.size();
+        for (what, r) in [("root", call.root), ("peer rank", call.peer)] {
+            if r >= p {
+                return Err(ctx(HcclError::para(format!(
+                    "{what} {r} is out of range for {p} ranks"
+                ))));
+            }
+        }
+        if matches!(call.op_type, OpType::Send | OpType::Receive) && call.peer == self.rank() {
+            return Err(ctx(HcclError::para(format!(
+                "a rank cannot send to or receive from itself (peer {})",
+                call.peer
+            ))));
+        }
+        for (what, v) in [("send", &call.send_v), ("receive", &call.recv_v)] {
+            if let Some(v) = v {
+                if v.counts.len() != p as usize || v.displs.len() != p as usize {
+                    return Err(ctx(HcclError::para(format!(
+                        "{what} counts ({}) and displacements ({}) must have one entry per rank ({p})",
+                        v.counts.len(),
+                        v.displs.len()
+                    ))));
+                }
+                for (c, d) in v.counts.iter().zip(&v.displs) {
+                    c.checked_add(*d).ok_or_else(|| {
+                        ctx(HcclError::para(format!(
+                            "{what} count {c} + displacement {d} overflows"
+                        )))
+                    })?;
+                }
+            }
+        }
+        let send_bytes = validate::bytes_of(call.send_elems, call.dtype).map_err(ctx)?;
+        let recv_bytes = validate::bytes_of(call.recv_elems, call.dtype).map_err(ctx)?;
+        validate::bytes_of(call.count, call.dtype).map_err(ctx)?;
+        if send_bytes == 0 && recv_bytes == 0 {
+            return Ok(());
+        }
+        let input = if send_bytes > 0 {
+            validate::buffer(
+                "sendBuf",
+                call.send,
+                send_bytes,
+                call.send_elems,
+                call.dtype,
+            )
+            .map_err(ctx)?;
+            call.send.range(0, send_bytes)?
+        } else {
+            DeviceMem::null()
+        };
+        let output = if recv_bytes > 0 {
+            validate::buffer(
+                "recvBuf",
+                call.recv,
+                recv_bytes,
+                call.recv_elems,
+                call.dtype,
+            )
+            .map_err(ctx)?;
+            call.recv.range(0, recv_bytes)?
+        } else {
+            DeviceMem::null()
+        };
+        if send_bytes > 0
+            && recv_bytes > 0
+            && input.overlaps(&output)
+            && !(call.in_place && input.same_range(&output))
+        {
+            return Err(ctx(HcclError::para(if call.in_place {
+                "sendBuf and recvBuf partly overlap"
+            } else {
+                "sendBuf and recvBuf overlap, which this op does not allow"
+            })));
+        }
+        let param = OpParam {
+            tag,
+            op_type: call.op_type,
+            stream: stream.clone(),
+            input,
+            output,
+            count: call.count,
+            dtype: call.dtype,
+            reduce_op: call.op,
+            root: call.root,
+            mode: WorkflowMode::OpBase,
+            send_v: call.send_v,
+            recv_v: call.recv_v,
+            peer: call.peer,
+        };
+        self.inner.exec_op(&param)
+    }
+
     /// AllReduce of `send` into `recv` (whole `send`; `recv` at least as long).
     pub fn all_reduce<T: Element>(
         &self,
@@ -114,36 +214,507 @@ impl HcclComm {
         op: ReduceOp,
         stream: &Stream,
     ) -> Result<()> {
-        let ctx = |e: HcclError| {
-            e.rank(self.rank())
-                .tag(self.allreduce_tag.clone())
-                .during("HcclAllReduce")
-        };
-        let bytes = validate::bytes_of(count, dtype).map_err(ctx)?;
-        if count == 0 {
-            return Ok(());
-        }
-        validate::buffer("sendBuf", send, bytes, count, dtype).map_err(ctx)?;
-        validate::buffer("recvBuf", recv, bytes, count, dtype).map_err(ctx)?;
-        let (send, recv) = (send.range(0, bytes)?, recv.range(0, bytes)?);
-        if send.overlaps(&recv) && !send.same_range(&recv) {
-            return Err(ctx(HcclError::para("sendBuf and recvBuf partly overlap")));
-        }
-        let param = OpParam {
-            tag: self.allreduce_tag.clone(),
-            op_type: OpType::AllReduce,
-            stream: stream.clone(),
-            input: send,
-            output: recv,
+        let call = Call::new(
+            "HcclAllReduce",
+            OpType::AllReduce,
+            send,
+            count,
+            recv,
+            count,
             count,
             dtype,
-            reduce_op: op,
+        )
+        .reduce(op);
+        self.submit(call.in_place(), stream)
+    }
+
+    /// AllGather (HCCL's `HcclAllGather`): every rank's `send_count`
+    /// elements, in rank order, into every rank's `recv` (`size × send_count`).
+    pub fn all_gather_raw(
+        &self,
+        send: &DeviceMem,
+        recv: &DeviceMem,
+        send_count: u64,
+        dtype: DataType,
+        stream: &Stream,
+    ) -> Result<()> {
+        let total = send_count.saturating_mul(self.size() as u64);
+        self.submit(
+            Call::new(
+                "HcclAllGather",
+                OpType::AllGather,
+                send,
+                send_count,
+                recv,
+                total,
+                send_count,
+                dtype,
+            ),
+            stream,
+        )
+    }
+
+    /// Typed AllGather: `recv` must hold `size × send.len()` elements.
+    pub fn all_gather<T: Element>(
+        &self,
+        send: &DeviceBuffer<T>,
+        recv: &mut DeviceBuffer<T>,
+        stream: &Stream,
+    ) -> Result<()> {
+        self.all_gather_raw(send.mem(), recv.mem(), send.len() as u64, T::DTYPE, stream)
+    }
+
+    /// AllGatherV (HCCL's `HcclAllGatherV`): rank q's block of
+    /// `recv_counts[q]` elements lands at `recv_displs[q]`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn all_gather_v_raw(
+        &self,
+        send: &DeviceMem,
+        send_count: u64,
+        recv: &DeviceMem,
+        recv_counts: &[u64],
+        recv_displs: &[u64],
+        dtype: DataType,
+        stream: &Stream,
+    ) -> Result<()> {
+        let v = VCounts {
+            counts: recv_counts.to_vec(),
+            displs: recv_displs.to_vec(),
+        };
+        let mut call = Call::new(
+            "HcclAllGatherV",
+            OpType::AllGatherV,
+            send,
+            send_count,
+            recv,
+            v.extent(),
+            send_count,
+            dtype,
+        );
+        call.recv_v = Some(v);
+        self.submit(call, stream)
+    }
+
+    /// ReduceScatter (HCCL's `HcclReduceScatter`): block r of the reduction
+    /// of every rank's `send` (`size × recv_count`) into rank r's `recv`.
+    pub fn reduce_scatter_raw(
+        &self,
+        send: &DeviceMem,
+        recv: &DeviceMem,
+        recv_count: u64,
+        dtype: DataType,
+        op: ReduceOp,
+        stream: &Stream,
+    ) -> Result<()> {
+        let total = recv_count.saturating_mul(self.size() as u64);
+        let call = Call::new(
+            "HcclReduceScatter",
+            OpType::ReduceScatter,
+            send,
+            total,
+            recv,
+            recv_count,
+            recv_count,
+            dtype,
+        );
+        self.submit(call.reduce(op), stream)
+    }
+
+    /// Typed ReduceScatter: `send` must hold `size × recv.len()` elements.
+    pub fn reduce_scatter<T: Element>(
+        &self,
+        send: &DeviceBuffer<T>,
+        recv: &mut DeviceBuffer<T>,
+        op: ReduceOp,
+        stream: &Stream,
+    ) -> Result<()> {
+        self.reduce_scatter_raw(
+            send.mem(),
+            recv.mem(),
+            recv.len() as u64,
+            T::DTYPE,
+            op,
+            stream,
+        )
+    }
+
+    /// ReduceScatterV (HCCL's `HcclReduceScatterV`): rank q receives the
+    /// reduction of every rank's block at `send_displs[q]` of
+    /// `send_counts[q]` elements; this rank's `recv_count` must equal
+    /// `send_counts[rank]`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn reduce_scatter_v_raw(
+        &self,
+        send: &DeviceMem,
+        send_counts: &[u64],
+        send_displs: &[u64],
+        recv: &DeviceMem,
+        recv_count: u64,
+        dtype: DataType,
+        op: ReduceOp,
+        stream: &Stream,
+    ) -> Result<()> {
+        let v = VCounts {
+            counts: send_counts.to_vec(),
+            displs: send_displs.to_vec(),
+        };
+        if v.counts
+            .get(self.rank() as usize)
+            .is_some_and(|&c| c != recv_count)
+        {
+            return Err(HcclError::para(format!(
+                "recvCount {recv_count} differs from sendCounts[{}] = {}",
+                self.rank(),
+                v.counts[self.rank() as usize]
+            ))
+            .rank(self.rank())
+            .during("HcclReduceScatterV"));
+        }
+        let mut call = Call::new(
+            "HcclReduceScatterV",
+            OpType::ReduceScatterV,
+            send,
+            v.extent(),
+            recv,
+            recv_count,
+            recv_count,
+            dtype,
+        )
+        .reduce(op);
+        call.send_v = Some(v);
+        self.submit(call, stream)
+    }
+
+    /// Broadcast (HCCL's `HcclBroadcast`) of `count` elements of `buf` from `root`.
+    pub fn broadcast_raw(
+        &self,
+        buf: &DeviceMem,
+        count: u64,
+        dtype: DataType,
+        root: u32,
+        stream: &Stream,
+    ) -> Result<()> {
+        let mut call = Call::new(
+            "HcclBroadcast",
+            OpType::Broadcast,
+            buf,
+            count,
+            buf,
+            count,
+            count,
+            dtype,
+        )
+        .in_place();
+        call.root = root;
+        self.submit(call, stream)
+    }
+
+    /// Typed Broadcast of the whole `buf` from `root`.
+    pub fn broadcast<T: Element>(
+        &self,
+        buf: &mut DeviceBuffer<T>,
+        root: u32,
+        stream: &Stream,
+    ) -> Result<()> {
+        self.broadcast_raw(buf.mem(), buf.len() as u64, T::DTYPE, root, stream)
+    }
+
+    /// Reduce (HCCL's `HcclReduce`) of every rank's `count` elements into
+    /// `root`'s `recv` (`recv` is not used on other ranks and may be null).
+    #[allow(clippy::too_many_arguments)]
+    pub fn reduce_raw(
+        &self,
+        send: &DeviceMem,
+        recv: &DeviceMem,
+        count: u64,
+        dtype: DataType,
+        op: ReduceOp,
+        root: u32,
+        stream: &Stream,
+    ) -> Result<()> {
+        let recv_elems = if self.rank() == root { count } else { 0 };
+        let mut call = Call::new(
+            "HcclReduce",
+            OpType::Reduce,
+            send,
+            count,
+            recv,
+            recv_elems,
+            count,
+            dtype,
+        )
+        .reduce(op)
+        .in_place();
+        call.root = root;
+        self.submit(call, stream)
+    }
+
+    /// Scatter (HCCL's `HcclScatter`): block r of `root`'s `send`
+    /// (`size × recv_count`) into rank r's `recv` (`send` unused off root).
+    pub fn scatter_raw(
+        &self,
+        send: &DeviceMem,
+        recv: &DeviceMem,
+        recv_count: u64,
+        dtype: DataType,
+        root: u32,
+        stream: &Stream,
+    ) -> Result<()> {
+        let send_elems = if self.rank() == root {
+            recv_count.saturating_mul(self.size() as u64)
+        } else {
+            0
+        };
+        let mut call = Call::new(
+            "HcclScatter",
+            OpType::Scatter,
+            send,
+            send_elems,
+            recv,
+            recv_count,
+            recv_count,
+            dtype,
+        );
+        call.root = root;
+        self.submit(call, stream)
+    }
+
+    /// Gather: every rank's `send_count` elements into `root`'s `recv`
+    /// (`size × send_count`, rank order; `recv` unused off root).
+    pub fn gather_raw(
+        &self,
+        send: &DeviceMem,
+        recv: &DeviceMem,
+        send_count: u64,
+        dtype: DataType,
+        root: u32,
+        stream: &Stream,
+    ) -> Result<()> {
+        let recv_elems = if self.rank() == root {
+            send_count.saturating_mul(self.size() as u64)
+        } else {
+            0
+        };
+        let mut call = Call::new(
+            "HcclGather",
+            OpType::Gather,
+            send,
+            send_count,
+            recv,
+            recv_elems,
+            send_count,
+            dtype,
+        );
+        call.root = root;
+        self.submit(call, stream)
+    }
+
+    /// AllToAll (HCCL's `HcclAlltoAll`): block q (`send_count` elements) of
+    /// this rank's `send` goes to rank q, and rank q's block lands at block q
+    /// of `recv`. Send and receive counts and types must match.
+    #[allow(clippy::too_many_arguments)]
+    pub fn all_to_all_raw(
+        &self,
+        send: &DeviceMem,
+        send_count: u64,
+        send_type: DataType,
+        recv: &DeviceMem,
+        recv_count: u64,
+        recv_type: DataType,
+        stream: &Stream,
+    ) -> Result<()> {
+        if send_count != recv_count || send_type != recv_type {
+            return Err(HcclError::para(format!(
+                "sendCount {send_count} ({send_type}) and recvCount {recv_count} ({recv_type}) must match"
+            ))
+            .rank(self.rank())
+            .during("HcclAlltoAll"));
+        }
+        let total = send_count.saturating_mul(self.size() as u64);
+        self.submit(
+            Call::new(
+                "HcclAlltoAll",
+                OpType::AllToAll,
+                send,
+                total,
+                recv,
+                total,
+                send_count,
+                send_type,
+            ),
+            stream,
+        )
+    }
+
+    /// AllToAllV (HCCL's `HcclAlltoAllV`): `send_counts[q]` elements at
+    /// `sdispls[q]` go to rank q; rank q's `recv_counts[q]` land at `rdispls[q]`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn all_to_all_v_raw(
+        &self,
+        send: &DeviceMem,
+        send_counts: &[u64],
+        sdispls: &[u64],
+        send_type: DataType,
+        recv: &DeviceMem,
+        recv_counts: &[u64],
+        rdispls: &[u64],
+        recv_type: DataType,
+        stream: &Stream,
+    ) -> Result<()> {
+        if send_type != recv_type {
+            return Err(HcclError::para(format!(
+                "sendType {send_type} and recvType {recv_type} must match"
+            ))
+            .rank(self.rank())
+            .during("HcclAlltoAllV"));
+        }
+        let sv = VCounts {
+            counts: send_counts.to_vec(),
+            displs: sdispls.to_vec(),
+        };
+        let rv = VCounts {
+            counts: recv_counts.to_vec(),
+            displs: rdispls.to_vec(),
+        };
+        let mut call = Call::new(
+            "HcclAlltoAllV",
+            OpType::AllToAllV,
+            send,
+            sv.extent(),
+            recv,
+            rv.extent(),
+            0,
+            send_type,
+        );
+        call.send_v = Some(sv);
+        call.recv_v = Some(rv);
+        self.submit(call, stream)
+    }
+
+    /// Send (HCCL's `HcclSend`) `count` elements of `buf` to `dest`, which
+    /// must post a matching receive.
+    pub fn send_raw(
+        &self,
+        buf: &DeviceMem,
+        count: u64,
+        dtype: DataType,
+        dest: u32,
+        stream: &Stream,
+    ) -> Result<()> {
+        let mut call = Call::new("HcclSend", OpType::Send, buf, count, &NULL, 0, count, dtype);
+        call.peer = dest;
+        self.submit(call, stream)
+    }
+
+    /// Receive (HCCL's `HcclRecv`) `count` elements from `src` into `buf`.
+    pub fn recv_raw(
+        &self,
+        buf: &DeviceMem,
+        count: u64,
+        dtype: DataType,
+        src: u32,
+        stream: &Stream,
+    ) -> Result<()> {
+        let mut call = Call::new(
+            "HcclRecv",
+            OpType::Receive,
+            &NULL,
+            0,
+            buf,
+            count,
+            count,
+            dtype,
+        );
+        call.peer = src;
+        self.submit(call, stream)
+    }
+
+    /// Barrier (HCCL's `HcclBarrier`): returns on the stream once every rank
+    /// has reached it; implemented, as HCCL does, as a one-element fp32 sum
+    /// AllReduce.
+    pub fn barrier(&self, stream: &Stream) -> Result<()> {
+        let buf = self
+            .barrier_buf
+            .get_or_init(|| DeviceMem::alloc(8).unwrap_or_else(|_| DeviceMem::null()));
+        if buf.is_null() {
+            return Err(
+                HcclError::memory("could not allocate the barrier buffer").during("HcclBarrier")
+            );
+        }
+        let (send, recv) = (buf.range(0, 4)?, buf.range(4, 4)?);
+        let call = Call::new(
+            "HcclBarrier",
+            OpType::AllReduce,
+            &send,
+            1,
+            &recv,
+            1,
+            1,
+            DataType::Fp32,
+        )
+        .reduce(ReduceOp::Sum);
+        self.submit(call, stream)
+    }
+}
+
+static NULL: std::sync::LazyLock<DeviceMem> = std::sync::LazyLock::new(DeviceMem::null);
+
+/// One op call before validation.
+struct Call<'a> {
+    api: &'static str,
+    op_type: OpType,
+    send: &'a DeviceMem,
+    send_elems: u64,
+    recv: &'a DeviceMem,
+    recv_elems: u64,
+    count: u64,
+    dtype: DataType,
+    op: ReduceOp,
+    root: u32,
+    peer: u32,
+    send_v: Option<VCounts>,
+    recv_v: Option<VCounts>,
+    in_place: bool,
+}
+
+impl<'a> Call<'a> {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        api: &'static str,
+        op_type: OpType,
+        send: &'a DeviceMem,
+        send_elems: u64,
+        recv: &'a DeviceMem,
+        recv_elems: u64,
+        count: u64,
+        dtype: DataType,
+    ) -> Self {
+        Call {
+            api,
+            op_type,
+            send,
+            send_elems,
+            recv,
+            recv_elems,
+            count,
+            dtype,
+            op: ReduceOp::Sum,
             root: 0,
-            mode: WorkflowMode::OpBase,
+            peer: 0,
             send_v: None,
             recv_v: None,
-            peer: 0,
-        };
-        self.inner.exec_op(&param)
+            in_place: false,
+        }
+    }
+
+    fn reduce(mut self, op: ReduceOp) -> Self {
+        self.op = op;
+        self
+    }
+
+    /// The op may run with identical send and receive buffers.
+    fn in_place(mut self) -> Self {
+        self.in_place = true;
+        self
     }
 }

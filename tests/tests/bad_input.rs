@@ -164,8 +164,9 @@ fn a_peer_that_never_calls_times_out_naming_it() {
         CommConfig::from_source(&[("HCCL_BUFFSIZE", "1"), ("HCCL_EXEC_TIMEOUT", "1")][..]).unwrap();
     let cs = HcclComm::init_all_with(2, cfg).unwrap();
     let s = cs[0].create_stream();
-    let send = DeviceBuffer::from_slice(&[1.0f32; 64]).unwrap();
-    let mut recv = DeviceBuffer::<f32>::alloc(64).unwrap();
+    // large enough (256 KiB) that the ring executor is selected
+    let send = DeviceBuffer::from_slice(&vec![1.0f32; 65536]).unwrap();
+    let mut recv = DeviceBuffer::<f32>::alloc(65536).unwrap();
     cs[0]
         .all_reduce(&send, &mut recv, ReduceOp::Sum, &s)
         .unwrap();

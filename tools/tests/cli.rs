@@ -147,7 +147,8 @@ fn json_rows_carry_every_key() {
         assert_eq!(row["ranks"], 3);
         assert_eq!(row["dtype"], "bf16");
         assert_eq!(row["check"], "success");
-        assert_eq!(row["algorithm"], "AllReduceRingExecutor");
+        // small messages run the one-shot mesh executor
+        assert_eq!(row["algorithm"], "AllReduceMeshExecutor");
     }
 }
 
