@@ -22,8 +22,10 @@
 //!   (`dst = dst op src`), satisfying one `rx_wait_done`.
 
 mod in_process;
+mod tcp;
 
 pub use in_process::{InProcEndpoint, InProcLink};
+pub use tcp::{TcpLink, TcpNode};
 
 use crate::dtype::{DataType, ReduceOp};
 use crate::error::{HcclError, Result};

@@ -237,3 +237,129 @@ fn task_stays_small() {
         std::mem::size_of::<Task>()
     );
 }
+
+mod tcp {
+    use super::*;
+    use crate::link::TcpNode;
+    use std::io::Write;
+    use std::net::TcpStream;
+
+    fn node(rank: u32, d: &Device, uid: [u8; 16], mem: &DeviceMem) -> TcpNode {
+        let n = TcpNode::start(
+            rank,
+            uid,
+            "127.0.0.1:0".parse().unwrap(),
+            d.waker(),
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        n.register_mem(MemKind::CclOutput, mem.clone());
+        n
+    }
+
+    fn lens(n: usize) -> [Option<usize>; 5] {
+        let mut l = [None; 5];
+        l[MemKind::CclOutput.index()] = Some(n);
+        l
+    }
+
+    #[test]
+    fn transfers_both_ways_and_rejects_strangers() {
+        let uid = [7u8; 16];
+        let d0 = dev(ExecMode::Inline, Some(10_000));
+        let d1 = dev(ExecMode::Inline, Some(10_000));
+        let (m0, m1) = (
+            DeviceMem::alloc(1 << 20).unwrap(),
+            DeviceMem::alloc(1 << 20).unwrap(),
+        );
+        let (n0, n1) = (node(0, &d0, uid, &m0), node(1, &d1, uid, &m1));
+        // strangers: garbage bytes and a wrong unique id are dropped
+        let mut junk = TcpStream::connect(n1.addr()).unwrap();
+        junk.write_all(b"GET / HTTP/1.0\r\n\r\n garbage garbage garbage")
+            .unwrap();
+        let mut wrong = TcpStream::connect(n1.addr()).unwrap();
+        let mut hello = Vec::new();
+        hello.extend_from_slice(&0x4843_434cu32.to_le_bytes());
+        hello.extend_from_slice(&[9u8; 16]);
+        hello.extend_from_slice(&0u32.to_le_bytes());
+        hello.extend_from_slice(&1u32.to_le_bytes());
+        wrong.write_all(&hello).unwrap();
+        let a1 = n1.addr();
+        let a0 = n0.addr();
+        let t = std::thread::spawn(move || {
+            let l1 = LinkHandle::new(Arc::new(
+                n1.link(0, a0, lens(1 << 20), Duration::from_secs(10))
+                    .unwrap(),
+            ));
+            let s1 = Stream::new(&d1);
+            let src = DeviceMem::alloc(1 << 19).unwrap();
+            src.copy_from_host(&(0..(1u32 << 17)).collect::<Vec<_>>())
+                .unwrap();
+            for _ in 0..3 {
+                l1.tx_ack(&s1).unwrap(); // rank 0 may write into me
+                l1.rx_ack(&s1).unwrap();
+                l1.tx_async(MemKind::CclOutput, 4096, &src, &s1).unwrap();
+                l1.tx_wait_done(&s1).unwrap();
+                l1.rx_wait_done(&s1).unwrap();
+            }
+            s1.synchronize().unwrap();
+            let got = m1.range(0, 8).unwrap().to_vec::<u32>(2).unwrap();
+            (got, n1)
+        });
+        let l0 = LinkHandle::new(Arc::new(
+            n0.link(1, a1, lens(1 << 20), Duration::from_secs(10))
+                .unwrap(),
+        ));
+        let s0 = Stream::new(&d0);
+        let small = DeviceMem::alloc(8).unwrap();
+        small.copy_from_host(&[11u32, 22]).unwrap();
+        for _ in 0..3 {
+            l0.tx_ack(&s0).unwrap();
+            l0.rx_ack(&s0).unwrap();
+            l0.tx_async(MemKind::CclOutput, 0, &small, &s0).unwrap();
+            l0.tx_wait_done(&s0).unwrap();
+            l0.rx_wait_done(&s0).unwrap();
+        }
+        s0.synchronize().unwrap();
+        let (got, _n1) = t.join().unwrap();
+        assert_eq!(got, vec![11, 22]);
+        let big = m0
+            .range(4096, 1 << 19)
+            .unwrap()
+            .to_vec::<u32>(1 << 17)
+            .unwrap();
+        assert!(big.iter().enumerate().all(|(i, v)| *v == i as u32));
+    }
+
+    #[test]
+    fn a_peer_that_goes_away_fails_the_waiter() {
+        let uid = [3u8; 16];
+        let d0 = dev(ExecMode::Inline, Some(20_000));
+        let d1 = dev(ExecMode::Inline, Some(20_000));
+        let (m0, m1) = (
+            DeviceMem::alloc(4096).unwrap(),
+            DeviceMem::alloc(4096).unwrap(),
+        );
+        let (n0, n1) = (node(0, &d0, uid, &m0), node(1, &d1, uid, &m1));
+        let (a0, a1) = (n0.addr(), n1.addr());
+        let t = std::thread::spawn(move || {
+            let l = n1.link(0, a0, lens(4096), Duration::from_secs(10)).unwrap();
+            drop(l);
+            drop(n1); // closes the connection, as a dying process would
+        });
+        let l0 = LinkHandle::new(Arc::new(
+            n0.link(1, a1, lens(4096), Duration::from_secs(10)).unwrap(),
+        ));
+        t.join().unwrap();
+        let s0 = Stream::new(&d0);
+        l0.rx_wait_done(&s0).unwrap();
+        let start = Instant::now();
+        let e = s0.synchronize().unwrap_err();
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "must not wait out the exec timeout"
+        );
+        assert_eq!(e.code(), HcclResult::ERemote);
+        assert!(e.to_string().contains("peer rank 1"), "{e}");
+    }
+}
