@@ -2,6 +2,7 @@
 
 use crate::validate;
 use hccl_algorithm::{OpParam, OpType, VCounts, WorkflowMode};
+use hccl_framework::bootstrap::root_info::RootInfo;
 use hccl_framework::{CommConfig, Communicator, InProcGroup};
 use hccl_platform::{
     DataType, Device, DeviceBuffer, DeviceMem, Element, HcclError, ReduceOp, Result, Stream,
@@ -35,6 +36,45 @@ impl HcclComm {
             .into_iter()
             .map(Self::wrap)
             .collect())
+    }
+
+    /// HCCL's `HcclGetRootInfo`: call on the root rank, hand the result to
+    /// every rank (MPI broadcast, a shared file, ...).
+    pub fn get_root_info() -> Result<RootInfo> {
+        Communicator::get_root_info(&CommConfig::from_env()?)
+    }
+
+    /// HCCL's `HcclCommInitRootInfo`: this process is `rank` of `n_ranks`.
+    pub fn init_root_info(n_ranks: u32, root: &RootInfo, rank: u32) -> Result<HcclComm> {
+        Self::init_root_info_with(n_ranks, root, rank, CommConfig::from_env()?)
+    }
+
+    /// [`HcclComm::init_root_info`] with an explicit configuration.
+    pub fn init_root_info_with(
+        n_ranks: u32,
+        root: &RootInfo,
+        rank: u32,
+        config: CommConfig,
+    ) -> Result<HcclComm> {
+        Ok(Self::wrap(Communicator::init_root_info(
+            n_ranks, root, rank, config,
+        )?))
+    }
+
+    /// HCCL's `HcclCommInitClusterInfo`: from the rank table JSON at `path`.
+    pub fn init_cluster_info(path: &str, rank: u32) -> Result<HcclComm> {
+        Ok(Self::wrap(Communicator::init_cluster_info(
+            path,
+            rank,
+            CommConfig::from_env()?,
+        )?))
+    }
+
+    /// From the launcher's environment (torchrun, Open MPI, MPICH, Slurm).
+    pub fn init_from_env() -> Result<HcclComm> {
+        Ok(Self::wrap(Communicator::init_from_env(
+            CommConfig::from_env()?,
+        )?))
     }
 
     /// Joins `group` as `rank` (for ranks that are threads each creating its

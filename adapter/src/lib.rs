@@ -30,6 +30,8 @@ mod comm;
 mod validate;
 
 pub use comm::HcclComm;
+pub use hccl_framework::bootstrap::root_info::{RootInfo, HCCL_ROOT_INFO_BYTES};
+pub use hccl_framework::multi_process::read_root_file;
 pub use hccl_framework::{CommConfig, InProcGroup};
 pub use hccl_platform::{
     DataType, Device, DeviceBuffer, DeviceMem, Element, HcclError, HcclResult, ReduceOp, Result,

@@ -1,7 +1,7 @@
 //! Communicators: one rank's membership of a group, and the op execution path.
 
 use crate::config::CommConfig;
-use crate::fabric::InProcFabric;
+use crate::fabric::{Fabric, InProcFabric};
 use crate::resource_manager::ResourceManager;
 use crate::selector::Selector;
 use hccl_algorithm::{
@@ -74,28 +74,14 @@ impl InProcGroup {
         })?;
         let topo = TopoInfo::single_server(rank, self.size)?;
         tracing::debug!(comm = %self.name, rank, size = self.size, "rank joined");
-        Ok(Communicator {
-            rank,
-            size: self.size,
-            name: self.name.clone(),
+        Ok(Communicator::assemble(
+            self.name.clone(),
             topo,
-            selector: Selector::new(self.config.executor_override.clone()),
-            registry: registry(),
-            state: Mutex::new(CommState {
-                resources: ResourceManager::new(
-                    rank,
-                    device.clone(),
-                    ccl_input,
-                    ccl_output,
-                    self.fabric.clone(),
-                    self.config.connect_timeout,
-                ),
-                ops: HashMap::new(),
-                last_executor: None,
-            }),
+            self.config.clone(),
             device,
-            config: self.config.clone(),
-        })
+            (ccl_input, ccl_output),
+            self.fabric.clone(),
+        ))
     }
 }
 
@@ -135,6 +121,39 @@ impl std::fmt::Debug for Communicator {
 }
 
 impl Communicator {
+    pub(crate) fn assemble(
+        name: String,
+        topo: TopoInfo,
+        config: CommConfig,
+        device: Device,
+        (ccl_input, ccl_output): (DeviceMem, DeviceMem),
+        fabric: Arc<dyn Fabric>,
+    ) -> Communicator {
+        let rank = topo.user_rank;
+        Communicator {
+            rank,
+            size: topo.user_rank_size,
+            name,
+            selector: Selector::new(config.executor_override.clone()),
+            registry: registry(),
+            state: Mutex::new(CommState {
+                resources: ResourceManager::new(
+                    rank,
+                    device.clone(),
+                    ccl_input,
+                    ccl_output,
+                    fabric,
+                    config.connect_timeout,
+                ),
+                ops: HashMap::new(),
+                last_executor: None,
+            }),
+            device,
+            topo,
+            config,
+        }
+    }
+
     /// `n` communicators of one in-process group, rank i at index i
     /// (HCCL's `HcclCommInitAll`).
     pub fn init_all(n: u32, config: CommConfig) -> Result<Vec<Communicator>> {

@@ -61,6 +61,10 @@ pub struct CommConfig {
     pub spin: Option<Duration>,
     /// How long link set-up waits for a peer (`HCCL_CONNECT_TIMEOUT`, s).
     pub connect_timeout: Duration,
+    /// The IP to listen on and advertise to peers (`HCCL_IF_IP`).
+    pub if_ip: Option<String>,
+    /// First port of the range used (`HCCL_IF_BASE_PORT`).
+    pub base_port: u16,
 }
 
 impl Default for CommConfig {
@@ -72,6 +76,8 @@ impl Default for CommConfig {
             exec_mode: ExecMode::Inline,
             spin: None,
             connect_timeout: Duration::from_secs(DEFAULT_CONNECT_TIMEOUT_S),
+            if_ip: None,
+            base_port: 60000,
         }
     }
 }
@@ -128,6 +134,17 @@ impl CommConfig {
                 ));
             }
             c.connect_timeout = Duration::from_secs(s);
+        }
+        if let Some(v) = env.get("HCCL_IF_IP") {
+            v.trim()
+                .parse::<std::net::IpAddr>()
+                .map_err(|_| bad("HCCL_IF_IP", &v, "expected an IP address"))?;
+            c.if_ip = Some(v.trim().to_owned());
+        }
+        if let Some(v) = env.get("HCCL_IF_BASE_PORT") {
+            let p = parse_u64("HCCL_IF_BASE_PORT", &v)?;
+            c.base_port =
+                u16::try_from(p).map_err(|_| bad("HCCL_IF_BASE_PORT", &v, "not a port number"))?;
         }
         if let Some(v) = env.get("HCCL_RS_EXECUTOR") {
             let v = v.trim();

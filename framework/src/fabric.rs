@@ -1,12 +1,17 @@
-//! The in-process fabric: how ranks that are threads of one process find
-//! each other and build links.
+//! Fabrics: how a rank gets a link to a peer.
+//!
+//! [`InProcFabric`]: ranks that are threads of one process.
+//! [`TcpFabric`]: ranks in other processes or on other hosts, over TCP.
+//!
+//! In-process details:
 //!
 //! Each rank publishes an endpoint (its buffers and its driver's waker) when
 //! it joins. Links are made lazily: the first of two ranks to ask for a link
 //! between them creates both ends and parks the peer's end here until the
 //! peer asks for it.
 
-use hccl_platform::link::{InProcEndpoint, InProcLink};
+use crate::bootstrap::RankTable;
+use hccl_platform::link::{InProcEndpoint, InProcLink, TcpNode};
 use hccl_platform::{HcclError, LinkHandle, MemKind, Result};
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
@@ -25,6 +30,57 @@ struct FabricState {
     /// Ends created by one rank and not yet collected by the other,
     /// keyed by (pair, collecting rank).
     parked: HashMap<(LinkKey, u32), LinkHandle>,
+}
+
+/// Builds links for a communicator.
+pub trait Fabric: Send + Sync + std::fmt::Debug {
+    /// `local`'s end of a link to `remote` whose ends address each other's
+    /// `input`/`output` buffers, waiting up to `connect_timeout` for the peer.
+    fn link(
+        &self,
+        local: u32,
+        remote: u32,
+        input: MemKind,
+        output: MemKind,
+        connect_timeout: Duration,
+    ) -> Result<LinkHandle>;
+}
+
+/// Links over TCP to the ranks of a [`RankTable`].
+#[derive(Debug)]
+pub struct TcpFabric {
+    node: TcpNode,
+    table: RankTable,
+}
+
+impl TcpFabric {
+    /// A fabric using `node` (this rank's listener) and the peers in `table`.
+    pub fn new(node: TcpNode, table: RankTable) -> Self {
+        TcpFabric { node, table }
+    }
+}
+
+impl Fabric for TcpFabric {
+    fn link(
+        &self,
+        _local: u32,
+        remote: u32,
+        _input: MemKind,
+        _output: MemKind,
+        timeout: Duration,
+    ) -> Result<LinkHandle> {
+        let peer = self.table.ranks.get(remote as usize).ok_or_else(|| {
+            HcclError::para(format!(
+                "peer rank {remote} is out of range for {} ranks",
+                self.table.ranks.len()
+            ))
+        })?;
+        let mut lens = [None; 5];
+        lens[MemKind::CclInput.index()] = Some(peer.buffer_size as usize);
+        lens[MemKind::CclOutput.index()] = Some(peer.buffer_size as usize);
+        let link = self.node.link(remote, peer.link_addr, lens, timeout)?;
+        Ok(LinkHandle::new(Arc::new(link)))
+    }
 }
 
 /// Rendezvous point of an in-process group.
@@ -74,10 +130,12 @@ impl InProcFabric {
         self.joined.notify_all();
         Ok(())
     }
+}
 
+impl Fabric for InProcFabric {
     /// `local`'s end of the link to `remote`, waiting up to `connect_timeout`
     /// for `remote` to join. Each end addresses the other's CCL buffers.
-    pub fn link(
+    fn link(
         &self,
         local: u32,
         remote: u32,

@@ -9,9 +9,11 @@
 
 #![warn(missing_docs)]
 
+pub mod bootstrap;
 pub mod communicator;
 pub mod config;
 pub mod fabric;
+pub mod multi_process;
 pub mod resource_manager;
 pub mod selector;
 

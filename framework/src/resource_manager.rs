@@ -1,6 +1,6 @@
 //! Turns an executor's resource request into granted resources.
 
-use crate::fabric::InProcFabric;
+use crate::fabric::Fabric;
 use hccl_algorithm::{AlgResourceRequest, AlgResourceResponse};
 use hccl_platform::{Device, DeviceMem, HcclError, LinkHandle, MemKind, Notify, Result, Stream};
 use std::collections::HashMap;
@@ -15,7 +15,7 @@ pub struct ResourceManager {
     device: Device,
     ccl_input: DeviceMem,
     ccl_output: DeviceMem,
-    fabric: Arc<InProcFabric>,
+    fabric: Arc<dyn Fabric>,
     connect_timeout: Duration,
     links: HashMap<(u32, MemKind, MemKind), LinkHandle>,
 }
@@ -27,7 +27,7 @@ impl ResourceManager {
         device: Device,
         ccl_input: DeviceMem,
         ccl_output: DeviceMem,
-        fabric: Arc<InProcFabric>,
+        fabric: Arc<dyn Fabric>,
         connect_timeout: Duration,
     ) -> Self {
         ResourceManager {

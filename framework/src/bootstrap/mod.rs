@@ -1,0 +1,132 @@
+//! Bootstrap: how the ranks of a communicator find each other.
+//!
+//! Every path ends with the same [`RankTable`]: for each rank, its host
+//! identity, the address of its link listener and its CCL buffer size.
+//! - [`root_info`]: HCCL's root-info handshake over TCP (`HcclGetRootInfo`
+//!   on the root, `HcclCommInitRootInfo` everywhere);
+//! - [`rank_table`]: HCCL's rank table JSON (`HcclCommInitClusterInfo`);
+//! - [`launcher`]: rank and size from torchrun, Open MPI, MPICH/PMI or
+//!   Slurm environment variables, rendezvous at the root address.
+
+pub mod launcher;
+pub mod rank_table;
+pub mod root_info;
+
+use hccl_platform::{HcclError, Result};
+use serde::{Deserialize, Serialize};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+
+/// What each rank tells the others.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankInfo {
+    /// The rank.
+    pub rank: u32,
+    /// Identifies the host: ranks with equal ids share memory.
+    pub host_id: String,
+    /// The rank's link listener.
+    pub link_addr: SocketAddr,
+    /// CCL buffer size, bytes.
+    pub buffer_size: u64,
+}
+
+/// Every rank's [`RankInfo`], indexed by rank, plus the group's unique id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RankTable {
+    /// The group's unique id: links present it when they connect.
+    pub unique_id: [u8; 16],
+    /// By rank.
+    pub ranks: Vec<RankInfo>,
+}
+
+impl RankTable {
+    /// Server index of every rank: ranks with the same host id share a
+    /// server; servers are numbered in order of their lowest rank.
+    pub fn rank_to_server(&self) -> Vec<u32> {
+        let mut hosts: Vec<&str> = Vec::new();
+        self.ranks
+            .iter()
+            .map(|r| match hosts.iter().position(|h| *h == r.host_id) {
+                Some(i) => i as u32,
+                None => {
+                    hosts.push(&r.host_id);
+                    hosts.len() as u32 - 1
+                }
+            })
+            .collect()
+    }
+}
+
+/// This host's identity: hostname plus the kernel's boot id, so two
+/// containers with the same hostname on different machines differ, and
+/// one machine's ranks agree whatever IP they use.
+pub fn host_id() -> String {
+    let host = rustix_hostname();
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    format!("{host}/{}", boot.trim())
+}
+
+fn rustix_hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|_| "localhost".into())
+}
+
+/// The local IP to advertise: `HCCL_IF_IP` if set, else the address this
+/// host would use to reach `peer` (no packet is sent).
+pub fn local_ip_towards(peer: IpAddr, if_ip: Option<&str>) -> Result<IpAddr> {
+    if let Some(ip) = if_ip {
+        return ip.trim().parse().map_err(|_| {
+            HcclError::para(format!(
+                "environment variable HCCL_IF_IP='{ip}' is invalid: expected an IP address"
+            ))
+        });
+    }
+    if peer.is_loopback() {
+        return Ok(peer);
+    }
+    let bind: SocketAddr = if peer.is_ipv4() {
+        "0.0.0.0:0"
+    } else {
+        "[::]:0"
+    }
+    .parse()
+    .expect("literal");
+    let s =
+        UdpSocket::bind(bind).map_err(|e| HcclError::from_io("choosing the local address", e))?;
+    s.connect((peer, 9))
+        .map_err(|e| HcclError::from_io(format!("routing towards {peer}"), e))?;
+    Ok(s.local_addr()
+        .map_err(|e| HcclError::from_io("choosing the local address", e))?
+        .ip())
+}
+
+/// A fresh random unique id (from the kernel's random source).
+pub fn random_unique_id() -> [u8; 16] {
+    let mut id = [0u8; 16];
+    let ok = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut id))
+        .is_ok();
+    if !ok {
+        // fall back to time and pid: unique enough to tell groups apart
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        id[..8].copy_from_slice(&(t as u64).to_le_bytes());
+        id[8..12].copy_from_slice(&std::process::id().to_le_bytes());
+    }
+    id
+}
+
+/// A 16-byte id derived from `text` (FNV-1a, twice with different seeds):
+/// ranks that read the same rank table or launcher environment agree on it.
+pub fn derived_unique_id(text: &str) -> [u8; 16] {
+    let h = |seed: u64| {
+        text.bytes()
+            .fold(seed, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+    };
+    let mut id = [0u8; 16];
+    id[..8].copy_from_slice(&h(0xcbf2_9ce4_8422_2325).to_le_bytes());
+    id[8..].copy_from_slice(&h(0x8422_2325_cbf2_9ce4).to_le_bytes());
+    id
+}

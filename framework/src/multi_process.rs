@@ -1,0 +1,248 @@
+//! Communicators whose ranks are separate processes (possibly on other
+//! hosts): created from root info, a rank table, or launcher variables.
+//! Links between them run over TCP.
+
+use crate::bootstrap::launcher::{self, Rendezvous};
+use crate::bootstrap::root_info::{self, RootInfo, HCCL_ROOT_INFO_BYTES};
+use crate::bootstrap::{
+    derived_unique_id, host_id, local_ip_towards, rank_table, RankInfo, RankTable,
+};
+use crate::config::{CommConfig, ProcessEnv};
+use crate::fabric::TcpFabric;
+use crate::Communicator;
+use hccl_algorithm::TopoInfo;
+use hccl_platform::link::TcpNode;
+use hccl_platform::{Device, DeviceMem, HcclError, MemKind, Result};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The address peers can reach this host at when nothing says otherwise.
+fn default_ip(config: &CommConfig) -> Result<IpAddr> {
+    match &config.if_ip {
+        Some(ip) => local_ip_towards("127.0.0.1".parse().expect("literal"), Some(ip)),
+        // the address of the default route's interface, else loopback
+        None => Ok(
+            local_ip_towards("192.0.2.1".parse().expect("literal"), None)
+                .unwrap_or_else(|_| "127.0.0.1".parse().expect("literal")),
+        ),
+    }
+}
+
+fn io_timeout(config: &CommConfig) -> Duration {
+    config
+        .exec_timeout
+        .unwrap_or(Duration::from_secs(24 * 3600))
+}
+
+struct Local {
+    device: Device,
+    ccl: (DeviceMem, DeviceMem),
+    node: TcpNode,
+}
+
+fn local_setup(
+    rank: u32,
+    size: u32,
+    ip: IpAddr,
+    port: u16,
+    unique_id: [u8; 16],
+    config: &CommConfig,
+) -> Result<Local> {
+    let device = Device::new(rank, config.device_config(size));
+    let ccl = (
+        DeviceMem::alloc(config.buffer_size)?,
+        DeviceMem::alloc(config.buffer_size)?,
+    );
+    let node = TcpNode::start(
+        rank,
+        unique_id,
+        SocketAddr::new(ip, port),
+        device.waker(),
+        io_timeout(config),
+    )?;
+    node.register_mem(MemKind::CclInput, ccl.0.clone());
+    node.register_mem(MemKind::CclOutput, ccl.1.clone());
+    Ok(Local { device, ccl, node })
+}
+
+fn finish(rank: u32, table: RankTable, local: Local, config: CommConfig) -> Result<Communicator> {
+    let mine = config.buffer_size as u64;
+    if let Some(other) = table.ranks.iter().find(|r| r.buffer_size != mine) {
+        return Err(HcclError::para(format!(
+            "HCCL_BUFFSIZE differs between ranks: this rank has {mine} bytes, rank {} has {}",
+            other.rank, other.buffer_size
+        ))
+        .rank(rank));
+    }
+    let topo = TopoInfo::new(rank, table.rank_to_server())?;
+    let name: String = table.unique_id[..6]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    tracing::debug!(
+        rank,
+        size = table.ranks.len(),
+        servers = topo.server_num(),
+        "communicator formed"
+    );
+    Ok(Communicator::assemble(
+        format!("tcp-{name}"),
+        topo,
+        config,
+        local.device,
+        local.ccl,
+        Arc::new(TcpFabric::new(local.node, table)),
+    ))
+}
+
+fn check_rank(n_ranks: u32, rank: u32) -> Result<()> {
+    if n_ranks == 0 {
+        return Err(HcclError::para(
+            "a communicator needs at least one rank (got 0)",
+        ));
+    }
+    if rank >= n_ranks {
+        return Err(HcclError::para(format!(
+            "rank {rank} is out of range for a communicator of {n_ranks} ranks"
+        )));
+    }
+    Ok(())
+}
+
+impl Communicator {
+    /// HCCL's `HcclGetRootInfo`: on the root rank, starts the rendezvous
+    /// server and returns the blob to hand to every rank.
+    pub fn get_root_info(config: &CommConfig) -> Result<RootInfo> {
+        let ip = default_ip(config)?;
+        let bind = SocketAddr::new(
+            if config.if_ip.is_some() {
+                ip
+            } else {
+                "0.0.0.0".parse().expect("literal")
+            },
+            0,
+        );
+        RootInfo::generate(bind, ip, config.connect_timeout)
+    }
+
+    /// HCCL's `HcclCommInitRootInfo`: joins the `n_ranks` group described
+    /// by `root` as `rank`. Every rank must call it.
+    pub fn init_root_info(
+        n_ranks: u32,
+        root: &RootInfo,
+        rank: u32,
+        config: CommConfig,
+    ) -> Result<Communicator> {
+        check_rank(n_ranks, rank)?;
+        let (root_addr, unique_id) = root.decode()?;
+        let ip = local_ip_towards(root_addr.ip(), config.if_ip.as_deref())?;
+        let local = local_setup(rank, n_ranks, ip, 0, unique_id, &config)?;
+        let me = RankInfo {
+            rank,
+            host_id: host_id(),
+            link_addr: local.node.addr(),
+            buffer_size: config.buffer_size as u64,
+        };
+        let table = root_info::exchange(root, n_ranks, me, config.connect_timeout)?;
+        finish(rank, table, local, config)
+    }
+
+    /// HCCL's `HcclCommInitClusterInfo`: the rank table at `path` lists every
+    /// rank's address; this process is `rank`.
+    pub fn init_cluster_info(path: &str, rank: u32, config: CommConfig) -> Result<Communicator> {
+        let table = rank_table::load(path, config.base_port, config.buffer_size as u64)?;
+        check_rank(table.ranks.len() as u32, rank)?;
+        let me = &table.ranks[rank as usize];
+        let local = local_setup(
+            rank,
+            table.ranks.len() as u32,
+            me.link_addr.ip(),
+            me.link_addr.port(),
+            table.unique_id,
+            &config,
+        )
+        .map_err(|e| {
+            e.during(format!(
+                "rank table {path}: rank {rank} at {}",
+                me.link_addr
+            ))
+        })?;
+        finish(rank, table, local, config)
+    }
+
+    /// A communicator from the launcher's environment (torchrun, Open MPI,
+    /// MPICH, Slurm; see `bootstrap::launcher`).
+    pub fn init_from_env(config: CommConfig) -> Result<Communicator> {
+        let info = launcher::detect(&ProcessEnv)?.ok_or_else(|| {
+            HcclError::para(
+                "no launcher environment found: set RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, PMI_* or SLURM_* with a rendezvous address",
+            )
+        })?;
+        tracing::debug!(
+            launcher = info.launcher,
+            rank = info.rank,
+            size = info.size,
+            "launcher environment"
+        );
+        let root = match &info.rendezvous {
+            Rendezvous::Addr(addr) => {
+                let job: String = [
+                    "TORCHELASTIC_RUN_ID",
+                    "OMPI_MCA_ess_base_jobid",
+                    "SLURM_JOB_ID",
+                    "PMI_ID",
+                    "HCCL_RS_JOB_ID",
+                ]
+                .iter()
+                .filter_map(|k| std::env::var(k).ok())
+                .collect::<Vec<_>>()
+                .join("/");
+                let id = derived_unique_id(&format!("{addr}/{}/{job}", info.size));
+                if info.rank == 0 {
+                    let bind = SocketAddr::new("0.0.0.0".parse().expect("literal"), addr.port());
+                    RootInfo::serve_at(bind, id, config.connect_timeout)?;
+                }
+                RootInfo::encode(*addr, id)
+            }
+            Rendezvous::File(path) => {
+                if info.rank == 0 {
+                    let root = Self::get_root_info(&config)?;
+                    let tmp = format!("{path}.tmp{}", std::process::id());
+                    std::fs::write(&tmp, root.0)
+                        .and_then(|_| std::fs::rename(&tmp, path))
+                        .map_err(|e| {
+                            HcclError::open_file(format!(
+                                "HCCL_RS_ROOT_FILE {path}: cannot write the root info: {e}"
+                            ))
+                        })?;
+                    root
+                } else {
+                    read_root_file(path, config.connect_timeout)?
+                }
+            }
+        };
+        Self::init_root_info(info.size, &root, info.rank, config)
+    }
+}
+
+/// Waits for rank 0 to write the root info to `path`.
+pub fn read_root_file(path: &str, timeout: Duration) -> Result<RootInfo> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(bytes) = std::fs::read(path) {
+            if bytes.len() == HCCL_ROOT_INFO_BYTES {
+                let mut b = [0u8; HCCL_ROOT_INFO_BYTES];
+                b.copy_from_slice(&bytes);
+                return Ok(RootInfo(b));
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(HcclError::timeout(format!(
+                "root info file {path} did not appear within {}s (HCCL_CONNECT_TIMEOUT)",
+                timeout.as_secs_f64()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -1,0 +1,258 @@
+//! Ranks as separate OS processes over TCP on loopback: communicators
+//! created by root info, by rank table and by each launcher's variables;
+//! collectives checked; a killed rank makes the others fail fast, naming it.
+//!
+//! Every child runs under a watchdog and is killed when the test ends,
+//! whether it passed or not.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const WORKER: &str = env!("CARGO_BIN_EXE_hccl-mp-worker");
+
+/// Kills every child still running when dropped.
+struct Ranks(Vec<Child>);
+
+impl Drop for Ranks {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+const LAUNCHER_VARS: &[&str] = &[
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "PMI_RANK",
+    "PMI_SIZE",
+    "SLURM_PROCID",
+    "SLURM_NTASKS",
+    "SLURM_LOCALID",
+    "HCCL_ROOT_ADDR",
+    "HCCL_RS_ROOT_FILE",
+    "HCCL_BUFFSIZE",
+    "HCCL_RS_EXECUTOR",
+];
+
+fn tempdir(tag: &str) -> String {
+    let d = std::env::temp_dir().join(format!("hccl-mp-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d.to_string_lossy().into_owned()
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn spawn(
+    n: u32,
+    mode: &str,
+    scenario: &str,
+    dir: &str,
+    env: impl Fn(u32) -> Vec<(String, String)>,
+) -> Ranks {
+    Ranks(
+        (0..n)
+            .map(|r| {
+                let mut cmd = Command::new(WORKER);
+                cmd.args([mode, &r.to_string(), &n.to_string(), dir, scenario]);
+                for v in LAUNCHER_VARS {
+                    cmd.env_remove(v);
+                }
+                cmd.env("HCCL_BUFFSIZE", "1")
+                    .env("HCCL_EXEC_TIMEOUT", "20")
+                    .env("HCCL_CONNECT_TIMEOUT", "20")
+                    .env("HCCL_IF_IP", "127.0.0.1");
+                for (k, v) in env(r) {
+                    cmd.env(k, v);
+                }
+                cmd.stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("spawn worker")
+            })
+            .collect(),
+    )
+}
+
+/// Waits for every rank (up to `limit`); returns (exit code, stdout, stderr) per rank.
+fn wait(mut ranks: Ranks, limit: Duration) -> Vec<(Option<i32>, String, String)> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let done = ranks
+            .0
+            .iter_mut()
+            .all(|c| c.try_wait().ok().flatten().is_some());
+        if done {
+            break;
+        }
+        if Instant::now() > deadline {
+            let out: Vec<String> = std::mem::take(&mut ranks.0)
+                .into_iter()
+                .map(|mut c| {
+                    let _ = c.kill();
+                    let o = c.wait_with_output().unwrap();
+                    format!(
+                        "{}{}",
+                        String::from_utf8_lossy(&o.stdout),
+                        String::from_utf8_lossy(&o.stderr)
+                    )
+                })
+                .collect();
+            panic!("ranks did not finish within {limit:?} (hang); output: {out:#?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::mem::take(&mut ranks.0)
+        .into_iter()
+        .map(|c| {
+            let o = c.wait_with_output().unwrap();
+            (
+                o.status.code(),
+                String::from_utf8_lossy(&o.stdout).into_owned(),
+                String::from_utf8_lossy(&o.stderr).into_owned(),
+            )
+        })
+        .collect()
+}
+
+fn assert_all_ok(results: &[(Option<i32>, String, String)], what: &str) {
+    for (r, (code, out, err)) in results.iter().enumerate() {
+        assert!(
+            *code == Some(0) && out.trim() == "OK",
+            "{what}: rank {r} exited {code:?}\nstdout: {out}\nstderr: {err}"
+        );
+    }
+}
+
+#[test]
+fn root_info_2_3_4_processes() {
+    for n in [2u32, 3, 4] {
+        let dir = tempdir(&format!("root{n}"));
+        let r = wait(
+            spawn(n, "root_info", "collectives", &dir, |_| vec![]),
+            Duration::from_secs(120),
+        );
+        assert_all_ok(&r, &format!("root info, {n} processes"));
+    }
+}
+
+#[test]
+fn rank_table_3_processes() {
+    let dir = tempdir("table");
+    let devices: Vec<String> = (0..3)
+        .map(|r| {
+            format!(
+                r#"{{"device_id": "{r}", "device_ip": "127.0.0.1", "device_port": "{}", "rank_id": "{r}"}}"#,
+                free_port()
+            )
+        })
+        .collect();
+    let table = format!(
+        r#"{{"status": "completed", "version": "1.0", "server_count": "1",
+            "server_list": [{{"server_id": "node_0", "device": [{}]}}]}}"#,
+        devices.join(",")
+    );
+    std::fs::write(format!("{dir}/rank_table.json"), table).unwrap();
+    let r = wait(
+        spawn(3, "rank_table", "collectives", &dir, |_| vec![]),
+        Duration::from_secs(120),
+    );
+    assert_all_ok(&r, "rank table");
+}
+
+#[test]
+fn every_launcher_style() {
+    type Style = (
+        &'static str,
+        fn(u32, u32, u16, &str) -> Vec<(String, String)>,
+    );
+    let styles: [Style; 4] = [
+        ("torchrun", |r, n, port, _| {
+            vec![
+                ("RANK".into(), r.to_string()),
+                ("WORLD_SIZE".into(), n.to_string()),
+                ("LOCAL_RANK".into(), r.to_string()),
+                ("MASTER_ADDR".into(), "127.0.0.1".into()),
+                ("MASTER_PORT".into(), port.to_string()),
+            ]
+        }),
+        ("ompi", |r, n, port, _| {
+            vec![
+                ("OMPI_COMM_WORLD_RANK".into(), r.to_string()),
+                ("OMPI_COMM_WORLD_SIZE".into(), n.to_string()),
+                ("OMPI_COMM_WORLD_LOCAL_RANK".into(), r.to_string()),
+                ("HCCL_ROOT_ADDR".into(), format!("127.0.0.1:{port}")),
+            ]
+        }),
+        ("pmi", |r, n, port, _| {
+            vec![
+                ("PMI_RANK".into(), r.to_string()),
+                ("PMI_SIZE".into(), n.to_string()),
+                ("HCCL_ROOT_ADDR".into(), "127.0.0.1".into()),
+                ("HCCL_IF_BASE_PORT".into(), port.to_string()),
+            ]
+        }),
+        ("slurm", |r, n, _, dir| {
+            vec![
+                ("SLURM_PROCID".into(), r.to_string()),
+                ("SLURM_NTASKS".into(), n.to_string()),
+                ("SLURM_LOCALID".into(), r.to_string()),
+                ("HCCL_RS_ROOT_FILE".into(), format!("{dir}/root.bin")),
+            ]
+        }),
+    ];
+    for (name, env) in styles {
+        let dir = tempdir(name);
+        let port = free_port();
+        let d2 = dir.clone();
+        let r = wait(
+            spawn(3, "env", "collectives", &dir, move |r| env(r, 3, port, &d2)),
+            Duration::from_secs(120),
+        );
+        assert_all_ok(&r, name);
+    }
+}
+
+#[test]
+fn a_killed_rank_makes_the_others_fail_naming_it() {
+    let dir = tempdir("kill");
+    let mut ranks = spawn(3, "root_info", "stall", &dir, |_| {
+        vec![
+            ("HCCL_EXEC_TIMEOUT".into(), "5".into()),
+            ("HCCL_CONNECT_TIMEOUT".into(), "5".into()),
+        ]
+    });
+    // let everyone join and rank 0 and 2 enter the collective, then kill rank 1
+    std::thread::sleep(Duration::from_millis(1500));
+    ranks.0[1].kill().unwrap();
+    let start = Instant::now();
+    let results = wait(ranks, Duration::from_secs(30));
+    assert!(
+        start.elapsed() < Duration::from_secs(15),
+        "survivors must give up within the timeouts"
+    );
+    for r in [0usize, 2] {
+        let (code, out, err) = &results[r];
+        assert_eq!(*code, Some(2), "rank {r} must fail: {out} {err}");
+        assert!(out.starts_with("ERROR "), "rank {r}: {out}");
+        assert!(
+            out.contains("rank 1"),
+            "rank {r}'s error must name the lost rank 1: {out}"
+        );
+    }
+}
