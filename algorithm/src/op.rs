@@ -34,6 +34,25 @@ pub enum OpType {
 }
 
 impl OpType {
+    /// A numeric code for descriptors; Send and Receive share one, as the
+    /// two halves of the same transfer.
+    pub const fn code(self) -> u32 {
+        match self {
+            OpType::AllReduce => 0,
+            OpType::AllGather => 1,
+            OpType::ReduceScatter => 2,
+            OpType::Broadcast => 3,
+            OpType::Reduce => 4,
+            OpType::Scatter => 5,
+            OpType::Gather => 6,
+            OpType::AllToAll => 7,
+            OpType::Send | OpType::Receive => 8,
+            OpType::AllToAllV => 9,
+            OpType::AllGatherV => 10,
+            OpType::ReduceScatterV => 11,
+        }
+    }
+
     /// The op's name as HCCL_ALGO and tags spell it (`allreduce`, ...).
     pub const fn name(self) -> &'static str {
         match self {
@@ -135,6 +154,41 @@ impl VCounts {
 }
 
 impl OpParam {
+    /// The descriptor ranks compare before running this op: fields that
+    /// legitimately differ between ranks (per-rank counts of V ops, the peer
+    /// of a send/receive) are left out.
+    pub fn descriptor(&self, buffer: u64) -> hccl_platform::link::OpDesc {
+        let per_rank_count = matches!(
+            self.op_type,
+            OpType::AllGatherV | OpType::ReduceScatterV | OpType::AllToAllV
+        );
+        let rooted = matches!(
+            self.op_type,
+            OpType::Broadcast | OpType::Reduce | OpType::Scatter | OpType::Gather
+        );
+        let reducing = matches!(
+            self.op_type,
+            OpType::AllReduce | OpType::ReduceScatter | OpType::ReduceScatterV | OpType::Reduce
+        );
+        // a send and its receive carry different tags (each names its peer)
+        let tag = if matches!(self.op_type, OpType::Send | OpType::Receive) {
+            0
+        } else {
+            self.tag.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+            })
+        };
+        hccl_platform::link::OpDesc {
+            op: self.op_type.code(),
+            dtype: self.dtype.code(),
+            reduce: if reducing { self.reduce_op.code() } else { 0 },
+            root: if rooted { self.root } else { 0 },
+            count: if per_rank_count { 0 } else { self.count },
+            buffer,
+            tag,
+        }
+    }
+
     /// A parameter set with no V counts and no peer.
     #[allow(clippy::too_many_arguments)]
     pub fn new(

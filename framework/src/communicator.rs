@@ -8,7 +8,7 @@ use hccl_algorithm::{
     registry, AlgResourceResponse, CollExecutor, ExecutorRegistry, OpParam, TopoInfo,
 };
 use hccl_platform::link::InProcEndpoint;
-use hccl_platform::{Device, DeviceMem, HcclError, MemKind, OpLabel, Result, Stream};
+use hccl_platform::{Device, DeviceMem, HcclError, LinkHandle, MemKind, OpLabel, Result, Stream};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -89,6 +89,8 @@ struct CachedOp {
     executor: Box<dyn CollExecutor>,
     res: AlgResourceResponse,
     label: Arc<OpLabel>,
+    /// One link per peer this op talks to (for the consistency check).
+    peers: Vec<LinkHandle>,
 }
 
 struct CommState {
@@ -239,12 +241,21 @@ impl Communicator {
                 algorithm: key.1.clone(),
                 rank: self.rank,
             });
+            let mut peers: Vec<LinkHandle> = Vec::new();
+            for sub in res.op_transport.iter().flatten() {
+                for l in sub.links.iter().flatten() {
+                    if !peers.iter().any(|p| p.remote_rank() == l.remote_rank()) {
+                        peers.push(l.clone());
+                    }
+                }
+            }
             st.ops.insert(
                 key.clone(),
                 CachedOp {
                     executor,
                     res,
                     label,
+                    peers,
                 },
             );
         }
@@ -264,7 +275,16 @@ impl Communicator {
             .chain(op.res.slave_streams.iter())
             .map(|s| (s.clone(), s.mark()))
             .collect();
-        op.executor.orchestrate(param, &op.res).map_err(|e| {
+        // Consistency check: before any data moves, every peer this op talks
+        // to compares its op descriptor with ours.
+        let desc = param.descriptor(self.config.buffer_size as u64);
+        let run = (|| {
+            for link in &op.peers {
+                link.exchange_desc(desc, &param.stream)?;
+            }
+            op.executor.orchestrate(param, &op.res)
+        })();
+        run.map_err(|e| {
             let e = ctx(e);
             for (s, m) in marks {
                 s.rollback(m, &e);

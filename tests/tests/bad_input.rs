@@ -185,3 +185,39 @@ fn a_peer_that_never_calls_times_out_naming_it() {
         assert!(msg.contains(needle), "'{needle}' missing from: {msg}");
     }
 }
+
+#[test]
+fn ranks_calling_with_different_counts_both_get_the_inconsistency_error() {
+    let cs = std::sync::Arc::new(comms(2));
+    let errs: Vec<_> = (0..2)
+        .map(|r| {
+            let cs = cs.clone();
+            std::thread::spawn(move || {
+                let c = &cs[r];
+                let s = c.create_stream();
+                let n = if r == 0 { 16512 } else { 8320 };
+                let send = DeviceMem::alloc(n * 4).unwrap();
+                let recv = DeviceMem::alloc(n * 4).unwrap();
+                c.all_reduce_raw(&send, &recv, n as u64, DataType::Fp32, ReduceOp::Sum, &s)
+                    .unwrap();
+                s.synchronize().unwrap_err()
+            })
+        })
+        .collect::<Vec<_>>() // spawn both before joining either
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .collect();
+    assert!(errs[0].to_string().contains(
+        "The arguments for collective communication are inconsistent between ranks: parameter count, local end 16512, remote end 8320"
+    ), "{}", errs[0]);
+    assert!(
+        errs[1]
+            .to_string()
+            .contains("parameter count, local end 8320, remote end 16512"),
+        "{}",
+        errs[1]
+    );
+    for e in &errs {
+        assert_eq!(e.code(), HcclResult::EPara);
+    }
+}

@@ -256,3 +256,34 @@ fn a_killed_rank_makes_the_others_fail_naming_it() {
         );
     }
 }
+
+#[test]
+fn inconsistent_arguments_are_reported_on_both_ranks() {
+    for (scenario, needle) in [
+        ("count_mismatch", "parameter count, local end"),
+        ("op_mismatch", "parameter op type, local end"),
+    ] {
+        let dir = tempdir(scenario);
+        let results = wait(
+            spawn(2, "root_info", scenario, &dir, |_| vec![]),
+            Duration::from_secs(60),
+        );
+        for (r, (code, out, err)) in results.iter().enumerate() {
+            assert_eq!(
+                *code,
+                Some(2),
+                "{scenario}: rank {r} must fail: {out} {err}"
+            );
+            assert!(
+                out.contains(
+                    "The arguments for collective communication are inconsistent between ranks"
+                ) && out.contains(needle),
+                "{scenario}: rank {r}: {out}"
+            );
+        }
+        let (_, out0, _) = &results[0];
+        if scenario == "count_mismatch" {
+            assert!(out0.contains("local end 16512, remote end 8320"), "{out0}");
+        }
+    }
+}

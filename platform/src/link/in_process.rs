@@ -6,7 +6,7 @@
 //! followed by a release-increment of its `done` counter: single copy, no
 //! intermediate queue.
 
-use super::{Link, LinkOp, LinkOpState};
+use super::{Link, LinkOp, LinkOpState, OpDesc};
 use crate::error::{HcclError, Result};
 use crate::mem::{copy_mem, reduce_mem, DeviceMem, MemKind};
 use crate::sync::EventCount;
@@ -23,8 +23,10 @@ struct Mailbox {
     ack: Line,
     signal: Line,
     done: Line,
+    signal_desc: Line,
     aborted: AtomicBool,
     reason: Mutex<String>,
+    descs: Mutex<std::collections::VecDeque<OpDesc>>,
 }
 
 /// What one side contributes to an in-process link: its rank, the buffers a
@@ -51,6 +53,7 @@ pub struct InProcLink {
     acks_taken: AtomicU64,
     signals_taken: AtomicU64,
     dones_taken: AtomicU64,
+    descs_taken: AtomicU64,
 }
 
 impl InProcLink {
@@ -76,6 +79,7 @@ impl InProcLink {
                 acks_taken: AtomicU64::new(0),
                 signals_taken: AtomicU64::new(0),
                 dones_taken: AtomicU64::new(0),
+                descs_taken: AtomicU64::new(0),
             }
         };
         (end(a, b, &ma, &mb), end(b, a, &mb, &ma))
@@ -184,6 +188,32 @@ impl Link for InProcLink {
             // Write-based: the sender already placed the data; transfers are
             // synchronous copies, so there is nothing left to wait for.
             LinkOp::RxAsync { .. } | LinkOp::TxWaitDone => Poll::Ready(Ok(())),
+            LinkOp::TxDesc(d) => {
+                self.theirs
+                    .descs
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push_back(*d);
+                self.raise(&self.theirs.signal_desc);
+                Poll::Ready(Ok(()))
+            }
+            LinkOp::RxDesc(mine) => {
+                match self.take(&self.mine.signal_desc, &self.descs_taken, state) {
+                    Poll::Ready(Ok(())) => {
+                        let theirs = self
+                            .mine
+                            .descs
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .pop_front();
+                        Poll::Ready(match theirs {
+                            Some(t) => mine.check(&t, self.remote),
+                            None => Err(HcclError::internal("descriptor signalled but missing")),
+                        })
+                    }
+                    other => other,
+                }
+            }
         }
     }
 

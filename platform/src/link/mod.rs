@@ -21,9 +21,11 @@
 //! - `tx_with_reduce` transfers and reduces into the peer's buffer
 //!   (`dst = dst op src`), satisfying one `rx_wait_done`.
 
+mod consistency;
 mod in_process;
 mod tcp;
 
+pub use consistency::OpDesc;
 pub use in_process::{InProcEndpoint, InProcLink};
 pub use tcp::{TcpLink, TcpNode};
 
@@ -80,6 +82,10 @@ pub enum LinkOp {
     },
     /// Wait until this side's transfers have completed.
     TxWaitDone,
+    /// Send this rank's op descriptor to the peer.
+    TxDesc(OpDesc),
+    /// Receive the peer's op descriptor and check it against this one.
+    RxDesc(OpDesc),
     /// Wait until the peer's next transfer into this rank has completed.
     RxWaitDone,
 }
@@ -96,6 +102,8 @@ impl LinkOp {
             LinkOp::RxAsync { .. } => "RxAsync",
             LinkOp::TxWithReduce { .. } => "TxWithReduce",
             LinkOp::TxWaitDone => "TxWaitDone",
+            LinkOp::TxDesc(_) => "TxDesc",
+            LinkOp::RxDesc(_) => "RxDesc (consistency check)",
             LinkOp::RxWaitDone => "RxWaitDone",
         }
     }
@@ -261,6 +269,13 @@ impl LinkHandle {
             },
         )
     }
+    /// Enqueues the consistency handshake: send `desc`, then receive the
+    /// peer's and fail with HCCL's inconsistency error if they differ.
+    pub fn exchange_desc(&self, desc: OpDesc, stream: &Stream) -> Result<()> {
+        self.push(stream, LinkOp::TxDesc(desc))?;
+        self.push(stream, LinkOp::RxDesc(desc))
+    }
+
     /// Enqueues `TxWaitDone`.
     pub fn tx_wait_done(&self, stream: &Stream) -> Result<()> {
         self.push(stream, LinkOp::TxWaitDone)

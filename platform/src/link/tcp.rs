@@ -16,7 +16,7 @@
 //! listener and introduces itself with the group's unique id; connections
 //! with a wrong id or malformed introduction are dropped with a log line.
 
-use super::{Link, LinkOp, LinkOpState};
+use super::{Link, LinkOp, LinkOpState, OpDesc};
 use crate::error::{HcclError, Result};
 use crate::mem::{DeviceMem, MemKind};
 use crate::sync::EventCount;
@@ -41,6 +41,7 @@ enum Frame {
     Signal = 2,
     Data = 3,
     Abort = 4,
+    Desc = 5,
 }
 
 fn kind_code(k: MemKind) -> u32 {
@@ -59,6 +60,8 @@ struct Inbox {
     dones: AtomicU64,
     aborted: AtomicBool,
     reason: Mutex<String>,
+    descs: Mutex<std::collections::VecDeque<OpDesc>>,
+    desc_count: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -177,6 +180,7 @@ impl TcpNode {
             acks_taken: AtomicU64::new(0),
             signals_taken: AtomicU64::new(0),
             dones_taken: AtomicU64::new(0),
+            descs_taken: AtomicU64::new(0),
         })
     }
 
@@ -420,6 +424,17 @@ fn read_frame(sh: &Shared, conn: &Conn) -> Result<()> {
         t if t == Frame::Signal as u32 => {
             conn.inbox.signals.fetch_add(1, Ordering::Release);
         }
+        t if t == Frame::Desc as u32 => {
+            let mut b = [0u8; 40];
+            r.read_exact(&mut b)
+                .map_err(|e| HcclError::tcp_transfer(e.to_string()))?;
+            conn.inbox
+                .descs
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push_back(OpDesc::from_bytes(&b));
+            conn.inbox.desc_count.fetch_add(1, Ordering::Release);
+        }
         t if t == Frame::Abort as u32 => {
             let len = u64_at(24) as usize;
             let mut reason = vec![0u8; len.min(4096)];
@@ -473,6 +488,7 @@ pub struct TcpLink {
     acks_taken: AtomicU64,
     signals_taken: AtomicU64,
     dones_taken: AtomicU64,
+    descs_taken: AtomicU64,
 }
 
 impl TcpLink {
@@ -561,6 +577,23 @@ impl Link for TcpLink {
             // Writes complete before TxAsync returns; receive-side work is
             // done by the progress thread.
             LinkOp::RxAsync { .. } | LinkOp::TxWaitDone => Poll::Ready(Ok(())),
+            LinkOp::TxDesc(d) => Poll::Ready(self.send(Frame::Desc, 0, 0, &d.to_bytes())),
+            LinkOp::RxDesc(mine) => match self.take(&inbox.desc_count, &self.descs_taken, state) {
+                Poll::Ready(Ok(())) => {
+                    let theirs = inbox
+                        .descs
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .pop_front();
+                    Poll::Ready(match theirs {
+                        Some(t) => mine
+                            .check(&t, self.conn.peer)
+                            .map_err(|e| e.rank(self.local)),
+                        None => Err(HcclError::internal("descriptor signalled but missing")),
+                    })
+                }
+                other => other,
+            },
         }
     }
     fn abort(&self, reason: &str) {

@@ -1,0 +1,106 @@
+//! The op descriptor ranks exchange at the start of every op, so that ranks
+//! that issued different collectives, counts or types are told so instead
+//! of hanging (HCCL's consistency check).
+
+use crate::error::HcclError;
+
+/// What an op looks like from one rank; two ranks running the same op
+/// must have equal descriptors.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpDesc {
+    /// Op kind code.
+    pub op: u32,
+    /// Element type code.
+    pub dtype: u32,
+    /// Reduction code.
+    pub reduce: u32,
+    /// Root rank.
+    pub root: u32,
+    /// Element count.
+    pub count: u64,
+    /// CCL buffer size, bytes.
+    pub buffer: u64,
+    /// Hash of the op tag.
+    pub tag: u64,
+}
+
+impl OpDesc {
+    /// The fields as (HCCL's parameter name, value), in comparison order.
+    fn fields(&self) -> [(&'static str, u64); 7] {
+        [
+            ("op type", self.op as u64),
+            ("tag", self.tag),
+            ("count", self.count),
+            ("dataType", self.dtype as u64),
+            ("op", self.reduce as u64),
+            ("root", self.root as u64),
+            ("buffer size", self.buffer),
+        ]
+    }
+
+    /// `Ok` if `remote` matches this (local) descriptor; otherwise HCCL's
+    /// inconsistency error naming the first differing parameter.
+    pub fn check(&self, remote: &OpDesc, peer: u32) -> Result<(), HcclError> {
+        for ((name, local), (_, theirs)) in self.fields().into_iter().zip(remote.fields()) {
+            if local != theirs {
+                return Err(HcclError::para(format!(
+                    "The arguments for collective communication are inconsistent between ranks: parameter {name}, local end {local}, remote end {theirs}"
+                ))
+                .peer(peer));
+            }
+        }
+        Ok(())
+    }
+
+    /// Wire form (little-endian, 40 bytes).
+    pub fn to_bytes(&self) -> [u8; 40] {
+        let mut b = [0u8; 40];
+        b[0..4].copy_from_slice(&self.op.to_le_bytes());
+        b[4..8].copy_from_slice(&self.dtype.to_le_bytes());
+        b[8..12].copy_from_slice(&self.reduce.to_le_bytes());
+        b[12..16].copy_from_slice(&self.root.to_le_bytes());
+        b[16..24].copy_from_slice(&self.count.to_le_bytes());
+        b[24..32].copy_from_slice(&self.buffer.to_le_bytes());
+        b[32..40].copy_from_slice(&self.tag.to_le_bytes());
+        b
+    }
+
+    /// From the wire form.
+    pub fn from_bytes(b: &[u8; 40]) -> OpDesc {
+        let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"));
+        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
+        OpDesc {
+            op: u32_at(0),
+            dtype: u32_at(4),
+            reduce: u32_at(8),
+            root: u32_at(12),
+            count: u64_at(16),
+            buffer: u64_at(24),
+            tag: u64_at(32),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_the_first_difference_like_hccl() {
+        let a = OpDesc {
+            count: 16512,
+            ..Default::default()
+        };
+        let b = OpDesc {
+            count: 8320,
+            ..Default::default()
+        };
+        let e = a.check(&b, 1).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "parameter error: The arguments for collective communication are inconsistent between ranks: parameter count, local end 16512, remote end 8320 [peer rank 1]"
+        );
+        assert!(a.check(&a, 1).is_ok());
+        assert_eq!(OpDesc::from_bytes(&b.to_bytes()), b);
+    }
+}
