@@ -14,6 +14,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cost;
 pub mod executor;
 pub mod op;
 pub mod resource;

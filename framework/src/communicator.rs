@@ -136,7 +136,7 @@ impl Communicator {
             rank,
             size: topo.user_rank_size,
             name,
-            selector: Selector::new(config.executor_override.clone()),
+            selector: Selector::new(config.executor_override.clone(), config.algo.clone()),
             registry: registry(),
             state: Mutex::new(CommState {
                 resources: ResourceManager::new(

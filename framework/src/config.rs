@@ -65,6 +65,8 @@ pub struct CommConfig {
     pub if_ip: Option<String>,
     /// First port of the range used (`HCCL_IF_BASE_PORT`).
     pub base_port: u16,
+    /// The user's algorithm choice (`HCCL_ALGO`).
+    pub algo: crate::algo_env::AlgoConfig,
 }
 
 impl Default for CommConfig {
@@ -78,6 +80,7 @@ impl Default for CommConfig {
             connect_timeout: Duration::from_secs(DEFAULT_CONNECT_TIMEOUT_S),
             if_ip: None,
             base_port: 60000,
+            algo: Default::default(),
         }
     }
 }
@@ -145,6 +148,9 @@ impl CommConfig {
             let p = parse_u64("HCCL_IF_BASE_PORT", &v)?;
             c.base_port =
                 u16::try_from(p).map_err(|_| bad("HCCL_IF_BASE_PORT", &v, "not a port number"))?;
+        }
+        if let Some(v) = env.get("HCCL_ALGO") {
+            c.algo = crate::algo_env::AlgoConfig::parse(&v)?;
         }
         if let Some(v) = env.get("HCCL_RS_EXECUTOR") {
             let v = v.trim();

@@ -9,6 +9,7 @@
 
 #![warn(missing_docs)]
 
+pub mod algo_env;
 pub mod bootstrap;
 pub mod communicator;
 pub mod config;

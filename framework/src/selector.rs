@@ -1,8 +1,14 @@
 //! Algorithm selection: which executor runs an op.
+//!
+//! In order: a forced executor name (`HCCL_RS_EXECUTOR`); the user's
+//! `HCCL_ALGO` for the op and the level that matters for the topology
+//! (level 1 when the communicator spans servers, else level 0); otherwise
+//! the α-β-γ cost model picks the cheapest implemented algorithm for the op
+//! and message size. The decision is logged at debug level with the
+//! predicted time of each candidate.
 
-use hccl_algorithm::executor::{
-    AllGatherRingExecutor, AllReduceRingExecutor, ReduceScatterRingExecutor,
-};
+use crate::algo_env::AlgoConfig;
+use hccl_algorithm::cost::{predict, Algo, CostParams};
 use hccl_algorithm::{ExecutorRegistry, OpParam, OpType, TopoInfo};
 use hccl_platform::{HcclError, Result};
 
@@ -11,13 +17,51 @@ use hccl_platform::{HcclError, Result};
 #[derive(Clone, Debug, Default)]
 pub struct Selector {
     override_name: Option<String>,
+    algo: AlgoConfig,
+    cost: CostParams,
+}
+
+/// The executor implementing `algo` for `op`, if there is one.
+pub fn executor_name(algo: Algo, op: OpType) -> Option<&'static str> {
+    Some(match (algo, op) {
+        (Algo::Ring, OpType::AllReduce) => "AllReduceRingExecutor",
+        (Algo::Ring, OpType::AllGather) => "AllGatherRingExecutor",
+        (Algo::Ring, OpType::ReduceScatter) => "ReduceScatterRingExecutor",
+        (Algo::Mesh, OpType::AllReduce) => "AllReduceMeshExecutor",
+        (Algo::Mesh, OpType::AllGather) => "AllGatherMeshExecutor",
+        (Algo::Mesh, OpType::AllGatherV) => "AllGatherVMeshExecutor",
+        (Algo::Mesh, OpType::ReduceScatter) => "ReduceScatterMeshExecutor",
+        (Algo::Mesh, OpType::ReduceScatterV) => "ReduceScatterVMeshExecutor",
+        (Algo::Mesh, OpType::Broadcast) => "BroadcastMeshExecutor",
+        (Algo::Mesh, OpType::Reduce) => "ReduceMeshExecutor",
+        (Algo::Mesh, OpType::Scatter) => "ScatterMeshExecutor",
+        (Algo::Mesh, OpType::Gather) => "GatherMeshExecutor",
+        (Algo::Mesh, OpType::AllToAll) => "AllToAllMeshExecutor",
+        (Algo::Mesh, OpType::AllToAllV) => "AllToAllVMeshExecutor",
+        (Algo::Mesh, OpType::Send) => "SendExecutor",
+        (Algo::Mesh, OpType::Receive) => "ReceiveExecutor",
+        _ => return None,
+    })
+}
+
+/// The message size the cost formulas use for `param` on `p` ranks.
+fn model_bytes(param: &OpParam, p: u32) -> u64 {
+    let n = param.input_bytes();
+    match param.op_type {
+        OpType::AllGather | OpType::ReduceScatter | OpType::AllToAll => n * p as u64,
+        _ => n,
+    }
 }
 
 impl Selector {
-    /// A selector; `override_name` (from `HCCL_RS_EXECUTOR` or the config)
-    /// forces one executor for every op.
-    pub fn new(override_name: Option<String>) -> Self {
-        Selector { override_name }
+    /// A selector; `override_name` forces one executor for every op, `algo`
+    /// is the parsed `HCCL_ALGO`.
+    pub fn new(override_name: Option<String>, algo: AlgoConfig) -> Self {
+        Selector {
+            override_name,
+            algo,
+            cost: CostParams::default(),
+        }
     }
 
     /// The executor name for `param` on `topo`, checked against `registry`.
@@ -27,9 +71,57 @@ impl Selector {
         topo: &TopoInfo,
         registry: &ExecutorRegistry,
     ) -> Result<String> {
-        let name = match &self.override_name {
-            Some(n) => n.clone(),
-            None => default_executor(param, topo)?.to_owned(),
+        let op = param.op_type;
+        let p = topo.user_rank_size;
+        let multi_server = topo.server_num() > 1;
+        let link = if multi_server {
+            self.cost.level1
+        } else {
+            self.cost.level0
+        };
+        let bytes = model_bytes(param, p);
+        let (name, why) = if let Some(n) = &self.override_name {
+            (n.clone(), "HCCL_RS_EXECUTOR".to_string())
+        } else if let Some(choice) = self.algo.for_op(op.name()).and_then(|l| {
+            if multi_server {
+                l.level1.clone()
+            } else {
+                l.level0.clone()
+            }
+        }) {
+            let algo = match choice.as_str() {
+                "ring" => Some(Algo::Ring),
+                "fullmesh" | "mesh" => Some(Algo::Mesh),
+                _ => None,
+            };
+            let level = if multi_server { "level1" } else { "level0" };
+            let name = algo.and_then(|a| executor_name(a, op)).ok_or_else(|| {
+                HcclError::not_support(format!(
+                    "HCCL_ALGO asks for {level} algorithm '{choice}' for {op}, which hccl-rs does not implement for it yet"
+                ))
+            })?;
+            (name.to_owned(), format!("HCCL_ALGO {level}:{choice}"))
+        } else {
+            let mut best: Option<(f64, Algo)> = None;
+            let mut considered = Vec::new();
+            for algo in [Algo::Ring, Algo::Mesh] {
+                if executor_name(algo, op).is_none() {
+                    continue;
+                }
+                let t = predict(algo, op, p, bytes, link, self.cost.gamma_us_per_byte)
+                    .unwrap_or(f64::INFINITY);
+                considered.push(format!("{algo:?}={t:.1}us"));
+                if best.is_none_or(|(bt, _)| t < bt) {
+                    best = Some((t, algo));
+                }
+            }
+            let (t, algo) =
+                best.ok_or_else(|| HcclError::not_support(format!("no executor implements {op}")))?;
+            let name = executor_name(algo, op).expect("filtered above");
+            (
+                name.to_owned(),
+                format!("cost model: predicted {t:.1}us ({})", considered.join(", ")),
+            )
         };
         if !registry.contains(&name) {
             return Err(HcclError::not_found(format!(
@@ -37,46 +129,7 @@ impl Selector {
                 registry.names().join(", ")
             )));
         }
-        tracing::debug!(
-            tag = %param.tag,
-            op = %param.op_type,
-            ranks = topo.user_rank_size,
-            bytes = param.input_bytes(),
-            executor = %name,
-            forced = self.override_name.is_some(),
-            "selected executor"
-        );
+        tracing::debug!(tag = %param.tag, %op, ranks = p, servers = topo.server_num(), bytes, executor = %name, reason = %why, "selected executor");
         Ok(name)
     }
-}
-
-/// AllReduce at or below this many bytes runs one-shot mesh (one step, every
-/// rank reduces all inputs); above it, ring (bandwidth-optimal).
-pub const MESH_ALLREDUCE_MAX_BYTES: u64 = 64 << 10;
-/// AllGather / ReduceScatter with at most this many bytes in total run mesh.
-pub const MESH_GATHER_MAX_BYTES: u64 = 256 << 10;
-
-/// The built-in choice for an op: mesh for small messages and single-source
-/// ops, ring for large reductions and gathers.
-fn default_executor(param: &OpParam, topo: &TopoInfo) -> Result<&'static str> {
-    let bytes = param.input_bytes();
-    let p = topo.user_rank_size as u64;
-    Ok(match param.op_type {
-        OpType::AllReduce if bytes <= MESH_ALLREDUCE_MAX_BYTES => "AllReduceMeshExecutor",
-        OpType::AllReduce => AllReduceRingExecutor::NAME,
-        OpType::AllGather if bytes * p <= MESH_GATHER_MAX_BYTES => "AllGatherMeshExecutor",
-        OpType::AllGather => AllGatherRingExecutor::NAME,
-        OpType::ReduceScatter if bytes * p <= MESH_GATHER_MAX_BYTES => "ReduceScatterMeshExecutor",
-        OpType::ReduceScatter => ReduceScatterRingExecutor::NAME,
-        OpType::AllGatherV => "AllGatherVMeshExecutor",
-        OpType::ReduceScatterV => "ReduceScatterVMeshExecutor",
-        OpType::Broadcast => "BroadcastMeshExecutor",
-        OpType::Reduce => "ReduceMeshExecutor",
-        OpType::Scatter => "ScatterMeshExecutor",
-        OpType::Gather => "GatherMeshExecutor",
-        OpType::AllToAll => "AllToAllMeshExecutor",
-        OpType::AllToAllV => "AllToAllVMeshExecutor",
-        OpType::Send => "SendExecutor",
-        OpType::Receive => "ReceiveExecutor",
-    })
 }

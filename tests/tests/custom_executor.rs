@@ -205,3 +205,47 @@ fn a_failing_orchestrate_leaves_nothing_enqueued() {
     s.synchronize().unwrap();
     assert_eq!(recv.to_vec().unwrap(), vec![0; 16], "nothing may have run");
 }
+
+#[test]
+fn hccl_algo_picks_the_algorithm_and_rejects_what_is_missing() {
+    // level0 is what counts on one server
+    for (algo, want) in [
+        ("level0:ring;level1:NA", "AllReduceRingExecutor"),
+        ("level0:fullmesh", "AllReduceMeshExecutor"),
+    ] {
+        let cfg = CommConfig::from_source(&[("HCCL_ALGO", algo)][..]).unwrap();
+        let comms = Arc::new(HcclComm::init_all_with(2, cfg).unwrap());
+        let c2 = comms.clone();
+        run_ranks(2, Duration::from_secs(30), move |r| {
+            let c = &c2[r as usize];
+            let s = c.create_stream();
+            let send = DeviceBuffer::from_slice(&[r as f32 + 1.0; 8]).unwrap();
+            let mut recv = DeviceBuffer::<f32>::alloc(8).unwrap();
+            c.all_reduce(&send, &mut recv, ReduceOp::Sum, &s).unwrap();
+            s.synchronize().unwrap();
+            assert_eq!(recv.to_vec().unwrap(), vec![3.0; 8]);
+        });
+        assert_eq!(
+            comms[0].communicator().last_executor().as_deref(),
+            Some(want),
+            "{algo}"
+        );
+    }
+    // a valid HCCL algorithm hccl-rs lacks for this op is a clear error
+    let cfg = CommConfig::from_source(&[("HCCL_ALGO", "broadcast=level0:ring")][..]).unwrap();
+    let comms = HcclComm::init_all_with(2, cfg).unwrap();
+    let s = comms[0].create_stream();
+    let b = hccl_adapter::DeviceMem::alloc(16).unwrap();
+    let e = comms[0]
+        .broadcast_raw(&b, 4, hccl_adapter::DataType::Int32, 0, &s)
+        .unwrap_err();
+    assert_eq!(e.code(), hccl_platform::HcclResult::ENotSupport);
+    assert!(
+        e.to_string()
+            .contains("HCCL_ALGO asks for level0 algorithm 'ring' for broadcast"),
+        "{e}"
+    );
+    // and a malformed value is refused when the configuration is read
+    let e = CommConfig::from_source(&[("HCCL_ALGO", "level1:warp")][..]).unwrap_err();
+    assert!(e.to_string().contains("HCCL_ALGO='level1:warp'"), "{e}");
+}

@@ -1,0 +1,190 @@
+//! The α-β-γ cost model (seed 002): time = a·α + b·β + c·γ, where a is the
+//! number of sequential communication steps, b the bytes the busiest rank
+//! sends, and c the bytes it reduces. The plan simulator counts the same
+//! three quantities, so each formula here is checked against it.
+
+use crate::op::OpType;
+
+/// Link parameters of one level.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinkParams {
+    /// Latency per step, µs.
+    pub alpha_us: f64,
+    /// Time per byte sent, µs (1 / bandwidth).
+    pub beta_us_per_byte: f64,
+}
+
+impl LinkParams {
+    /// From latency (µs) and bandwidth (GB/s).
+    pub fn new(alpha_us: f64, gbps: f64) -> Self {
+        LinkParams {
+            alpha_us,
+            beta_us_per_byte: 1.0 / (gbps * 1e3),
+        }
+    }
+}
+
+/// Parameters of the whole machine.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CostParams {
+    /// Within a server (in-process or shared memory).
+    pub level0: LinkParams,
+    /// Between servers (TCP).
+    pub level1: LinkParams,
+    /// Time per byte reduced, µs.
+    pub gamma_us_per_byte: f64,
+}
+
+impl Default for CostParams {
+    /// Defaults measured on a 2-core VM; `hccl-test --calibrate` (issue 5)
+    /// will replace them with measured values.
+    fn default() -> Self {
+        CostParams {
+            level0: LinkParams::new(3.0, 3.0),
+            level1: LinkParams::new(30.0, 1.5),
+            gamma_us_per_byte: 1.0 / 5e3,
+        }
+    }
+}
+
+/// The flat algorithm families the executors implement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Algo {
+    /// Ring: p−1 steps per phase, (p−1)/p of the data per rank per phase.
+    Ring,
+    /// Mesh: one step per op-base round, direct writes to every peer.
+    Mesh,
+}
+
+/// The (α, β, γ) coefficients: steps, bytes sent by the busiest rank,
+/// bytes reduced by the busiest rank. `bytes` is the op's per-rank message
+/// as hccl_test counts it (the allreduce vector; the gathered output of
+/// allgather; the input of reduce-scatter; the broadcast buffer).
+pub fn terms(algo: Algo, op: OpType, p: u32, bytes: u64) -> Option<(f64, f64, f64)> {
+    let (p, n) = (p as f64, bytes as f64);
+    if p <= 1.0 {
+        return Some((0.0, 0.0, 0.0));
+    }
+    let f = (p - 1.0) / p;
+    Some(match (algo, op) {
+        (Algo::Ring, OpType::AllReduce) => (2.0 * (p - 1.0), 2.0 * f * n, f * n),
+        (Algo::Ring, OpType::AllGather) => (p - 1.0, f * n, 0.0),
+        (Algo::Ring, OpType::ReduceScatter) => (p - 1.0, f * n, f * n),
+        (Algo::Mesh, OpType::AllReduce) => (1.0, (p - 1.0) * n, (p - 1.0) * n),
+        (Algo::Mesh, OpType::AllGather | OpType::AllToAll) => (1.0, f * n, 0.0),
+        (Algo::Mesh, OpType::ReduceScatter) => (1.0, f * n, f * n),
+        (Algo::Mesh, OpType::Broadcast | OpType::Scatter) => (1.0, (p - 1.0) * n, 0.0),
+        (Algo::Mesh, OpType::Reduce) => (1.0, n, (p - 1.0) * n),
+        (Algo::Mesh, OpType::Gather) => (1.0, n, 0.0),
+        _ => return None,
+    })
+}
+
+/// Predicted time in µs, or `None` if `algo` does not implement `op`.
+pub fn predict(
+    algo: Algo,
+    op: OpType,
+    p: u32,
+    bytes: u64,
+    link: LinkParams,
+    gamma_us_per_byte: f64,
+) -> Option<f64> {
+    let (a, b, c) = terms(algo, op, p, bytes)?;
+    Some(a * link.alpha_us + b * link.beta_us_per_byte + c * gamma_us_per_byte)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry;
+    use crate::sim::{simulate, SimSpec};
+    use hccl_platform::{DataType, ReduceOp};
+
+    /// The simulator's counted steps, busiest-sender bytes and reduced bytes
+    /// agree with each formula's α, β and γ terms.
+    #[test]
+    fn formulas_match_the_simulator() {
+        let cases = [
+            ("AllReduceRingExecutor", Algo::Ring, OpType::AllReduce),
+            ("AllGatherRingExecutor", Algo::Ring, OpType::AllGather),
+            (
+                "ReduceScatterRingExecutor",
+                Algo::Ring,
+                OpType::ReduceScatter,
+            ),
+            ("AllReduceMeshExecutor", Algo::Mesh, OpType::AllReduce),
+            ("AllGatherMeshExecutor", Algo::Mesh, OpType::AllGather),
+            (
+                "ReduceScatterMeshExecutor",
+                Algo::Mesh,
+                OpType::ReduceScatter,
+            ),
+            ("BroadcastMeshExecutor", Algo::Mesh, OpType::Broadcast),
+            ("ScatterMeshExecutor", Algo::Mesh, OpType::Scatter),
+            ("GatherMeshExecutor", Algo::Mesh, OpType::Gather),
+            ("ReduceMeshExecutor", Algo::Mesh, OpType::Reduce),
+            ("AllToAllMeshExecutor", Algo::Mesh, OpType::AllToAll),
+        ];
+        for (name, algo, op) in cases {
+            for p in [2u32, 3, 4, 8, 16] {
+                // per-rank count chosen so slices divide evenly (and 128-byte aligned)
+                let count = 32 * p as u64 * p as u64;
+                let spec = SimSpec {
+                    root: 0,
+                    ..SimSpec::op(op, p, count, DataType::Fp32, ReduceOp::Sum)
+                };
+                let r = simulate(registry(), name, &spec)
+                    .unwrap_or_else(|e| panic!("{name} p={p}: {e}"));
+                // the message size the formulas use
+                let unit = 4 * count;
+                let bytes = match op {
+                    OpType::AllGather | OpType::ReduceScatter | OpType::AllToAll => unit * p as u64,
+                    OpType::Scatter | OpType::Gather => unit,
+                    _ => unit,
+                };
+                let (a, b, _c) = terms(algo, op, p, bytes).unwrap();
+                assert_eq!(r.steps as f64, a, "{name} p={p}: α term (steps)");
+                // Scatter/Gather: per-destination blocks of `unit`
+                let b = match op {
+                    OpType::Scatter => (p as f64 - 1.0) * unit as f64,
+                    OpType::AllToAll => (p as f64 - 1.0) * unit as f64,
+                    _ => b,
+                };
+                assert_eq!(
+                    r.max_rank_bytes_sent as f64, b,
+                    "{name} p={p}: β term (bytes of the busiest sender)"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn small_messages_prefer_mesh_and_large_ones_ring() {
+        let d = CostParams::default();
+        let m = |n| {
+            predict(
+                Algo::Mesh,
+                OpType::AllReduce,
+                4,
+                n,
+                d.level0,
+                d.gamma_us_per_byte,
+            )
+            .unwrap()
+        };
+        let r = |n| {
+            predict(
+                Algo::Ring,
+                OpType::AllReduce,
+                4,
+                n,
+                d.level0,
+                d.gamma_us_per_byte,
+            )
+            .unwrap()
+        };
+        assert!(m(1024) < r(1024));
+        assert!(m(16 << 20) > r(16 << 20));
+        assert!(terms(Algo::Ring, OpType::Broadcast, 4, 8).is_none());
+    }
+}
