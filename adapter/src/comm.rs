@@ -77,6 +77,43 @@ impl HcclComm {
         )?))
     }
 
+    /// HCCL's `HcclCreateSubCommConfig`: the parent ranks `rank_ids` form a
+    /// new communicator in which this rank is `sub_rank`; every listed rank
+    /// must call it.
+    pub fn create_sub_comm(
+        &self,
+        rank_ids: &[u32],
+        sub_comm_id: u64,
+        sub_rank: u32,
+    ) -> Result<HcclComm> {
+        let config = self.inner.config().clone();
+        Ok(Self::wrap(self.inner.create_sub_comm(
+            rank_ids,
+            sub_comm_id,
+            sub_rank,
+            config,
+        )?))
+    }
+
+    /// Aborts the communicator: pending ops of this rank end with an error,
+    /// peers are told, later ops are refused.
+    pub fn abort(&self, reason: &str) {
+        self.inner.abort(reason)
+    }
+
+    /// HCCL's `HcclGetCommAsyncError`: what broke the communicator in the
+    /// background, if anything.
+    pub fn async_error(&self) -> Option<HcclError> {
+        self.inner.async_error()
+    }
+
+    /// HCCL's `HcclCommDestroy`: waits for nothing, releases the buffers,
+    /// links and threads (equivalent to dropping the communicator).
+    pub fn destroy(self) {
+        tracing::debug!(rank = self.rank(), comm = %self.name(), "communicator destroyed");
+        drop(self)
+    }
+
     /// Joins `group` as `rank` (for ranks that are threads each creating its
     /// own communicator).
     pub fn join(group: &Arc<InProcGroup>, rank: u32) -> Result<HcclComm> {

@@ -94,6 +94,8 @@ struct CachedOp {
 }
 
 struct CommState {
+    /// Set by `abort`: new ops are refused with this reason.
+    aborted: Option<String>,
     resources: ResourceManager,
     ops: HashMap<(String, String), CachedOp>,
     last_executor: Option<String>,
@@ -139,6 +141,7 @@ impl Communicator {
             selector: Selector::new(config.executor_override.clone(), config.algo.clone()),
             registry: registry(),
             state: Mutex::new(CommState {
+                aborted: None,
                 resources: ResourceManager::new(
                     rank,
                     device.clone(),
@@ -198,6 +201,114 @@ impl Communicator {
         &self.topo
     }
 
+    /// HCCL's `HcclCommAbort`-style abort: every wait of this rank's
+    /// pending ops on this communicator ends with an error, every peer is
+    /// told, and later ops are refused.
+    pub fn abort(&self, reason: &str) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if st.aborted.is_none() {
+            st.aborted = Some(reason.to_owned());
+        }
+        for l in st.resources.links() {
+            l.link().shutdown(reason);
+        }
+        tracing::warn!(rank = self.rank, comm = %self.name, reason, "communicator aborted");
+    }
+
+    /// HCCL's `HcclCreateSubCommConfig`: the ranks `rank_ids` (parent ranks,
+    /// in sub-communicator order) form a new communicator; every one of
+    /// them calls this with its own position `sub_rank`. The sub-comm's
+    /// rank 0 starts a rendezvous and sends its root info to the others
+    /// over this communicator; the new communicator has its own buffers
+    /// and links.
+    pub fn create_sub_comm(
+        &self,
+        rank_ids: &[u32],
+        sub_comm_id: u64,
+        sub_rank: u32,
+        config: CommConfig,
+    ) -> Result<Communicator> {
+        use crate::bootstrap::root_info::{RootInfo, HCCL_ROOT_INFO_BYTES};
+        use hccl_algorithm::{OpParam, OpType};
+        use hccl_platform::{DataType, ReduceOp};
+        let ctx = |e: HcclError| {
+            e.rank(self.rank)
+                .during(format!("creating sub-communicator {sub_comm_id}"))
+        };
+        if rank_ids.is_empty() {
+            return Err(ctx(HcclError::para("the rank list is empty")));
+        }
+        for (i, &r) in rank_ids.iter().enumerate() {
+            if r >= self.size {
+                return Err(ctx(HcclError::para(format!(
+                    "rank {r} is out of range for {} ranks",
+                    self.size
+                ))));
+            }
+            if rank_ids[..i].contains(&r) {
+                return Err(ctx(HcclError::para(format!("rank {r} is listed twice"))));
+            }
+        }
+        if rank_ids.get(sub_rank as usize) != Some(&self.rank) {
+            return Err(ctx(HcclError::para(format!(
+                "this rank ({}) is not at position {sub_rank} of the rank list {rank_ids:?}",
+                self.rank
+            ))));
+        }
+        let n = rank_ids.len() as u32;
+        let stream = self.create_stream();
+        let blob = DeviceMem::alloc(HCCL_ROOT_INFO_BYTES)?;
+        let param = |op_type, peer: u32| {
+            let (input, output) = match op_type {
+                OpType::Send => (blob.clone(), DeviceMem::null()),
+                _ => (DeviceMem::null(), blob.clone()),
+            };
+            let mut p = OpParam::new(
+                format!("SubComm{sub_comm_id}_{}_{peer}", op_type.name()),
+                op_type,
+                stream.clone(),
+                input,
+                output,
+                HCCL_ROOT_INFO_BYTES as u64,
+                DataType::Uint8,
+                ReduceOp::Sum,
+                0,
+            );
+            p.peer = peer;
+            p
+        };
+        let root = if sub_rank == 0 {
+            let root = Self::get_root_info(&config).map_err(ctx)?;
+            blob.copy_from_host_bytes(&root.0)?;
+            for &peer in &rank_ids[1..] {
+                self.exec_op(&param(OpType::Send, peer)).map_err(ctx)?;
+            }
+            stream.synchronize().map_err(ctx)?;
+            root
+        } else {
+            self.exec_op(&param(OpType::Receive, rank_ids[0]))
+                .map_err(ctx)?;
+            stream.synchronize().map_err(ctx)?;
+            let mut b = [0u8; HCCL_ROOT_INFO_BYTES];
+            blob.copy_to_host_bytes(&mut b)?;
+            RootInfo(b)
+        };
+        Self::init_root_info(n, &root, sub_rank, config).map_err(ctx)
+    }
+
+    /// HCCL's `HcclGetCommAsyncError`: the error that broke the
+    /// communicator in the background (a lost peer, an abort), if any.
+    pub fn async_error(&self) -> Option<HcclError> {
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = &st.aborted {
+            return Some(
+                HcclError::suspending(format!("the communicator was aborted: {r}")).rank(self.rank),
+            );
+        }
+        let err = st.resources.links().find_map(|l| l.link().health().err());
+        err
+    }
+
     /// The executor that ran the most recent op, if any.
     pub fn last_executor(&self) -> Option<String> {
         self.state
@@ -227,6 +338,11 @@ impl Communicator {
             .map_err(ctx)?;
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let st = &mut *st;
+        if let Some(r) = &st.aborted {
+            return Err(ctx(HcclError::suspending(format!(
+                "the communicator was aborted: {r}"
+            ))));
+        }
         let key = (param.tag.clone(), name);
         if !st.ops.contains_key(&key) {
             let executor = self.registry.create(&key.1, &self.topo).map_err(ctx)?;

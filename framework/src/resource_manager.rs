@@ -41,6 +41,11 @@ impl ResourceManager {
         }
     }
 
+    /// Every link established so far.
+    pub fn links(&self) -> impl Iterator<Item = &LinkHandle> {
+        self.links.values()
+    }
+
     /// The CCL input buffer.
     pub fn ccl_input(&self) -> &DeviceMem {
         &self.ccl_input

@@ -106,4 +106,10 @@ impl Link for SimLink {
     fn abort(&self, reason: &str) {
         self.inner.abort(reason)
     }
+    fn shutdown(&self, reason: &str) {
+        self.inner.shutdown(reason)
+    }
+    fn health(&self) -> Result<()> {
+        self.inner.health()
+    }
 }

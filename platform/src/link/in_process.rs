@@ -50,6 +50,7 @@ pub struct InProcLink {
     theirs: Arc<Mailbox>,
     remote_mems: [Option<DeviceMem>; 5],
     peer_waker: Arc<EventCount>,
+    own_waker: Arc<EventCount>,
     acks_taken: AtomicU64,
     signals_taken: AtomicU64,
     dones_taken: AtomicU64,
@@ -76,6 +77,7 @@ impl InProcLink {
                 theirs: theirs.clone(),
                 remote_mems,
                 peer_waker: peer.waker.clone(),
+                own_waker: me.waker.clone(),
                 acks_taken: AtomicU64::new(0),
                 signals_taken: AtomicU64::new(0),
                 dones_taken: AtomicU64::new(0),
@@ -98,10 +100,7 @@ impl InProcLink {
                 .lock()
                 .map(|r| r.clone())
                 .unwrap_or_default();
-            return Err(
-                HcclError::remote(format!("peer rank {} failed: {reason}", self.remote))
-                    .peer(self.remote),
-            );
+            return Err(HcclError::remote(reason).peer(self.remote));
         }
         Ok(())
     }
@@ -219,9 +218,26 @@ impl Link for InProcLink {
 
     fn abort(&self, reason: &str) {
         if let Ok(mut r) = self.theirs.reason.lock() {
-            *r = reason.to_owned();
+            if r.is_empty() {
+                *r = format!("peer rank {} failed: {reason}", self.local);
+            }
         }
         self.theirs.aborted.store(true, Ordering::Release);
         self.peer_waker.notify();
+    }
+
+    fn shutdown(&self, reason: &str) {
+        if let Ok(mut r) = self.mine.reason.lock() {
+            if r.is_empty() {
+                *r = format!("communicator aborted on rank {}: {reason}", self.local);
+            }
+        }
+        self.mine.aborted.store(true, Ordering::Release);
+        self.own_waker.notify();
+        self.abort(reason);
+    }
+
+    fn health(&self) -> Result<()> {
+        self.check_aborted()
     }
 }

@@ -144,6 +144,11 @@ pub trait Link: Send + Sync + fmt::Debug {
     /// Tells the peer this side has failed, so its waits end with an error
     /// instead of a timeout.
     fn abort(&self, reason: &str);
+    /// Fails every current and future wait on this end with `reason` and
+    /// tells the peer (HCCL's communicator abort).
+    fn shutdown(&self, reason: &str);
+    /// `Ok` while the link is usable; otherwise the error that broke it.
+    fn health(&self) -> Result<()>;
 }
 
 /// A shared link handle with the verbs as enqueue methods.

@@ -441,7 +441,9 @@ fn read_frame(sh: &Shared, conn: &Conn) -> Result<()> {
             r.read_exact(&mut reason)
                 .map_err(|e| HcclError::tcp_transfer(e.to_string()))?;
             if let Ok(mut g) = conn.inbox.reason.lock() {
-                *g = String::from_utf8_lossy(&reason).into_owned();
+                if g.is_empty() {
+                    *g = String::from_utf8_lossy(&reason).into_owned();
+                }
             }
             conn.inbox.aborted.store(true, Ordering::Release);
         }
@@ -521,19 +523,8 @@ impl TcpLink {
         if counter.load(Ordering::Acquire) >= seq {
             return Poll::Ready(Ok(()));
         }
-        if self.conn.inbox.aborted.load(Ordering::Acquire) {
-            let reason = self
-                .conn
-                .inbox
-                .reason
-                .lock()
-                .map(|r| r.clone())
-                .unwrap_or_default();
-            return Poll::Ready(Err(HcclError::remote(format!(
-                "peer rank {} failed: {reason}",
-                self.conn.peer
-            ))
-            .peer(self.conn.peer)));
+        if let Err(e) = self.health() {
+            return Poll::Ready(Err(e));
         }
         Poll::Pending
     }
@@ -597,8 +588,35 @@ impl Link for TcpLink {
         }
     }
     fn abort(&self, reason: &str) {
-        let bytes = reason.as_bytes();
+        let msg = format!("peer rank {} failed: {reason}", self.local);
+        let bytes = msg.as_bytes();
         let _ = self.send(Frame::Abort, 0, 0, &bytes[..bytes.len().min(4096)]);
         self.waker.notify();
+    }
+
+    fn shutdown(&self, reason: &str) {
+        if let Ok(mut r) = self.conn.inbox.reason.lock() {
+            if r.is_empty() {
+                *r = format!("communicator aborted on rank {}: {reason}", self.local);
+            }
+        }
+        self.conn.inbox.aborted.store(true, Ordering::Release);
+        self.abort(reason);
+    }
+
+    fn health(&self) -> Result<()> {
+        if self.conn.inbox.aborted.load(Ordering::Acquire) {
+            let reason = self
+                .conn
+                .inbox
+                .reason
+                .lock()
+                .map(|r| r.clone())
+                .unwrap_or_default();
+            return Err(HcclError::remote(reason)
+                .rank(self.local)
+                .peer(self.conn.peer));
+        }
+        Ok(())
     }
 }
