@@ -63,6 +63,10 @@ pub struct CommConfig {
     pub connect_timeout: Duration,
     /// The IP to listen on and advertise to peers (`HCCL_IF_IP`).
     pub if_ip: Option<String>,
+    /// Interface(s) to use when `HCCL_IF_IP` is unset (`HCCL_SOCKET_IFNAME`).
+    pub socket_ifname: Option<String>,
+    /// Use IPv6 addresses of that interface (`HCCL_SOCKET_FAMILY=AF_INET6`).
+    pub ipv6: bool,
     /// First port of the range used (`HCCL_IF_BASE_PORT`).
     pub base_port: u16,
     /// The user's algorithm choice (`HCCL_ALGO`).
@@ -80,6 +84,8 @@ impl Default for CommConfig {
             connect_timeout: Duration::from_secs(DEFAULT_CONNECT_TIMEOUT_S),
             if_ip: None,
             base_port: 60000,
+            socket_ifname: None,
+            ipv6: false,
             algo: Default::default(),
         }
     }
@@ -143,6 +149,18 @@ impl CommConfig {
                 .parse::<std::net::IpAddr>()
                 .map_err(|_| bad("HCCL_IF_IP", &v, "expected an IP address"))?;
             c.if_ip = Some(v.trim().to_owned());
+        }
+        if let Some(v) = env.get("HCCL_SOCKET_IFNAME") {
+            if !v.trim().is_empty() {
+                c.socket_ifname = Some(v.trim().to_owned());
+            }
+        }
+        if let Some(v) = env.get("HCCL_SOCKET_FAMILY") {
+            c.ipv6 = match v.trim() {
+                "AF_INET" | "" => false,
+                "AF_INET6" => true,
+                _ => return Err(bad("HCCL_SOCKET_FAMILY", &v, "expected AF_INET or AF_INET6")),
+            };
         }
         if let Some(v) = env.get("HCCL_IF_BASE_PORT") {
             let p = parse_u64("HCCL_IF_BASE_PORT", &v)?;

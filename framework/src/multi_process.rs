@@ -17,8 +17,23 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The address to advertise to peers reached via `towards`: `HCCL_IF_IP`,
+/// else the `HCCL_SOCKET_IFNAME` interface's, else the routed one.
+fn local_ip(config: &CommConfig, towards: IpAddr) -> Result<IpAddr> {
+    match (&config.if_ip, &config.socket_ifname) {
+        (Some(ip), _) => local_ip_towards(towards, Some(ip)),
+        (None, Some(spec)) => crate::bootstrap::interface::address_of(spec, config.ipv6),
+        (None, None) => local_ip_towards(towards, None),
+    }
+}
+
 /// The address peers can reach this host at when nothing says otherwise.
 fn default_ip(config: &CommConfig) -> Result<IpAddr> {
+    if let Some(spec) = &config.socket_ifname {
+        if config.if_ip.is_none() {
+            return crate::bootstrap::interface::address_of(spec, config.ipv6);
+        }
+    }
     match &config.if_ip {
         Some(ip) => local_ip_towards("127.0.0.1".parse().expect("literal"), Some(ip)),
         // the address of the default route's interface, else loopback
@@ -136,7 +151,7 @@ impl Communicator {
     ) -> Result<Communicator> {
         check_rank(n_ranks, rank)?;
         let (root_addr, unique_id) = root.decode()?;
-        let ip = local_ip_towards(root_addr.ip(), config.if_ip.as_deref())?;
+        let ip = local_ip(&config, root_addr.ip())?;
         let local = local_setup(rank, n_ranks, ip, 0, unique_id, &config)?;
         let me = RankInfo {
             rank,

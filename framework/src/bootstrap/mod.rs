@@ -8,6 +8,7 @@
 //! - [`launcher`]: rank and size from torchrun, Open MPI, MPICH/PMI or
 //!   Slurm environment variables, rendezvous at the root address.
 
+pub mod interface;
 pub mod launcher;
 pub mod rank_table;
 pub mod root_info;
