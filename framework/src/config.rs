@@ -159,7 +159,13 @@ impl CommConfig {
             c.ipv6 = match v.trim() {
                 "AF_INET" | "" => false,
                 "AF_INET6" => true,
-                _ => return Err(bad("HCCL_SOCKET_FAMILY", &v, "expected AF_INET or AF_INET6")),
+                _ => {
+                    return Err(bad(
+                        "HCCL_SOCKET_FAMILY",
+                        &v,
+                        "expected AF_INET or AF_INET6",
+                    ))
+                }
             };
         }
         if let Some(v) = env.get("HCCL_IF_BASE_PORT") {

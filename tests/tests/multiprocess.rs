@@ -58,6 +58,33 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// One worker process: rank `r` of `n`.
+fn worker(
+    r: u32,
+    n: u32,
+    mode: &str,
+    scenario: &str,
+    dir: &str,
+    env: &[(String, String)],
+) -> Child {
+    let mut cmd = Command::new(WORKER);
+    cmd.args([mode, &r.to_string(), &n.to_string(), dir, scenario]);
+    for v in LAUNCHER_VARS {
+        cmd.env_remove(v);
+    }
+    cmd.env("HCCL_BUFFSIZE", "1")
+        .env("HCCL_EXEC_TIMEOUT", "20")
+        .env("HCCL_CONNECT_TIMEOUT", "20")
+        .env("HCCL_IF_IP", "127.0.0.1");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn worker")
+}
+
 fn spawn(
     n: u32,
     mode: &str,
@@ -67,24 +94,7 @@ fn spawn(
 ) -> Ranks {
     Ranks(
         (0..n)
-            .map(|r| {
-                let mut cmd = Command::new(WORKER);
-                cmd.args([mode, &r.to_string(), &n.to_string(), dir, scenario]);
-                for v in LAUNCHER_VARS {
-                    cmd.env_remove(v);
-                }
-                cmd.env("HCCL_BUFFSIZE", "1")
-                    .env("HCCL_EXEC_TIMEOUT", "20")
-                    .env("HCCL_CONNECT_TIMEOUT", "20")
-                    .env("HCCL_IF_IP", "127.0.0.1");
-                for (k, v) in env(r) {
-                    cmd.env(k, v);
-                }
-                cmd.stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .expect("spawn worker")
-            })
+            .map(|r| worker(r, n, mode, scenario, dir, &env(r)))
             .collect(),
     )
 }
@@ -152,27 +162,29 @@ fn root_info_2_3_4_processes() {
 }
 
 #[test]
-fn rank_table_3_processes() {
-    let dir = tempdir("table");
-    let devices: Vec<String> = (0..3)
-        .map(|r| {
-            format!(
-                r#"{{"device_id": "{r}", "device_ip": "127.0.0.1", "device_port": "{}", "rank_id": "{r}"}}"#,
-                free_port()
-            )
-        })
-        .collect();
-    let table = format!(
-        r#"{{"status": "completed", "version": "1.0", "server_count": "1",
-            "server_list": [{{"server_id": "node_0", "device": [{}]}}]}}"#,
-        devices.join(",")
-    );
-    std::fs::write(format!("{dir}/rank_table.json"), table).unwrap();
-    let r = wait(
-        spawn(3, "rank_table", "collectives", &dir, |_| vec![]),
-        Duration::from_secs(120),
-    );
-    assert_all_ok(&r, "rank table");
+fn rank_table_2_3_4_processes() {
+    for n in [2u32, 3, 4] {
+        let dir = tempdir(&format!("table{n}"));
+        let devices: Vec<String> = (0..n)
+            .map(|r| {
+                format!(
+                    r#"{{"device_id": "{r}", "device_ip": "127.0.0.1", "device_port": "{}", "rank_id": "{r}"}}"#,
+                    free_port()
+                )
+            })
+            .collect();
+        let table = format!(
+            r#"{{"status": "completed", "version": "1.0", "server_count": "1",
+                "server_list": [{{"server_id": "node_0", "device": [{}]}}]}}"#,
+            devices.join(",")
+        );
+        std::fs::write(format!("{dir}/rank_table.json"), table).unwrap();
+        let r = wait(
+            spawn(n, "rank_table", "collectives", &dir, |_| vec![]),
+            Duration::from_secs(120),
+        );
+        assert_all_ok(&r, &format!("rank table, {n} processes"));
+    }
 }
 
 #[test]
@@ -286,4 +298,46 @@ fn inconsistent_arguments_are_reported_on_both_ranks() {
             assert!(out0.contains("local end 16512, remote end 8320"), "{out0}");
         }
     }
+}
+
+#[test]
+fn strangers_at_the_root_are_dropped_while_the_communicator_forms() {
+    use std::io::Write;
+    let dir = tempdir("strangers");
+    // rank 0 first: it writes the root info, which tells us where the root listens
+    let mut ranks = Ranks(vec![worker(0, 3, "root_info", "collectives", &dir, &[])]);
+    let path = format!("{dir}/root.bin");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let blob = loop {
+        if let Ok(b) = std::fs::read(&path) {
+            if b.len() == 4108 {
+                break b;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "rank 0 never wrote its root info"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let port = u16::from_le_bytes([blob[24], blob[25]]);
+    let ip_end = blob[28..92].iter().position(|&c| c == 0).unwrap() + 28;
+    let addr = format!("{}:{port}", std::str::from_utf8(&blob[28..ip_end]).unwrap());
+    // random bytes, then a well-formed hello with a wrong unique id
+    let mut junk = std::net::TcpStream::connect(&addr).unwrap();
+    junk.write_all(&[0x5a; 300]).unwrap();
+    let mut wrong = std::net::TcpStream::connect(&addr).unwrap();
+    let hello = br#"{"magic":"hccl-rs","unique_id":"00000000000000000000000000000000","n_ranks":3,"info":{"rank":1,"host_id":"x","link_addr":"127.0.0.1:1","buffer_size":1048576}}"#;
+    wrong
+        .write_all(&(hello.len() as u32).to_le_bytes())
+        .unwrap();
+    wrong.write_all(hello).unwrap();
+    // then the real ranks: the communicator must still form and work
+    for r in 1..3 {
+        ranks
+            .0
+            .push(worker(r, 3, "root_info", "collectives", &dir, &[]));
+    }
+    let results = wait(ranks, Duration::from_secs(120));
+    assert_all_ok(&results, "with strangers at the root");
 }

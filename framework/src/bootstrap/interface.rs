@@ -24,13 +24,20 @@ pub fn matches(spec: &str, name: &str) -> bool {
         .split(',')
         .map(str::trim)
         .filter(|p| !p.is_empty())
-        .any(|p| if exact { name == p } else { name.starts_with(p) });
+        .any(|p| {
+            if exact {
+                name == p
+            } else {
+                name.starts_with(p)
+            }
+        });
     hit != exclude
 }
 
 /// The first address of an interface selected by `spec`, of family v6 if `v6`.
 pub fn address_of(spec: &str, v6: bool) -> Result<IpAddr> {
-    let addrs = nix::ifaddrs::getifaddrs().map_err(|e| HcclError::syscall(format!("getifaddrs: {e}")))?;
+    let addrs =
+        nix::ifaddrs::getifaddrs().map_err(|e| HcclError::syscall(format!("getifaddrs: {e}")))?;
     let mut seen = Vec::new();
     for a in addrs {
         let Some(sa) = a.address else { continue };
@@ -71,9 +78,16 @@ mod tests {
 
     #[test]
     fn loopback_is_found_and_missing_names_are_explained() {
-        assert_eq!(address_of("=lo", false).unwrap(), "127.0.0.1".parse::<IpAddr>().unwrap());
+        assert_eq!(
+            address_of("=lo", false).unwrap(),
+            "127.0.0.1".parse::<IpAddr>().unwrap()
+        );
         let e = address_of("=nosuchif0", false).unwrap_err();
-        assert!(e.to_string().contains("HCCL_SOCKET_IFNAME='=nosuchif0' matches no interface"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("HCCL_SOCKET_IFNAME='=nosuchif0' matches no interface"),
+            "{e}"
+        );
         assert!(e.to_string().contains("lo"), "{e}");
     }
 }
