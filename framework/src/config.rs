@@ -69,6 +69,9 @@ pub struct CommConfig {
     pub ipv6: bool,
     /// First port of the range used (`HCCL_IF_BASE_PORT`).
     pub base_port: u16,
+    /// Compare op descriptors with peers before each op
+    /// (`HCCL_RS_CONSISTENCY_CHECK`, default on).
+    pub consistency_check: bool,
     /// The user's algorithm choice (`HCCL_ALGO`).
     pub algo: crate::algo_env::AlgoConfig,
 }
@@ -87,6 +90,7 @@ impl Default for CommConfig {
             socket_ifname: None,
             ipv6: false,
             algo: Default::default(),
+            consistency_check: true,
         }
     }
 }
@@ -172,6 +176,13 @@ impl CommConfig {
             let p = parse_u64("HCCL_IF_BASE_PORT", &v)?;
             c.base_port =
                 u16::try_from(p).map_err(|_| bad("HCCL_IF_BASE_PORT", &v, "not a port number"))?;
+        }
+        if let Some(v) = env.get("HCCL_RS_CONSISTENCY_CHECK") {
+            c.consistency_check = match v.trim().to_ascii_lowercase().as_str() {
+                "1" | "true" | "on" | "" => true,
+                "0" | "false" | "off" => false,
+                _ => return Err(bad("HCCL_RS_CONSISTENCY_CHECK", &v, "expected 0 or 1")),
+            };
         }
         if let Some(v) = env.get("HCCL_ALGO") {
             c.algo = crate::algo_env::AlgoConfig::parse(&v)?;
