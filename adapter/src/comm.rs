@@ -44,6 +44,11 @@ impl HcclComm {
         Communicator::get_root_info(&CommConfig::from_env()?)
     }
 
+    /// [`HcclComm::get_root_info`] with an explicit configuration.
+    pub fn get_root_info_with(config: &CommConfig) -> Result<RootInfo> {
+        Communicator::get_root_info(config)
+    }
+
     /// HCCL's `HcclCommInitRootInfo`: this process is `rank` of `n_ranks`.
     pub fn init_root_info(n_ranks: u32, root: &RootInfo, rank: u32) -> Result<HcclComm> {
         Self::init_root_info_with(n_ranks, root, rank, CommConfig::from_env()?)

@@ -62,6 +62,10 @@ pub struct PerfArgs {
     /// Output format.
     #[arg(long = "format", value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// How the rank threads talk: `inproc` (shared address space) or `tcp`
+    /// (loopback sockets, as ranks in different processes would).
+    #[arg(long = "transport", default_value = "inproc", value_parser = ["inproc", "tcp"])]
+    pub transport: String,
     /// Also measure single-thread memcpy bandwidth at the largest size and
     /// print the best bus bandwidth as a ratio of it (a same-run baseline).
     #[arg(long = "baseline")]
@@ -207,7 +211,22 @@ pub fn run_sweep(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
         )
         .map_err(io)?;
     }
-    let comms = Arc::new(HcclComm::init_all_with(args.npus, CommConfig::from_env()?)?);
+    let config = CommConfig::from_env()?;
+    let comms = Arc::new(if args.transport == "tcp" {
+        let root = hccl_framework_root(&config)?;
+        let handles: Vec<_> = (0..args.npus)
+            .map(|r| {
+                let (root, config, n) = (root.clone(), config.clone(), args.npus);
+                std::thread::spawn(move || HcclComm::init_root_info_with(n, &root, r, config))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().map_err(|_| HcclError::internal("a rank thread panicked"))?)
+            .collect::<Result<Vec<_>>>()?
+    } else {
+        HcclComm::init_all_with(args.npus, config)?
+    });
     let mut all_ok = true;
     let mut best_busbw: f64 = 0.0;
     for bytes in sizes {
@@ -327,6 +346,14 @@ fn measure<T: CheckElem>(
         },
         algorithm: comms[0].communicator().last_executor().unwrap_or_default(),
     })
+}
+
+fn hccl_framework_root(config: &CommConfig) -> Result<hccl_adapter::RootInfo> {
+    let mut c = config.clone();
+    if c.if_ip.is_none() && c.socket_ifname.is_none() {
+        c.if_ip = Some("127.0.0.1".into());
+    }
+    HcclComm::get_root_info_with(&c)
 }
 
 /// Best-of-5 single-thread memcpy bandwidth for `bytes`, GB/s.

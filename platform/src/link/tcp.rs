@@ -42,6 +42,8 @@ enum Frame {
     Data = 3,
     Abort = 4,
     Desc = 5,
+    /// Orderly close: the peer's communicator was destroyed.
+    Bye = 6,
 }
 
 fn kind_code(k: MemKind) -> u32 {
@@ -62,6 +64,8 @@ struct Inbox {
     reason: Mutex<String>,
     descs: Mutex<std::collections::VecDeque<OpDesc>>,
     desc_count: AtomicU64,
+    /// The peer said goodbye: its closing the socket is not an error to log.
+    closed: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -251,6 +255,16 @@ impl TcpNode {
 
 impl Drop for TcpNode {
     fn drop(&mut self) {
+        // Say goodbye so peers know the close is orderly, not a crash.
+        let conns: Vec<Arc<Conn>> = self.shared.conns.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        for c in conns {
+            let mut h = [0u8; HEADER_LEN];
+            h[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+            h[4..8].copy_from_slice(&(Frame::Bye as u32).to_le_bytes());
+            let mut w = c.writer.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = w.set_write_timeout(Some(Duration::from_millis(100)));
+            let _ = w.write_all(&h);
+        }
         self.shared.stop.store(true, Ordering::Release);
         wake_progress(&self.shared);
         if let Some(t) = self.thread.take() {
@@ -347,7 +361,11 @@ fn progress(sh: Arc<Shared>, listener: TcpListener, wake_rx: OwnedFd) {
             if ready[2 + slot] {
                 let conn = &conns[*i];
                 if let Err(e) = read_frame(&sh, conn) {
-                    tracing::warn!(rank = sh.rank, peer = conn.peer, error = %e, "link to peer failed");
+                    if conn.inbox.closed.load(Ordering::Acquire) {
+                        tracing::debug!(rank = sh.rank, peer = conn.peer, "peer closed the link");
+                    } else {
+                        tracing::warn!(rank = sh.rank, peer = conn.peer, error = %e, "link to peer failed");
+                    }
                     fail_conn(&sh, conn, &e.to_string());
                 }
             }
@@ -423,6 +441,10 @@ fn read_frame(sh: &Shared, conn: &Conn) -> Result<()> {
         }
         t if t == Frame::Signal as u32 => {
             conn.inbox.signals.fetch_add(1, Ordering::Release);
+        }
+        t if t == Frame::Bye as u32 => {
+            conn.inbox.closed.store(true, Ordering::Release);
+            return Err(HcclError::remote(format!("peer rank {} destroyed its communicator", conn.peer)));
         }
         t if t == Frame::Desc as u32 => {
             let mut b = [0u8; 40];
