@@ -9,8 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// HCCL_BUFFSIZE=1 (MB) so the largest count needs several op-base chunks.
-fn config() -> CommConfig {
-    CommConfig::from_source(&[("HCCL_BUFFSIZE", "1"), ("HCCL_EXEC_TIMEOUT", "20")][..]).unwrap()
+fn config(executor: Option<&str>) -> CommConfig {
+    let mut env = vec![("HCCL_BUFFSIZE", "1"), ("HCCL_EXEC_TIMEOUT", "20")];
+    if let Some(e) = executor {
+        env.push(("HCCL_RS_EXECUTOR", e));
+    }
+    CommConfig::from_source(&env[..]).unwrap()
 }
 
 fn counts<T>() -> Vec<usize> {
@@ -58,7 +62,11 @@ fn check_type<T: TestElem>(comm: &HcclComm, stream: &hccl_adapter::Stream) {
 }
 
 fn run(p: u32) {
-    let comms: Arc<Vec<HcclComm>> = Arc::new(HcclComm::init_all_with(p, config()).unwrap());
+    run_with(p, None)
+}
+
+fn run_with(p: u32, executor: Option<&str>) {
+    let comms: Arc<Vec<HcclComm>> = Arc::new(HcclComm::init_all_with(p, config(executor)).unwrap());
     run_ranks(p, Duration::from_secs(240), move |r| {
         let comm = &comms[r as usize];
         let stream = comm.create_stream();
@@ -75,6 +83,16 @@ fn run(p: u32) {
         check_type::<f32>(comm, &stream);
         check_type::<f64>(comm, &stream);
     });
+}
+
+/// The ring executor at every count (the default picks mesh for small ones).
+#[test]
+fn ring_forced_ranks_3() {
+    run_with(3, Some("AllReduceRingExecutor"));
+}
+#[test]
+fn ring_forced_ranks_8() {
+    run_with(8, Some("AllReduceRingExecutor"));
 }
 
 #[test]

@@ -222,7 +222,10 @@ pub fn run_sweep(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().map_err(|_| HcclError::internal("a rank thread panicked"))?)
+            .map(|h| {
+                h.join()
+                    .map_err(|_| HcclError::internal("a rank thread panicked"))?
+            })
             .collect::<Result<Vec<_>>>()?
     } else {
         HcclComm::init_all_with(args.npus, config)?

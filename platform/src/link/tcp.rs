@@ -256,7 +256,14 @@ impl TcpNode {
 impl Drop for TcpNode {
     fn drop(&mut self) {
         // Say goodbye so peers know the close is orderly, not a crash.
-        let conns: Vec<Arc<Conn>> = self.shared.conns.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        let conns: Vec<Arc<Conn>> = self
+            .shared
+            .conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
         for c in conns {
             let mut h = [0u8; HEADER_LEN];
             h[0..4].copy_from_slice(&MAGIC.to_le_bytes());
@@ -444,7 +451,10 @@ fn read_frame(sh: &Shared, conn: &Conn) -> Result<()> {
         }
         t if t == Frame::Bye as u32 => {
             conn.inbox.closed.store(true, Ordering::Release);
-            return Err(HcclError::remote(format!("peer rank {} destroyed its communicator", conn.peer)));
+            return Err(HcclError::remote(format!(
+                "peer rank {} destroyed its communicator",
+                conn.peer
+            )));
         }
         t if t == Frame::Desc as u32 => {
             let mut b = [0u8; 40];
