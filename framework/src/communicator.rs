@@ -396,8 +396,13 @@ impl Communicator {
         let desc = param.descriptor(self.config.buffer_size as u64);
         let run = (|| {
             if self.config.consistency_check {
+                // send to every peer before waiting for any, so one slow or
+                // lost peer cannot hold back the others' checks
                 for link in &op.peers {
-                    link.exchange_desc(desc, &param.stream)?;
+                    link.tx_desc(desc, &param.stream)?;
+                }
+                for link in &op.peers {
+                    link.rx_desc(desc, &param.stream)?;
                 }
             }
             op.executor.orchestrate(param, &op.res)

@@ -72,6 +72,9 @@ pub struct CommConfig {
     /// Compare op descriptors with peers before each op
     /// (`HCCL_RS_CONSISTENCY_CHECK`, default on).
     pub consistency_check: bool,
+    /// Use shared memory between processes on one host (`HCCL_RS_TRANSPORT`
+    /// `auto`, the default) or TCP for every link (`tcp`).
+    pub shm: bool,
     /// The user's algorithm choice (`HCCL_ALGO`).
     pub algo: crate::algo_env::AlgoConfig,
 }
@@ -91,6 +94,7 @@ impl Default for CommConfig {
             ipv6: false,
             algo: Default::default(),
             consistency_check: true,
+            shm: true,
         }
     }
 }
@@ -182,6 +186,13 @@ impl CommConfig {
                 "1" | "true" | "on" | "" => true,
                 "0" | "false" | "off" => false,
                 _ => return Err(bad("HCCL_RS_CONSISTENCY_CHECK", &v, "expected 0 or 1")),
+            };
+        }
+        if let Some(v) = env.get("HCCL_RS_TRANSPORT") {
+            c.shm = match v.trim().to_ascii_lowercase().as_str() {
+                "" | "auto" | "shm" => true,
+                "tcp" => false,
+                _ => return Err(bad("HCCL_RS_TRANSPORT", &v, "expected 'auto' or 'tcp'")),
             };
         }
         if let Some(v) = env.get("HCCL_ALGO") {

@@ -11,7 +11,8 @@
 //! peer asks for it.
 
 use crate::bootstrap::RankTable;
-use hccl_platform::link::{InProcEndpoint, InProcLink, TcpNode};
+use hccl_platform::link::{InProcEndpoint, InProcLink, ShmLink, ShmSegment, TcpNode};
+use hccl_platform::sync::EventCount;
 use hccl_platform::{HcclError, LinkHandle, MemKind, Result};
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
@@ -80,6 +81,55 @@ impl Fabric for TcpFabric {
         lens[MemKind::CclOutput.index()] = Some(peer.buffer_size as usize);
         let link = self.node.link(remote, peer.link_addr, lens, timeout)?;
         Ok(LinkHandle::new(Arc::new(link)))
+    }
+}
+
+/// Mapped segments of the peers on this host, and this rank's own.
+#[derive(Debug, Default)]
+pub struct ShmPeers {
+    /// This rank's segment and the event count its driver parks on.
+    pub mine: Option<(ShmSegment, Arc<EventCount>)>,
+    /// Peer rank → its segment (mapped here) and its event count.
+    pub peers: HashMap<u32, (ShmSegment, Arc<EventCount>)>,
+}
+
+/// Links for a communicator spanning processes: shared memory to peers on
+/// this host, TCP to the others.
+#[derive(Debug)]
+pub struct HostFabric {
+    tcp: TcpFabric,
+    shm: ShmPeers,
+}
+
+impl HostFabric {
+    /// Shared memory to the peers in `shm`, TCP to everyone else.
+    pub fn new(tcp: TcpFabric, shm: ShmPeers) -> Self {
+        HostFabric { tcp, shm }
+    }
+}
+
+impl Fabric for HostFabric {
+    fn link(
+        &self,
+        local: u32,
+        remote: u32,
+        input: MemKind,
+        output: MemKind,
+        timeout: Duration,
+    ) -> Result<LinkHandle> {
+        match (&self.shm.mine, self.shm.peers.get(&remote)) {
+            (Some((mine, own_waker)), Some((theirs, peer_waker))) => {
+                Ok(LinkHandle::new(Arc::new(ShmLink::new(
+                    local,
+                    mine.clone(),
+                    own_waker.clone(),
+                    remote,
+                    theirs.clone(),
+                    peer_waker.clone(),
+                )?)))
+            }
+            _ => self.tcp.link(local, remote, input, output, timeout),
+        }
     }
 }
 

@@ -8,10 +8,12 @@ use crate::bootstrap::{
     derived_unique_id, host_id, local_ip_towards, rank_table, RankInfo, RankTable,
 };
 use crate::config::{CommConfig, ProcessEnv};
-use crate::fabric::TcpFabric;
+use crate::fabric::{HostFabric, ShmPeers, TcpFabric};
 use crate::Communicator;
 use hccl_algorithm::TopoInfo;
-use hccl_platform::link::TcpNode;
+use hccl_platform::link::{sweep_stale_segments, ShmSegment, TcpNode};
+use hccl_platform::mem::shm_segment_name;
+use hccl_platform::sync::EventCount;
 use hccl_platform::{Device, DeviceMem, HcclError, MemKind, Result};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -54,6 +56,8 @@ struct Local {
     device: Device,
     ccl: (DeviceMem, DeviceMem),
     node: TcpNode,
+    /// This rank's shared segment, when peers on the host may use it.
+    shm: Option<(ShmSegment, Arc<EventCount>)>,
 }
 
 fn local_setup(
@@ -63,12 +67,27 @@ fn local_setup(
     port: u16,
     unique_id: [u8; 16],
     config: &CommConfig,
+    with_shm: bool,
 ) -> Result<Local> {
-    let device = Device::new(rank, config.device_config(size));
-    let ccl = (
-        DeviceMem::alloc(config.buffer_size)?,
-        DeviceMem::alloc(config.buffer_size)?,
-    );
+    let (device, ccl, shm) = if with_shm {
+        sweep_stale_segments();
+        let seg = ShmSegment::create(
+            &shm_segment_name(&format!("r{rank}")),
+            size as usize,
+            config.buffer_size,
+        )?;
+        let waker = Arc::new(seg.waker()?);
+        let device = Device::with_waker(rank, config.device_config(size), waker.clone());
+        let ccl = (seg.ccl_input(), seg.ccl_output());
+        (device, ccl, Some((seg, waker)))
+    } else {
+        let device = Device::new(rank, config.device_config(size));
+        let ccl = (
+            DeviceMem::alloc(config.buffer_size)?,
+            DeviceMem::alloc(config.buffer_size)?,
+        );
+        (device, ccl, None)
+    };
     let node = TcpNode::start(
         rank,
         unique_id,
@@ -78,7 +97,51 @@ fn local_setup(
     )?;
     node.register_mem(MemKind::CclInput, ccl.0.clone());
     node.register_mem(MemKind::CclOutput, ccl.1.clone());
-    Ok(Local { device, ccl, node })
+    Ok(Local {
+        device,
+        ccl,
+        node,
+        shm,
+    })
+}
+
+/// Maps the segments of peers on this host, tells them, and unlinks this
+/// rank's own segment once every local peer has mapped it (so nothing is
+/// left in /dev/shm whatever happens later).
+fn map_local_peers(
+    rank: u32,
+    table: &RankTable,
+    local: &Local,
+    timeout: Duration,
+) -> Result<ShmPeers> {
+    let mut peers = ShmPeers::default();
+    let Some((mine, waker)) = &local.shm else {
+        return Ok(peers);
+    };
+    let my_host = &table.ranks[rank as usize].host_id;
+    let locals: Vec<&RankInfo> = table
+        .ranks
+        .iter()
+        .filter(|r| r.rank != rank && &r.host_id == my_host && r.shm.is_some())
+        .collect();
+    for r in &locals {
+        let name = r.shm.as_deref().expect("filtered");
+        let seg = ShmSegment::open(name).map_err(|e| {
+            e.rank(rank)
+                .peer(r.rank)
+                .during("mapping a local peer's segment")
+        })?;
+        seg.mark_mapped();
+        let w = Arc::new(seg.waker()?);
+        peers.peers.insert(r.rank, (seg, w));
+    }
+    let deadline = Instant::now() + timeout;
+    while (mine.mapped() as usize) < locals.len() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    mine.unlink();
+    peers.mine = Some((mine.clone(), waker.clone()));
+    Ok(peers)
 }
 
 fn finish(rank: u32, table: RankTable, local: Local, config: CommConfig) -> Result<Communicator> {
@@ -90,6 +153,7 @@ fn finish(rank: u32, table: RankTable, local: Local, config: CommConfig) -> Resu
         ))
         .rank(rank));
     }
+    let shm = map_local_peers(rank, &table, &local, config.connect_timeout)?;
     let topo = TopoInfo::new(rank, table.rank_to_server())?;
     let name: String = table.unique_id[..6]
         .iter()
@@ -99,15 +163,16 @@ fn finish(rank: u32, table: RankTable, local: Local, config: CommConfig) -> Resu
         rank,
         size = table.ranks.len(),
         servers = topo.server_num(),
+        shm_peers = shm.peers.len(),
         "communicator formed"
     );
     Ok(Communicator::assemble(
-        format!("tcp-{name}"),
+        format!("mp-{name}"),
         topo,
         config,
         local.device,
         local.ccl,
-        Arc::new(TcpFabric::new(local.node, table)),
+        Arc::new(HostFabric::new(TcpFabric::new(local.node, table), shm)),
     ))
 }
 
@@ -152,12 +217,13 @@ impl Communicator {
         check_rank(n_ranks, rank)?;
         let (root_addr, unique_id) = root.decode()?;
         let ip = local_ip(&config, root_addr.ip())?;
-        let local = local_setup(rank, n_ranks, ip, 0, unique_id, &config)?;
+        let local = local_setup(rank, n_ranks, ip, 0, unique_id, &config, config.shm)?;
         let me = RankInfo {
             rank,
             host_id: host_id(),
             link_addr: local.node.addr(),
             buffer_size: config.buffer_size as u64,
+            shm: local.shm.as_ref().map(|(s, _)| s.name().to_owned()),
         };
         let table = root_info::exchange(root, n_ranks, me, config.connect_timeout)?;
         finish(rank, table, local, config)
@@ -176,6 +242,8 @@ impl Communicator {
             me.link_addr.port(),
             table.unique_id,
             &config,
+            // the rank table names no segments: its ranks talk over TCP
+            false,
         )
         .map_err(|e| {
             e.during(format!(

@@ -114,6 +114,7 @@ impl ResourceManager {
                                 peer = t.remote_user_rank,
                                 "link established"
                             );
+                            self.device.register_link(l.link());
                             self.links.insert(key, l.clone());
                             l
                         }

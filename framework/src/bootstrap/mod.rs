@@ -28,6 +28,9 @@ pub struct RankInfo {
     pub link_addr: SocketAddr,
     /// CCL buffer size, bytes.
     pub buffer_size: u64,
+    /// The rank's shared-memory segment, for peers on the same host.
+    #[serde(default)]
+    pub shm: Option<String>,
 }
 
 /// Every rank's [`RankInfo`], indexed by rank, plus the group's unique id.
@@ -59,8 +62,15 @@ impl RankTable {
 
 /// This host's identity: hostname plus the kernel's boot id, so two
 /// containers with the same hostname on different machines differ, and
-/// one machine's ranks agree whatever IP they use.
+/// one machine's ranks agree whatever IP they use. `HCCL_RS_HOST_ID`
+/// overrides it (to declare processes of one machine separate hosts).
 pub fn host_id() -> String {
+    // Tests declare ranks of one machine to be on different hosts with this.
+    if let Ok(id) = std::env::var("HCCL_RS_HOST_ID") {
+        if !id.trim().is_empty() {
+            return id.trim().to_owned();
+        }
+    }
     let host = rustix_hostname();
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
     format!("{host}/{}", boot.trim())

@@ -116,6 +116,7 @@ pub fn parse(path: &str, text: &str, base_port: u16, buffer_size: u64) -> Result
                 host_id: server_id.clone(),
                 link_addr: SocketAddr::new(ip, port),
                 buffer_size,
+                shm: None,
             });
         }
     }

@@ -23,10 +23,12 @@
 
 mod consistency;
 mod in_process;
+mod shm;
 mod tcp;
 
 pub use consistency::OpDesc;
 pub use in_process::{InProcEndpoint, InProcLink};
+pub use shm::{sweep_stale_segments, ShmLink, ShmSegment};
 pub use tcp::{TcpLink, TcpNode};
 
 use crate::dtype::{DataType, ReduceOp};
@@ -278,6 +280,16 @@ impl LinkHandle {
     /// peer's and fail with HCCL's inconsistency error if they differ.
     pub fn exchange_desc(&self, desc: OpDesc, stream: &Stream) -> Result<()> {
         self.push(stream, LinkOp::TxDesc(desc))?;
+        self.push(stream, LinkOp::RxDesc(desc))
+    }
+
+    /// Enqueues sending this rank's op descriptor.
+    pub fn tx_desc(&self, desc: OpDesc, stream: &Stream) -> Result<()> {
+        self.push(stream, LinkOp::TxDesc(desc))
+    }
+
+    /// Enqueues receiving the peer's op descriptor and checking it against `desc`.
+    pub fn rx_desc(&self, desc: OpDesc, stream: &Stream) -> Result<()> {
         self.push(stream, LinkOp::RxDesc(desc))
     }
 

@@ -91,8 +91,12 @@ impl ShmSegment {
 impl Drop for ShmSegment {
     fn drop(&mut self) {
         if self.owner {
-            if let Err(e) = shm::unlink(self.name.as_str()) {
-                tracing::warn!(segment = %self.name, error = %e, "could not unlink shared segment");
+            // The name may already be gone: owners unlink early on purpose.
+            match shm::unlink(self.name.as_str()) {
+                Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+                Err(e) => {
+                    tracing::warn!(segment = %self.name, error = %e, "could not unlink shared segment")
+                }
             }
         }
     }

@@ -121,6 +121,9 @@ impl DeviceStatsInner {
 
 pub(crate) struct DeviceInner {
     pub(crate) stats: DeviceStatsInner,
+    /// Links of this rank's communicators: when any task fails, all of them
+    /// are aborted so peers fail fast instead of waiting out their timeouts.
+    links: Mutex<Vec<std::sync::Weak<dyn crate::link::Link>>>,
     pub(crate) id: u32,
     pub(crate) uid: u64,
     pub(crate) config: DeviceConfig,
@@ -152,14 +155,21 @@ static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 impl Device {
     /// A device with logical id `id` (HCCL's device / rank index).
     pub fn new(id: u32, config: DeviceConfig) -> Device {
+        Self::with_waker(id, config, Arc::new(EventCount::new()))
+    }
+
+    /// A device whose driver parks on `waker` — e.g. an event count in
+    /// shared memory, so that processes on the same host can wake it.
+    pub fn with_waker(id: u32, config: DeviceConfig, waker: Arc<EventCount>) -> Device {
         let mode = config.mode;
         let dev = Device(Arc::new(DeviceInner {
             stats: DeviceStatsInner::default(),
+            links: Mutex::new(Vec::new()),
             id,
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
             config,
             streams: Mutex::new(Vec::new()),
-            events: Arc::new(EventCount::new()),
+            events: waker,
             done: EventCount::new(),
             driver: Mutex::new(Vec::new()),
         }));
@@ -203,7 +213,7 @@ impl Device {
             self.0.snapshot(&mut snap);
             let mut round = false;
             for s in snap.iter() {
-                round |= s.run_ready(&self.0.stats);
+                round |= s.run_ready(&self.0);
             }
             if !round {
                 break;
@@ -242,6 +252,14 @@ impl Device {
         }
     }
 
+    /// Registers a link used by this rank: if any task of the device fails,
+    /// the link's peer is told at once.
+    pub fn register_link(&self, link: &Arc<dyn crate::link::Link>) {
+        let mut v = self.0.links.lock().unwrap_or_else(|p| p.into_inner());
+        v.retain(|w| w.strong_count() > 0);
+        v.push(Arc::downgrade(link));
+    }
+
     pub(crate) fn register(&self, s: &Arc<StreamInner>) {
         let mut v = self.0.streams.lock().unwrap_or_else(|p| p.into_inner());
         v.retain(|w| w.strong_count() > 0);
@@ -250,6 +268,20 @@ impl Device {
 }
 
 impl DeviceInner {
+    /// Tells every registered link's peer that this rank failed.
+    pub(crate) fn abort_links(&self, reason: &str) {
+        let links: Vec<_> = self
+            .links
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .collect();
+        for l in links {
+            l.abort(reason);
+        }
+    }
+
     /// Runs tasks of all streams until `done()` holds. The caller holds the
     /// driver lock, whose Vec is reused as the stream snapshot.
     pub(crate) fn drive_until(
@@ -267,7 +299,7 @@ impl DeviceInner {
             self.snapshot(snapshot);
             let mut progressed = false;
             for s in snapshot.iter() {
-                progressed |= s.run_ready(&self.stats);
+                progressed |= s.run_ready(self);
             }
             if progressed {
                 self.done.notify();
@@ -294,7 +326,7 @@ impl DeviceInner {
             let mut earliest: Option<Instant> = None;
             let mut failed = false;
             for s in snapshot.iter() {
-                match s.check_timeout(now, self.config.exec_timeout) {
+                match s.check_timeout(self, now, self.config.exec_timeout) {
                     Ok(Some(d)) => earliest = Some(earliest.map_or(d, |e: Instant| e.min(d))),
                     Ok(None) => {}
                     Err(()) => failed = true,

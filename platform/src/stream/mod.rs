@@ -9,7 +9,6 @@
 mod device;
 mod task;
 
-pub(crate) use device::DeviceStatsInner;
 pub use device::{BlockedTask, Device, DeviceConfig, DeviceStats, ExecMode};
 pub use task::{HostCallback, OpLabel, Task, TaskKind};
 
@@ -44,7 +43,7 @@ impl StreamInner {
     }
 
     /// Runs tasks from the head until one must wait. Returns whether any ran.
-    pub(crate) fn run_ready(&self, stats: &DeviceStatsInner) -> bool {
+    pub(crate) fn run_ready(&self, dev: &device::DeviceInner) -> bool {
         let mut progressed = false;
         loop {
             let Some(mut task) = self.lock_queue().pop_front() else {
@@ -52,7 +51,7 @@ impl StreamInner {
             };
             match device::poll_task(&mut task) {
                 Poll::Ready(Ok(())) => {
-                    stats.record(&task);
+                    dev.stats.record(&task);
                     drop(task);
                     self.completed.fetch_add(1, Ordering::AcqRel);
                     progressed = true;
@@ -61,6 +60,7 @@ impl StreamInner {
                     tracing::error!(error = %e, "stream task failed; discarding the stream's queued tasks");
                     task.abort_peer(&e.to_string());
                     drop(task);
+                    dev.abort_links(&e.to_string());
                     self.fail(e);
                     return true;
                 }
@@ -111,6 +111,7 @@ impl StreamInner {
     /// deadline if it is waiting, `Err` if it was failed.
     pub(crate) fn check_timeout(
         &self,
+        dev: &device::DeviceInner,
         now: Instant,
         timeout: Option<Duration>,
     ) -> std::result::Result<Option<Instant>, ()> {
@@ -134,6 +135,7 @@ impl StreamInner {
         tracing::error!(error = %e, "task timed out");
         task.abort_peer(&e.to_string());
         drop(task);
+        dev.abort_links(&e.to_string());
         self.fail(e);
         Err(())
     }

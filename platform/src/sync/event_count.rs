@@ -15,6 +15,11 @@ pub struct EventCount {
     sleepers: AtomicUsize,
     lock: Mutex<()>,
     cv: Condvar,
+    /// When set, the epoch and sleeper count live in shared memory and
+    /// waiters park on a (process-shared) futex, so other processes can
+    /// wake them.
+    #[cfg(not(loom))]
+    shared: Option<shared::SharedWords>,
 }
 
 impl Default for EventCount {
@@ -31,16 +36,40 @@ impl EventCount {
             sleepers: AtomicUsize::new(0),
             lock: Mutex::new(()),
             cv: Condvar::new(),
+            #[cfg(not(loom))]
+            shared: None,
         }
+    }
+
+    /// An event count whose words live at `offset` of shared memory `mem`
+    /// (8 bytes, 4-aligned): every process mapping `mem` and building an
+    /// event count on the same offset shares it.
+    #[cfg(not(loom))]
+    pub fn on_shared_memory(
+        mem: &crate::mem::DeviceMem,
+        offset: usize,
+    ) -> crate::Result<EventCount> {
+        let mut ec = EventCount::new();
+        ec.shared = Some(shared::SharedWords::new(mem, offset)?);
+        Ok(ec)
     }
 
     /// The current key. Read it *before* checking the condition to wait for.
     pub fn key(&self) -> u64 {
+        #[cfg(not(loom))]
+        if let Some(sh) = &self.shared {
+            return sh.epoch().load(std::sync::atomic::Ordering::Acquire) as u64;
+        }
         self.epoch.load(Ordering::Acquire)
     }
 
     /// Wakes every waiter whose key predates this call.
     pub fn notify(&self) {
+        #[cfg(not(loom))]
+        if let Some(sh) = &self.shared {
+            sh.notify();
+            return;
+        }
         // Both sides write one counter and then read the other with a
         // read-modify-write (`fetch_add(0)`), never a plain load: an RMW
         // reads the latest value in the counter's modification order, so
@@ -58,6 +87,14 @@ impl EventCount {
     /// Parks until a `notify` happens after `key` was read. Returns at once if
     /// one already has.
     pub fn wait(&self, key: u64) {
+        #[cfg(not(loom))]
+        if let Some(sh) = &self.shared {
+            while !sh.wait_until(
+                key as u32,
+                std::time::Instant::now() + std::time::Duration::from_secs(3600),
+            ) {}
+            return;
+        }
         let mut guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
         self.sleepers.fetch_add(1, Ordering::AcqRel);
         while self.epoch.fetch_add(0, Ordering::AcqRel) == key {
@@ -71,6 +108,9 @@ impl EventCount {
     /// if woken by a notify, `false` on timeout.
     #[cfg(not(loom))]
     pub fn wait_until(&self, key: u64, deadline: std::time::Instant) -> bool {
+        if let Some(sh) = &self.shared {
+            return sh.wait_until(key as u32, deadline);
+        }
         let mut guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
         self.sleepers.fetch_add(1, Ordering::AcqRel);
         let mut woken = true;
@@ -96,6 +136,77 @@ impl EventCount {
     pub fn wait_until(&self, key: u64, _deadline: std::time::Instant) -> bool {
         self.wait(key);
         true
+    }
+}
+
+#[cfg(not(loom))]
+mod shared {
+    //! The shared-memory backend: the same protocol as the local one, with
+    //! the epoch as a 32-bit futex word that other processes can wake.
+
+    use crate::error::{HcclError, Result};
+    use crate::mem::DeviceMem;
+    use rustix::thread::futex;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Instant;
+
+    #[derive(Debug)]
+    pub(super) struct SharedWords {
+        mem: DeviceMem,
+    }
+
+    impl SharedWords {
+        pub(super) fn new(mem: &DeviceMem, offset: usize) -> Result<Self> {
+            let mem = mem.range(offset, 8)?;
+            if (mem.ptr() as usize) % 4 != 0 {
+                return Err(HcclError::internal(
+                    "event count words must be 4-byte aligned",
+                ));
+            }
+            Ok(SharedWords { mem })
+        }
+
+        pub(super) fn epoch(&self) -> &AtomicU32 {
+            // SAFETY: the range is 8 bytes, 4-aligned (checked at
+            // construction) and kept mapped by `self.mem`; AtomicU32 has the
+            // layout of u32 and every bit pattern is valid; the word is only
+            // ever accessed atomically, by every process mapping it.
+            unsafe { &*(self.mem.ptr() as *const AtomicU32) }
+        }
+
+        fn sleepers(&self) -> &AtomicU32 {
+            // SAFETY: as in `epoch`, 4 bytes further inside the same range.
+            unsafe { &*(self.mem.ptr().add(4) as *const AtomicU32) }
+        }
+
+        pub(super) fn notify(&self) {
+            // The same RMW handshake as the local backend (see notify there).
+            self.epoch().fetch_add(1, Ordering::AcqRel);
+            if self.sleepers().fetch_add(0, Ordering::AcqRel) > 0 {
+                let _ = futex::wake(self.epoch(), futex::Flags::empty(), u32::MAX);
+            }
+        }
+
+        pub(super) fn wait_until(&self, key: u32, deadline: Instant) -> bool {
+            self.sleepers().fetch_add(1, Ordering::AcqRel);
+            let mut woken = true;
+            while self.epoch().fetch_add(0, Ordering::AcqRel) == key {
+                let now = Instant::now();
+                if now >= deadline {
+                    woken = false;
+                    break;
+                }
+                let left = deadline - now;
+                let ts = futex::Timespec {
+                    tv_sec: left.as_secs() as _,
+                    tv_nsec: left.subsec_nanos() as _,
+                };
+                // Returns on wake, on a changed word (EAGAIN) or on timeout.
+                let _ = futex::wait(self.epoch(), futex::Flags::empty(), key, Some(&ts));
+            }
+            self.sleepers().fetch_sub(1, Ordering::AcqRel);
+            woken
+        }
     }
 }
 
@@ -221,6 +332,26 @@ mod tests {
         let start = Instant::now();
         assert!(!ec.wait_until(key, start + Duration::from_millis(30)));
         assert!(start.elapsed() >= Duration::from_millis(30));
+    }
+
+    #[test]
+    fn shared_memory_event_counts_wake_each_other() {
+        let name = crate::mem::shm_segment_name("ec");
+        let a = crate::mem::DeviceMem::create_shared(&name, 4096).unwrap();
+        let b = crate::mem::DeviceMem::open_shared(&name).unwrap();
+        let ea = Arc::new(EventCount::on_shared_memory(&a, 128).unwrap());
+        let eb = EventCount::on_shared_memory(&b, 128).unwrap();
+        let key = ea.key();
+        let ea2 = ea.clone();
+        let t = std::thread::spawn(move || {
+            ea2.wait_until(key, Instant::now() + Duration::from_secs(10))
+        });
+        std::thread::sleep(Duration::from_millis(30));
+        eb.notify(); // through the other mapping
+        assert!(t.join().unwrap(), "woken through the shared word");
+        assert_ne!(ea.key(), key);
+        let k = eb.key();
+        assert!(!eb.wait_until(k, Instant::now() + Duration::from_millis(20)));
     }
 
     #[test]
