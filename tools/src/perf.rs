@@ -3,9 +3,10 @@
 use crate::check::{expected_value, input_value, CheckElem};
 use clap::{Parser, ValueEnum};
 use half::{bf16, f16};
-use hccl_adapter::{CommConfig, DataType, DeviceBuffer, HcclComm, HcclError, ReduceOp, Result};
+use hccl_adapter::{CommConfig, DataType, DeviceMem, HcclComm, HcclError, ReduceOp, Result};
 use std::io::Write;
 use std::sync::{Arc, Barrier};
+use std::time::Duration;
 use std::time::Instant;
 
 /// Output format.
@@ -24,7 +25,8 @@ pub enum Format {
     about = "Collective performance test (hccl_test-compatible flags and output)"
 )]
 pub struct PerfArgs {
-    /// The collective: all_reduce.
+    /// The collective: all_reduce, all_gather, reduce_scatter, broadcast,
+    /// reduce, scatter, alltoall.
     pub op_name: String,
     /// Ranks (threads of this process).
     #[arg(short = 'p', long = "npus", default_value_t = 8)]
@@ -62,10 +64,17 @@ pub struct PerfArgs {
     /// Output format.
     #[arg(long = "format", value_enum, default_value_t = Format::Text)]
     pub format: Format,
-    /// How the rank threads talk: `inproc` (shared address space) or `tcp`
-    /// (loopback sockets, as ranks in different processes would).
-    #[arg(long = "transport", default_value = "inproc", value_parser = ["inproc", "tcp"])]
+    /// What a rank is and how ranks talk: `inproc` (threads of this
+    /// process), `tcp` (threads over loopback TCP), `process` (one process
+    /// per rank: shared memory on this host, as real jobs run).
+    #[arg(long = "transport", default_value = "inproc", value_parser = ["inproc", "tcp", "process"])]
     pub transport: String,
+    /// Internal: this process is rank N of a `--transport process` run.
+    #[arg(long = "worker-rank", hide = true)]
+    pub worker_rank: Option<u32>,
+    /// Internal: where the process ranks meet.
+    #[arg(long = "root-file", hide = true)]
+    pub root_file: Option<String>,
     /// Also measure single-thread memcpy bandwidth at the largest size and
     /// print the best bus bandwidth as a ratio of it (a same-run baseline).
     #[arg(long = "baseline")]
@@ -92,23 +101,59 @@ pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
 pub enum PerfOp {
     /// AllReduce.
     AllReduce,
+    /// AllGather (size = gathered output).
+    AllGather,
+    /// ReduceScatter (size = input).
+    ReduceScatter,
+    /// Broadcast.
+    Broadcast,
+    /// Reduce.
+    Reduce,
+    /// Scatter (size = root's input).
+    Scatter,
+    /// AllToAll (size = each rank's input).
+    AllToAll,
 }
 
 impl PerfOp {
-    /// Parses hccl_test's op names.
+    /// Every collective, in hccl_test's order.
+    pub const ALL: [PerfOp; 7] = [
+        PerfOp::AllReduce,
+        PerfOp::AllGather,
+        PerfOp::ReduceScatter,
+        PerfOp::Broadcast,
+        PerfOp::Reduce,
+        PerfOp::Scatter,
+        PerfOp::AllToAll,
+    ];
+
+    /// Parses hccl_test's op names (`all_reduce`, `all_reduce_test`, `allreduce`).
     pub fn parse(name: &str) -> Result<PerfOp> {
-        match name.to_ascii_lowercase().replace('-', "_").as_str() {
-            "all_reduce" | "allreduce" | "all_reduce_test" => Ok(PerfOp::AllReduce),
-            other => Err(HcclError::not_support(format!(
-                "collective '{other}' is not available in hccl-test yet (available: all_reduce)"
-            ))),
-        }
+        let n = name.to_ascii_lowercase().replace('-', "_");
+        let n = n.trim_end_matches("_test").replace('_', "");
+        PerfOp::ALL
+            .iter()
+            .copied()
+            .find(|o| o.name().replace('_', "") == n)
+            .ok_or_else(|| {
+                let names: Vec<_> = PerfOp::ALL.iter().map(|o| o.name()).collect();
+                HcclError::not_support(format!(
+                    "collective '{name}' is not available in hccl-test (available: {})",
+                    names.join(", ")
+                ))
+            })
     }
 
     /// Name printed in results.
     pub fn name(self) -> &'static str {
         match self {
             PerfOp::AllReduce => "all_reduce",
+            PerfOp::AllGather => "all_gather",
+            PerfOp::ReduceScatter => "reduce_scatter",
+            PerfOp::Broadcast => "broadcast",
+            PerfOp::Reduce => "reduce",
+            PerfOp::Scatter => "scatter",
+            PerfOp::AllToAll => "alltoall",
         }
     }
 
@@ -117,7 +162,17 @@ impl PerfOp {
         let p = p as f64;
         match self {
             PerfOp::AllReduce => 2.0 * (p - 1.0) / p,
+            PerfOp::Broadcast | PerfOp::Reduce => 1.0,
+            _ => (p - 1.0) / p,
         }
+    }
+
+    /// Whether the size counts all ranks' blocks (so it is split p ways).
+    fn split(self) -> bool {
+        matches!(
+            self,
+            PerfOp::AllGather | PerfOp::ReduceScatter | PerfOp::Scatter | PerfOp::AllToAll
+        )
     }
 }
 
@@ -180,6 +235,97 @@ pub struct Row {
     pub algorithm: String,
 }
 
+fn header(args: &PerfArgs, out: &mut dyn Write) -> std::io::Result<()> {
+    if args.format == Format::Text {
+        writeln!(
+            out,
+            "the minbytes is {}, maxbytes is {}, iters is {}, warmup_iters is {}",
+            args.minbytes, args.maxbytes, args.iters, args.warmup_iters
+        )?;
+        writeln!(
+            out,
+            "{:>18} | {:>16} | {:>22} | {:>14} | {:>20}",
+            "data_size(Bytes):",
+            "aveg_time(us):",
+            "alg_bandwidth(GB/s):",
+            "check_result:",
+            "bus_bandwidth(GB/s):"
+        )?;
+    }
+    Ok(())
+}
+
+fn print_row(args: &PerfArgs, row: &Row, out: &mut dyn Write) -> Result<()> {
+    let io = |e: std::io::Error| HcclError::from_io("writing results", e);
+    match args.format {
+        Format::Text => writeln!(
+            out,
+            "{:>18} | {:>16.2} | {:>22.6} | {:>14} | {:>20.6}",
+            row.bytes, row.time_us, row.algbw_gbps, row.check, row.busbw_gbps
+        ),
+        Format::Json => writeln!(
+            out,
+            "{}",
+            serde_json::to_string(row).map_err(|e| HcclError::internal(e.to_string()))?
+        ),
+    }
+    .map_err(io)?;
+    out.flush().map_err(io)
+}
+
+fn make_row(
+    args: &PerfArgs,
+    op: PerfOp,
+    dtype: DataType,
+    bytes: u64,
+    time_us: f64,
+    ok: bool,
+    algorithm: String,
+) -> Row {
+    let algbw = if time_us > 0.0 {
+        bytes as f64 / time_us / 1e3
+    } else {
+        0.0
+    };
+    Row {
+        op: op.name().into(),
+        ranks: args.npus,
+        bytes,
+        count: bytes / dtype.size() as u64,
+        dtype: dtype.name().into(),
+        time_us,
+        algbw_gbps: algbw,
+        busbw_gbps: algbw * op.bus_factor(args.npus),
+        check: if args.check == 0 {
+            "NULL".into()
+        } else if ok {
+            "success".into()
+        } else {
+            "failed".into()
+        },
+        algorithm,
+    }
+}
+
+macro_rules! by_dtype {
+    ($dtype:expr, $f:ident :: <T> ($($arg:expr),*)) => {
+        match $dtype {
+            DataType::Int8 => $f::<i8>($($arg),*),
+            DataType::Int16 => $f::<i16>($($arg),*),
+            DataType::Int32 => $f::<i32>($($arg),*),
+            DataType::Int64 => $f::<i64>($($arg),*),
+            DataType::Uint8 => $f::<u8>($($arg),*),
+            DataType::Uint16 => $f::<u16>($($arg),*),
+            DataType::Uint32 => $f::<u32>($($arg),*),
+            DataType::Uint64 => $f::<u64>($($arg),*),
+            DataType::Fp16 => $f::<f16>($($arg),*),
+            DataType::Bf16 => $f::<bf16>($($arg),*),
+            DataType::Fp32 => $f::<f32>($($arg),*),
+            DataType::Fp64 => $f::<f64>($($arg),*),
+        }
+    };
+}
+
 /// Runs the sweep and writes the results to `out`.
 pub fn run_sweep(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
     let op = PerfOp::parse(&args.op_name)?;
@@ -191,26 +337,26 @@ pub fn run_sweep(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
     if args.iters == 0 {
         return Err(HcclError::para("-n/--iters must be at least 1"));
     }
+    if args.root >= args.npus {
+        return Err(HcclError::para(format!(
+            "-r/--root {} is out of range for {} ranks",
+            args.root, args.npus
+        )));
+    }
     let sizes = sizes(args, dtype.size() as u64)?;
     let io = |e: std::io::Error| HcclError::from_io("writing results", e);
-    if args.format == Format::Text {
-        writeln!(
-            out,
-            "the minbytes is {}, maxbytes is {}, iters is {}, warmup_iters is {}",
-            args.minbytes, args.maxbytes, args.iters, args.warmup_iters
-        )
-        .map_err(io)?;
-        writeln!(
-            out,
-            "{:>18} | {:>16} | {:>22} | {:>14} | {:>20}",
-            "data_size(Bytes):",
-            "aveg_time(us):",
-            "alg_bandwidth(GB/s):",
-            "check_result:",
-            "bus_bandwidth(GB/s):"
-        )
-        .map_err(io)?;
+    if args.transport == "process" {
+        return match args.worker_rank {
+            Some(rank) => process_rank(args, op, dtype, rop, rank, &sizes, out),
+            None => {
+                header(args, out).map_err(io)?;
+                out.flush().map_err(io)?;
+                launch_processes(args)?;
+                baseline(args, None, out)
+            }
+        };
     }
+    header(args, out).map_err(io)?;
     let config = CommConfig::from_env()?;
     let comms = Arc::new(if args.transport == "tcp" {
         let root = hccl_framework_root(&config)?;
@@ -233,58 +379,21 @@ pub fn run_sweep(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
     let mut all_ok = true;
     let mut best_busbw: f64 = 0.0;
     for bytes in sizes {
-        let row = match dtype {
-            DataType::Int8 => measure::<i8>(args, op, rop, &comms, bytes),
-            DataType::Int16 => measure::<i16>(args, op, rop, &comms, bytes),
-            DataType::Int32 => measure::<i32>(args, op, rop, &comms, bytes),
-            DataType::Int64 => measure::<i64>(args, op, rop, &comms, bytes),
-            DataType::Uint8 => measure::<u8>(args, op, rop, &comms, bytes),
-            DataType::Uint16 => measure::<u16>(args, op, rop, &comms, bytes),
-            DataType::Uint32 => measure::<u32>(args, op, rop, &comms, bytes),
-            DataType::Uint64 => measure::<u64>(args, op, rop, &comms, bytes),
-            DataType::Fp16 => measure::<f16>(args, op, rop, &comms, bytes),
-            DataType::Bf16 => measure::<bf16>(args, op, rop, &comms, bytes),
-            DataType::Fp32 => measure::<f32>(args, op, rop, &comms, bytes),
-            DataType::Fp64 => measure::<f64>(args, op, rop, &comms, bytes),
-        }?;
+        let (t, ok) = by_dtype!(dtype, measure_threads::<T>(args, op, rop, &comms, bytes))?;
+        let row = make_row(
+            args,
+            op,
+            dtype,
+            bytes,
+            t,
+            ok,
+            comms[0].communicator().last_executor().unwrap_or_default(),
+        );
         all_ok &= row.check != "failed";
         best_busbw = best_busbw.max(row.busbw_gbps);
-        match args.format {
-            Format::Text => writeln!(
-                out,
-                "{:>18} | {:>16.2} | {:>22.6} | {:>14} | {:>20.6}",
-                row.bytes, row.time_us, row.algbw_gbps, row.check, row.busbw_gbps
-            ),
-            Format::Json => writeln!(
-                out,
-                "{}",
-                serde_json::to_string(&row).map_err(|e| HcclError::internal(e.to_string()))?
-            ),
-        }
-        .map_err(io)?;
-        out.flush().map_err(io)?;
+        print_row(args, &row, out)?;
     }
-    if args.baseline {
-        let memcpy = memcpy_gbps(args.maxbytes.max(1) as usize);
-        let ratio = if memcpy > 0.0 {
-            best_busbw / memcpy
-        } else {
-            0.0
-        };
-        match args.format {
-            Format::Text => writeln!(
-                out,
-                "baseline: memcpy of {} bytes (1 thread) {memcpy:.3} GB/s; best bus bandwidth {best_busbw:.6} GB/s = {ratio:.6}x memcpy",
-                args.maxbytes
-            ),
-            Format::Json => writeln!(
-                out,
-                "{{\"baseline\":\"memcpy\",\"bytes\":{},\"memcpy_gbps\":{memcpy:.6},\"best_busbw_gbps\":{best_busbw:.6},\"ratio\":{ratio:.6}}}",
-                args.maxbytes
-            ),
-        }
-        .map_err(io)?;
-    }
+    baseline(args, Some(best_busbw), out)?;
     if all_ok {
         Ok(())
     } else {
@@ -294,21 +403,51 @@ pub fn run_sweep(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
     }
 }
 
-fn measure<T: CheckElem>(
+/// Prints the memcpy baseline (`--baseline`); `best` is the best bus
+/// bandwidth of the sweep when known here.
+fn baseline(args: &PerfArgs, best: Option<f64>, out: &mut dyn Write) -> Result<()> {
+    if !args.baseline {
+        return Ok(());
+    }
+    let io = |e: std::io::Error| HcclError::from_io("writing results", e);
+    let memcpy = memcpy_gbps(args.maxbytes.max(1) as usize);
+    match (args.format, best) {
+        (Format::Text, Some(best)) => writeln!(
+            out,
+            "baseline: memcpy of {} bytes (1 thread) {memcpy:.3} GB/s; best bus bandwidth {best:.6} GB/s = {:.6}x memcpy",
+            args.maxbytes,
+            if memcpy > 0.0 { best / memcpy } else { 0.0 }
+        ),
+        (Format::Text, None) => writeln!(out, "baseline: memcpy of {} bytes (1 thread) {memcpy:.3} GB/s", args.maxbytes),
+        (Format::Json, _) => writeln!(
+            out,
+            "{{\"baseline\":\"memcpy\",\"bytes\":{},\"memcpy_gbps\":{memcpy:.6},\"best_busbw_gbps\":{:.6}}}",
+            args.maxbytes,
+            best.unwrap_or(0.0)
+        ),
+    }
+    .map_err(io)
+}
+
+/// Threads as ranks: each rank on its own thread, the slowest one's time.
+fn measure_threads<T: CheckElem>(
     args: &PerfArgs,
     op: PerfOp,
     rop: ReduceOp,
     comms: &Arc<Vec<HcclComm>>,
     bytes: u64,
-) -> Result<Row> {
+) -> Result<(f64, bool)> {
     let p = args.npus;
-    let count = (bytes / std::mem::size_of::<T>() as u64) as usize;
     let barrier = Barrier::new(p as usize);
     let results: Vec<Result<(f64, bool)>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..p)
             .map(|rank| {
                 let (comms, barrier) = (&comms, &barrier);
-                s.spawn(move || rank_run::<T>(args, op, rop, &comms[rank as usize], count, barrier))
+                s.spawn(move || {
+                    rank_run::<T>(args, op, rop, &comms[rank as usize], bytes, &|| {
+                        barrier.wait();
+                    })
+                })
             })
             .collect();
         handles
@@ -326,29 +465,123 @@ fn measure<T: CheckElem>(
         time_us = time_us.max(t);
         ok &= good;
     }
-    let algbw = if time_us > 0.0 {
-        bytes as f64 / time_us / 1e3
+    Ok((time_us, ok))
+}
+
+/// Processes as ranks: the parent spawns one child per rank and waits.
+fn launch_processes(args: &PerfArgs) -> Result<()> {
+    let exe = std::env::current_exe()
+        .map_err(|e| HcclError::from_io("finding the hccl-test binary", e))?;
+    let dir = std::env::temp_dir().join(format!("hccl-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| HcclError::from_io("creating a temporary directory", e))?;
+    let root_file = dir.join("root.bin");
+    let mut forwarded: Vec<String> = std::env::args().skip(1).collect();
+    // the parent prints the header and the baseline; children only rows
+    forwarded.retain(|a| a != "--baseline");
+    let mut children = Vec::new();
+    for r in 0..args.npus {
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args(&forwarded)
+            .arg("--worker-rank")
+            .arg(r.to_string())
+            .arg("--root-file")
+            .arg(&root_file)
+            .stdin(std::process::Stdio::null());
+        if r != 0 {
+            cmd.stdout(std::process::Stdio::null());
+        }
+        children.push(
+            cmd.spawn()
+                .map_err(|e| HcclError::from_io("starting a rank process", e))?,
+        );
+    }
+    let mut failed = Vec::new();
+    for (r, mut c) in children.into_iter().enumerate() {
+        match c.wait() {
+            Ok(s) if s.success() => {}
+            Ok(s) => failed.push(format!("rank {r} exited with {s}")),
+            Err(e) => failed.push(format!("rank {r}: {e}")),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    if failed.is_empty() {
+        Ok(())
     } else {
-        0.0
+        Err(HcclError::internal(failed.join("; ")))
+    }
+}
+
+/// One rank process: join through the root file, run the sweep, and let
+/// rank 0 print each row with the slowest rank's time.
+fn process_rank(
+    args: &PerfArgs,
+    op: PerfOp,
+    dtype: DataType,
+    rop: ReduceOp,
+    rank: u32,
+    sizes: &[u64],
+    out: &mut dyn Write,
+) -> Result<()> {
+    let path = args
+        .root_file
+        .clone()
+        .ok_or_else(|| HcclError::para("--worker-rank needs --root-file"))?;
+    let config = CommConfig::from_env()?;
+    let root = if rank == 0 {
+        let root = HcclComm::get_root_info_with(&config)?;
+        let tmp = format!("{path}.tmp");
+        std::fs::write(&tmp, root.0)
+            .and_then(|_| std::fs::rename(&tmp, &path))
+            .map_err(|e| HcclError::from_io("writing the root info", e))?;
+        root
+    } else {
+        hccl_adapter::read_root_file(&path, config.connect_timeout)?
     };
-    Ok(Row {
-        op: op.name().into(),
-        ranks: p,
-        bytes,
-        count: count as u64,
-        dtype: T::DTYPE.name().into(),
-        time_us,
-        algbw_gbps: algbw,
-        busbw_gbps: algbw * op.bus_factor(p),
-        check: if args.check == 0 {
-            "NULL".into()
-        } else if ok {
-            "success".into()
-        } else {
-            "failed".into()
-        },
-        algorithm: comms[0].communicator().last_executor().unwrap_or_default(),
-    })
+    let comm = HcclComm::init_root_info_with(args.npus, &root, rank, config)?;
+    let stream = comm.create_stream();
+    let barrier = || {
+        let _ = comm.barrier(&stream).and_then(|_| stream.synchronize());
+    };
+    let stats_send = DeviceMem::alloc(16)?;
+    let stats_recv = DeviceMem::alloc(16)?;
+    let mut all_ok = true;
+    for &bytes in sizes {
+        let (t, ok) = by_dtype!(dtype, rank_run::<T>(args, op, rop, &comm, bytes, &barrier))?;
+        // slowest time and "all succeeded", over the ranks
+        stats_send.copy_from_host(&[t, if ok { -1.0 } else { 0.0 }])?;
+        comm.all_reduce_raw(
+            &stats_send,
+            &stats_recv,
+            2,
+            DataType::Fp64,
+            ReduceOp::Max,
+            &stream,
+        )?;
+        stream.synchronize()?;
+        let v = stats_recv.to_vec::<f64>(2)?;
+        let row = make_row(
+            args,
+            op,
+            dtype,
+            bytes,
+            v[0],
+            v[1] < 0.0,
+            comm.communicator().last_executor().unwrap_or_default(),
+        );
+        all_ok &= row.check != "failed";
+        if rank == 0 {
+            print_row(args, &row, out)?;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(1));
+    if all_ok {
+        Ok(())
+    } else {
+        Err(HcclError::internal(
+            "result check failed for at least one size",
+        ))
+    }
 }
 
 fn hccl_framework_root(config: &CommConfig) -> Result<hccl_adapter::RootInfo> {
@@ -374,48 +607,88 @@ pub fn memcpy_gbps(bytes: usize) -> f64 {
     bytes as f64 / best / 1e9
 }
 
-/// One rank's part: warm up, time `iters` ops, check the last result.
-/// Every rank reaches both barriers even when it fails, so one failing rank
-/// cannot leave the others waiting at a barrier (they fail on their own,
-/// with a timeout naming the missing peer).
+/// One rank's part: set up buffers, warm up, time `iters` ops, check the
+/// last result. `sync` is a barrier over the ranks; every rank reaches both
+/// barriers even when it fails, so one failing rank cannot leave the others
+/// waiting at a barrier (they fail on their own, with a timeout naming it).
 fn rank_run<T: CheckElem>(
     args: &PerfArgs,
     op: PerfOp,
     rop: ReduceOp,
     comm: &HcclComm,
-    count: usize,
-    barrier: &Barrier,
+    bytes: u64,
+    sync: &dyn Fn(),
 ) -> Result<(f64, bool)> {
-    let rank = comm.rank();
+    let (rank, p) = (comm.rank(), comm.size() as usize);
+    let root = args.root;
+    let total = (bytes / std::mem::size_of::<T>() as u64) as usize;
+    let c = if op.split() { total / p } else { total };
+    let (send_n, recv_n) = match op {
+        PerfOp::AllReduce | PerfOp::Broadcast | PerfOp::Reduce => (c, c),
+        PerfOp::AllGather => (c, p * c),
+        PerfOp::ReduceScatter => (p * c, c),
+        PerfOp::Scatter => (p * c, c),
+        PerfOp::AllToAll => (p * c, p * c),
+    };
+    let value = |r: u32, i: usize| input_value::<T>(rop, r, i);
+    let reduced = |i: usize| expected_value::<T>(rop, p as u32, i);
     let stream = comm.create_stream();
     let setup = (|| {
-        let input: Vec<T> = (0..count).map(|i| input_value::<T>(rop, rank, i)).collect();
-        let send = DeviceBuffer::from_slice(&input)?;
-        let recv = DeviceBuffer::<T>::alloc(count)?;
+        let input: Vec<T> = (0..send_n).map(|i| value(rank, i)).collect();
+        let send = DeviceMem::alloc(send_n * std::mem::size_of::<T>())?;
+        send.copy_from_host(&input)?;
+        let recv = DeviceMem::alloc(recv_n * std::mem::size_of::<T>())?;
         Ok::<_, HcclError>((send, recv))
     })();
-    let run = |bufs: &mut (DeviceBuffer<T>, DeviceBuffer<T>), n: u32| -> Result<()> {
+    let d = T::DTYPE;
+    let run = |(send, recv): &(DeviceMem, DeviceMem), n: u32| -> Result<()> {
         for _ in 0..n {
+            let cc = c as u64;
             match op {
-                PerfOp::AllReduce => comm.all_reduce(&bufs.0, &mut bufs.1, rop, &stream)?,
+                PerfOp::AllReduce => comm.all_reduce_raw(send, recv, cc, d, rop, &stream)?,
+                PerfOp::AllGather => comm.all_gather_raw(send, recv, cc, d, &stream)?,
+                PerfOp::ReduceScatter => {
+                    comm.reduce_scatter_raw(send, recv, cc, d, rop, &stream)?
+                }
+                PerfOp::Broadcast => {
+                    let buf = if rank == root { send } else { recv };
+                    comm.broadcast_raw(buf, cc, d, root, &stream)?
+                }
+                PerfOp::Reduce => comm.reduce_raw(send, recv, cc, d, rop, root, &stream)?,
+                PerfOp::Scatter => comm.scatter_raw(send, recv, cc, d, root, &stream)?,
+                PerfOp::AllToAll => comm.all_to_all_raw(send, cc, d, recv, cc, d, &stream)?,
             }
         }
         stream.synchronize()
     };
-    let warm = setup.and_then(|mut b| run(&mut b, args.warmup_iters).map(|_| b));
-    barrier.wait();
+    let warm = setup.and_then(|b| run(&b, args.warmup_iters).map(|_| b));
+    sync();
     let start = Instant::now();
-    let timed = warm.and_then(|mut b| run(&mut b, args.iters).map(|_| b));
+    let timed = warm.and_then(|b| run(&b, args.iters).map(|_| b));
     let elapsed = start.elapsed();
-    barrier.wait();
-    let (_, recv) = timed?;
-    let ok = if args.check != 0 {
-        let got = recv.to_vec()?;
-        got.iter()
-            .enumerate()
-            .all(|(i, g)| *g == expected_value::<T>(rop, comm.size(), i))
-    } else {
+    sync();
+    let (send, recv) = timed?;
+    let ok = if args.check == 0 {
         true
+    } else {
+        let got: Vec<T> = match op {
+            PerfOp::Broadcast if rank == root => send.to_vec(c)?,
+            _ => recv.to_vec(recv_n)?,
+        };
+        let r = rank as usize;
+        got.iter().enumerate().all(|(i, g)| {
+            let want = match op {
+                PerfOp::AllReduce => reduced(i),
+                PerfOp::AllGather => value((i / c.max(1)) as u32, i % c.max(1)),
+                PerfOp::ReduceScatter => expected_value::<T>(rop, p as u32, r * c + i),
+                PerfOp::Broadcast => value(root, i),
+                PerfOp::Reduce if rank == root => reduced(i),
+                PerfOp::Reduce => *g,
+                PerfOp::Scatter => value(root, r * c + i),
+                PerfOp::AllToAll => value((i / c.max(1)) as u32, r * c + i % c.max(1)),
+            };
+            *g == want
+        })
     };
     Ok((elapsed.as_secs_f64() * 1e6 / args.iters as f64, ok))
 }
@@ -452,6 +725,10 @@ mod tests {
     #[test]
     fn bus_factors() {
         assert_eq!(PerfOp::AllReduce.bus_factor(4), 1.5);
+        assert_eq!(PerfOp::AllGather.bus_factor(4), 0.75);
+        assert_eq!(PerfOp::Broadcast.bus_factor(4), 1.0);
+        assert_eq!(PerfOp::parse("all_gather_test").unwrap(), PerfOp::AllGather);
+        assert_eq!(PerfOp::parse("alltoall").unwrap(), PerfOp::AllToAll);
         assert!(PerfOp::parse("alltoallv").is_err());
     }
 }

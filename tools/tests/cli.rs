@@ -209,3 +209,64 @@ fn baseline_line_reports_a_ratio_to_memcpy() {
         "{last}"
     );
 }
+
+#[test]
+fn process_ranks_run_every_collective_and_leave_no_segment_behind() {
+    let before = leftover_segments();
+    for op in [
+        "all_reduce",
+        "all_gather",
+        "reduce_scatter",
+        "broadcast",
+        "reduce",
+        "scatter",
+        "alltoall",
+    ] {
+        let out = hccl_test(&[
+            op,
+            "-p",
+            "3",
+            "-b",
+            "96",
+            "-e",
+            "3M",
+            "-f",
+            "32",
+            "-n",
+            "2",
+            "-w",
+            "1",
+            "-r",
+            "1",
+            "--transport",
+            "process",
+        ]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{op}: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let rows: Vec<&str> = stdout.lines().skip(2).collect();
+        assert_eq!(rows.len(), 4, "{op}: {stdout}");
+        assert!(rows.iter().all(|r| r.contains("success")), "{op}: {stdout}");
+    }
+    assert_eq!(
+        leftover_segments(),
+        before,
+        "no /dev/shm segment may outlive the run"
+    );
+}
+
+fn leftover_segments() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("hccl-rs-"))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
