@@ -99,6 +99,18 @@ fn spawn(
     )
 }
 
+/// The /dev/shm segments that processes `pids` still have.
+fn segments_of(pids: &[u32]) -> Vec<String> {
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| pids.iter().any(|p| n.starts_with(&format!("hccl-rs-{p}-"))))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Waits for every rank (up to `limit`); returns (exit code, stdout, stderr) per rank.
 fn wait(mut ranks: Ranks, limit: Duration) -> Vec<(Option<i32>, String, String)> {
     let deadline = Instant::now() + limit;
@@ -153,12 +165,67 @@ fn assert_all_ok(results: &[(Option<i32>, String, String)], what: &str) {
 fn root_info_2_3_4_processes() {
     for n in [2u32, 3, 4] {
         let dir = tempdir(&format!("root{n}"));
+        let ranks = spawn(n, "root_info", "collectives", &dir, |_| vec![]);
+        let pids: Vec<u32> = ranks.0.iter().map(Child::id).collect();
+        let r = wait(ranks, Duration::from_secs(120));
+        assert_all_ok(&r, &format!("root info, {n} processes"));
+        assert!(
+            segments_of(&pids).is_empty(),
+            "segments left after a normal exit: {:?}",
+            segments_of(&pids)
+        );
+    }
+}
+
+/// Ranks declared to be on two hosts: shared memory inside each "host",
+/// TCP between them.
+#[test]
+fn two_declared_hosts_mix_shm_and_tcp() {
+    for n in [3u32, 4] {
+        let dir = tempdir(&format!("hosts{n}"));
         let r = wait(
-            spawn(n, "root_info", "collectives", &dir, |_| vec![]),
+            spawn(n, "root_info", "collectives", &dir, |r| {
+                vec![("HCCL_RS_HOST_ID".into(), format!("host{}", r % 2))]
+            }),
             Duration::from_secs(120),
         );
-        assert_all_ok(&r, &format!("root info, {n} processes"));
+        assert_all_ok(&r, &format!("two hosts, {n} processes"));
     }
+}
+
+#[test]
+fn abort_fails_the_waiters_and_leaves_no_segment() {
+    let dir = tempdir("abort");
+    let mut ranks = spawn(3, "root_info", "abort", &dir, |_| {
+        // rank 2 waits on the stalled rank 1 too: it fails by timeout
+        vec![("HCCL_EXEC_TIMEOUT".into(), "3".into())]
+    });
+    let pids: Vec<u32> = ranks.0.iter().map(Child::id).collect();
+    // rank 1 stalls forever; ranks 0 (aborts itself) and 2 must finish on their own
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while ![0usize, 2]
+        .iter()
+        .all(|&r| ranks.0[r].try_wait().ok().flatten().is_some())
+    {
+        assert!(Instant::now() < deadline, "abort did not end the waits");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    ranks.0[1].kill().unwrap();
+    let results = wait(ranks, Duration::from_secs(10));
+    let (c0, o0, _) = &results[0];
+    assert_eq!(*c0, Some(2), "{o0}");
+    assert!(
+        o0.contains("communicator aborted on rank 0: the application gave up"),
+        "{o0}"
+    );
+    let (c2, o2, _) = &results[2];
+    assert_eq!(*c2, Some(2), "{o2}");
+    assert!(o2.contains("rank 0") || o2.contains("rank 1"), "{o2}");
+    assert!(
+        segments_of(&pids).is_empty(),
+        "segments left after abort: {:?}",
+        segments_of(&pids)
+    );
 }
 
 #[test]
@@ -251,6 +318,7 @@ fn a_killed_rank_makes_the_others_fail_naming_it() {
     });
     // let everyone join and rank 0 and 2 enter the collective, then kill rank 1
     std::thread::sleep(Duration::from_millis(1500));
+    let pids: Vec<u32> = ranks.0.iter().map(Child::id).collect();
     ranks.0[1].kill().unwrap();
     let start = Instant::now();
     let results = wait(ranks, Duration::from_secs(30));
@@ -267,6 +335,11 @@ fn a_killed_rank_makes_the_others_fail_naming_it() {
             "rank {r}'s error must name the lost rank 1: {out}"
         );
     }
+    assert!(
+        segments_of(&pids).is_empty(),
+        "segments left after a killed rank: {:?}",
+        segments_of(&pids)
+    );
 }
 
 #[test]

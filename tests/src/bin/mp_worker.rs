@@ -74,6 +74,23 @@ fn run(mode: &str, rank: u32, size: u32, dir: &str, scenario: &str) -> hccl_adap
             }
             return s.synchronize();
         }
+        "abort" => {
+            if rank == 1 {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+            let c = std::sync::Arc::new(c);
+            if rank == 0 {
+                let c2 = c.clone();
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(500));
+                    c2.abort("the application gave up");
+                });
+            }
+            let send = DeviceMem::alloc(1 << 20)?;
+            let recv = DeviceMem::alloc(1 << 20)?;
+            c.all_reduce_raw(&send, &recv, 1 << 18, f, ReduceOp::Sum, &s)?;
+            return s.synchronize();
+        }
         "stall" => {
             if rank == 1 {
                 std::thread::sleep(Duration::from_secs(3600));
