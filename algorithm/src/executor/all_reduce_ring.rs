@@ -113,7 +113,11 @@ impl CollExecutor for AllReduceRingExecutor {
             return Ok(());
         }
         let comm = res.sub_comm(CommPlane::Combine, 0)?;
-        let capacity = res.ccl_input.len().min(res.ccl_output.len());
+        let capacity = res
+            .ccl_input
+            .len()
+            .min(res.ccl_output.len())
+            .min(super::PIPELINE_CHUNK_BYTES);
         run_op_base_loop(param, res, capacity, |chunk, res| {
             let cin = res.ccl_input.range(0, chunk.bytes)?;
             let cout = res.ccl_output.range(0, chunk.bytes)?;

@@ -12,6 +12,13 @@ pub use op_base_loop::{run_op_base_loop, Chunk};
 pub use registry::{registry, ExecutorFactory, ExecutorRegistry};
 pub use ring_gather_scatter::{AllGatherRingExecutor, ReduceScatterRingExecutor};
 
+/// Upper bound on the bytes an op-base round stages at once. Rounds this
+/// small keep the staging copies, transfers and reductions of a round in
+/// cache instead of streaming the whole message through DRAM several times
+/// (measured: 32 MiB allreduce between two processes 2.0 → 3.2 GB/s bus
+/// bandwidth going from a 200 MiB round to 1 MiB; 256 KiB–1 MiB is flat).
+pub const PIPELINE_CHUNK_BYTES: usize = 1 << 20;
+
 use crate::op::OpParam;
 use crate::resource::{AlgResourceRequest, AlgResourceResponse};
 use crate::topo::TopoInfo;

@@ -78,7 +78,12 @@ fn slots(p: u64, w: u64, u: u64) -> Vec<Slice> {
 }
 
 fn per_rank_window(res: &AlgResourceResponse, p: u64, u: u64) -> Result<u64> {
-    let n = res.ccl_input.len().min(res.ccl_output.len()) as u64 / (p * u);
+    let n = res
+        .ccl_input
+        .len()
+        .min(res.ccl_output.len())
+        .min(super::PIPELINE_CHUNK_BYTES) as u64
+        / (p * u);
     if n == 0 {
         return Err(HcclError::para(format!(
             "the CCL buffer cannot hold one element per rank for {p} ranks"

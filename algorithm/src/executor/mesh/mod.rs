@@ -137,7 +137,11 @@ impl CollExecutor for MeshExecutor {
                 .link(q)
         };
         // One slot per sender in every receiver's CCL output.
-        let n = res.ccl_output.len() as u64 / (p as u64 * u);
+        let n = res
+            .ccl_output
+            .len()
+            .min(super::PIPELINE_CHUNK_BYTES.max(p as usize * (64 << 10))) as u64
+            / (p as u64 * u);
         if n == 0 {
             return Err(HcclError::para(format!(
                 "the CCL buffer ({} bytes) cannot hold one {} element per rank for {p} ranks",
