@@ -37,7 +37,7 @@ impl EnvSource for [(&str, &str)] {
 /// Default CCL buffer size, MB (HCCL's `HCCL_COMM_DEFAULT_BUFFSIZE`).
 pub const DEFAULT_BUFFSIZE_MB: u64 = 200;
 /// Spin before parking when every rank has a core, µs.
-pub const AUTO_SPIN_US: u64 = 20;
+pub const AUTO_SPIN_US: u64 = 1000;
 /// Default `HCCL_CONNECT_TIMEOUT`, seconds.
 pub const DEFAULT_CONNECT_TIMEOUT_S: u64 = 120;
 /// Default `HCCL_EXEC_TIMEOUT`, seconds.
