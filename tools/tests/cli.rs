@@ -28,7 +28,16 @@ fn hccl_test(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn four_rank_allreduce_sweep_succeeds_on_every_row() {
+    for transport in ["inproc", "process"] {
+        four_rank_sweep(transport);
+    }
+}
+
+/// The README's main job (fewer iterations), ranks as threads or processes.
+fn four_rank_sweep(transport: &str) {
     let out = hccl_test(&[
+        "--transport",
+        transport,
         "all_reduce",
         "-p",
         "4",
