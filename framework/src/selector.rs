@@ -81,7 +81,7 @@ impl Selector {
         };
         let bytes = model_bytes(param, p);
         let (name, why) = if let Some(n) = &self.override_name {
-            (n.clone(), "HCCL_RS_EXECUTOR".to_string())
+            (n.clone(), String::from("HCCL_RS_EXECUTOR"))
         } else if let Some(choice) = self.algo.for_op(op.name()).and_then(|l| {
             if multi_server {
                 l.level1.clone()
@@ -110,7 +110,7 @@ impl Selector {
                 }
                 let t = predict(algo, op, p, bytes, link, self.cost.gamma_us_per_byte)
                     .unwrap_or(f64::INFINITY);
-                considered.push(format!("{algo:?}={t:.1}us"));
+                considered.push((algo, t));
                 if best.is_none_or(|(bt, _)| t < bt) {
                     best = Some((t, algo));
                 }
@@ -118,10 +118,18 @@ impl Selector {
             let (t, algo) =
                 best.ok_or_else(|| HcclError::not_support(format!("no executor implements {op}")))?;
             let name = executor_name(algo, op).expect("filtered above");
-            (
-                name.to_owned(),
-                format!("cost model: predicted {t:.1}us ({})", considered.join(", ")),
-            )
+            // formatting the reason costs more than the selection: only
+            // when it will be logged
+            let why = if tracing::enabled!(tracing::Level::DEBUG) {
+                let c: Vec<String> = considered
+                    .iter()
+                    .map(|(a, t)| format!("{a:?}={t:.1}us"))
+                    .collect();
+                format!("cost model: predicted {t:.1}us ({})", c.join(", "))
+            } else {
+                String::new()
+            };
+            (name.to_owned(), why)
         };
         if !registry.contains(&name) {
             return Err(HcclError::not_found(format!(

@@ -273,11 +273,8 @@ fn pattern_op(spec: &SimSpec) -> Option<ReduceOp> {
 
 /// The expected output of rank `r`, or None where the op defines none
 /// (non-root ranks of Reduce and Gather) or no reference exists.
-fn expected(spec: &SimSpec, r: u32) -> Result<Option<Vec<u8>>, SimFailure> {
-    let p = spec.ranks();
-    let u = spec.dtype.size();
-    let c = spec.count as usize;
-    let inputs: Vec<Vec<u8>> = (0..p)
+fn all_inputs(spec: &SimSpec) -> Result<Vec<Vec<u8>>, SimFailure> {
+    (0..spec.ranks())
         .map(|q| {
             Ok(data::input(
                 spec.dtype,
@@ -286,7 +283,21 @@ fn expected(spec: &SimSpec, r: u32) -> Result<Option<Vec<u8>>, SimFailure> {
                 shape(spec, q)?.in_elems as usize,
             ))
         })
-        .collect::<Result<_, SimFailure>>()?;
+        .collect()
+}
+
+/// Whether every rank expects the same output (computed once, then reused).
+fn same_for_all(op: OpType) -> bool {
+    matches!(
+        op,
+        OpType::AllReduce | OpType::AllGather | OpType::AllGatherV | OpType::Broadcast
+    )
+}
+
+fn expected(spec: &SimSpec, inputs: &[Vec<u8>], r: u32) -> Result<Option<Vec<u8>>, SimFailure> {
+    let p = spec.ranks();
+    let u = spec.dtype.size();
+    let c = spec.count as usize;
     let block = |q: u32, off: usize, len: usize| &inputs[q as usize][off * u..(off + len) * u];
     let fold = |blocks: Vec<&[u8]>| data::fold(spec.dtype, spec.reduce_op, &blocks);
     let root = spec.root;
@@ -583,8 +594,20 @@ pub fn simulate(
     // Results.
     let mut checked = false;
     if spec.check {
+        let inputs = all_inputs(spec)?;
+        let mut shared: Option<Vec<u8>> = None;
         for (r, rank) in ranks.iter().enumerate() {
-            let Some(want) = expected(spec, r as u32)? else {
+            let want = match (&shared, same_for_all(spec.op_type)) {
+                (Some(w), true) => Some(w.clone()),
+                _ => {
+                    let w = expected(spec, &inputs, r as u32)?;
+                    if same_for_all(spec.op_type) {
+                        shared = w.clone();
+                    }
+                    w
+                }
+            };
+            let Some(want) = want else {
                 continue;
             };
             checked = true;

@@ -33,6 +33,10 @@ pub(crate) struct StreamInner {
 
 static NEXT_STREAM: AtomicU64 = AtomicU64::new(1);
 
+fn head_pending_since_unset(q: &VecDeque<Task>) -> bool {
+    q.front().is_some_and(|h| h.pending_since.is_none())
+}
+
 impl StreamInner {
     fn lock_queue(&self) -> std::sync::MutexGuard<'_, VecDeque<Task>> {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
@@ -43,36 +47,68 @@ impl StreamInner {
     }
 
     /// Runs tasks from the head until one must wait. Returns whether any ran.
+    ///
+    /// Tasks are polled in place under the queue lock (one lock per run of
+    /// tasks rather than two per poll); host callbacks are the exception —
+    /// they may enqueue on this very stream — and run with the lock released.
     pub(crate) fn run_ready(&self, dev: &device::DeviceInner) -> bool {
-        let mut progressed = false;
-        loop {
-            let Some(mut task) = self.lock_queue().pop_front() else {
-                return progressed;
+        let mut done = 0u64;
+        let mut q = self.lock_queue();
+        let failure = loop {
+            let Some(head) = q.front_mut() else {
+                break None;
             };
-            match device::poll_task(&mut task) {
+            let r = if matches!(head.kind, TaskKind::Callback(_)) {
+                let mut task = q.pop_front().expect("head exists");
+                drop(q);
+                let r = device::poll_task(&mut task);
+                q = self.lock_queue();
+                match r {
+                    Poll::Ready(Ok(())) => {
+                        dev.stats.record(&task);
+                        done += 1;
+                        continue;
+                    }
+                    Poll::Ready(Err(e)) => break Some((task, e)),
+                    Poll::Pending => {
+                        q.push_front(task);
+                        break None;
+                    }
+                }
+            } else {
+                device::poll_task(head)
+            };
+            match r {
                 Poll::Ready(Ok(())) => {
+                    let task = q.pop_front().expect("head exists");
                     dev.stats.record(&task);
                     drop(task);
-                    self.completed.fetch_add(1, Ordering::AcqRel);
-                    progressed = true;
+                    done += 1;
                 }
-                Poll::Ready(Err(e)) => {
-                    tracing::error!(error = %e, "stream task failed; discarding the stream's queued tasks");
-                    task.abort_peer(&e.to_string());
-                    drop(task);
-                    dev.abort_links(&e.to_string());
-                    self.fail(e);
-                    return true;
-                }
+                Poll::Ready(Err(e)) => break Some((q.pop_front().expect("head exists"), e)),
                 Poll::Pending => {
-                    if task.pending_since.is_none() {
-                        task.pending_since = Some(Instant::now());
+                    if head_pending_since_unset(&q) {
+                        if let Some(h) = q.front_mut() {
+                            h.pending_since = Some(Instant::now());
+                        }
                     }
-                    self.lock_queue().push_front(task);
-                    return progressed;
+                    break None;
                 }
             }
+        };
+        drop(q);
+        if done > 0 {
+            self.completed.fetch_add(done, Ordering::AcqRel);
         }
+        if let Some((task, e)) = failure {
+            tracing::error!(error = %e, "stream task failed; discarding the stream's queued tasks");
+            task.abort_peer(&e.to_string());
+            drop(task);
+            dev.abort_links(&e.to_string());
+            self.fail(e);
+            return true;
+        }
+        done > 0
     }
 
     fn fail(&self, e: HcclError) {
