@@ -54,6 +54,9 @@ pub enum Algo {
     Ring,
     /// Mesh: one step per op-base round, direct writes to every peer.
     Mesh,
+    /// Recursive halving/doubling on the largest power of two ≤ p, with a
+    /// fold-in and fold-out step for the remaining ranks (HCCL's H-D_R).
+    Rhd,
 }
 
 /// The (α, β, γ) coefficients: steps, bytes sent by the busiest rank,
@@ -71,6 +74,17 @@ pub fn terms(algo: Algo, op: OpType, p: u32, bytes: u64) -> Option<(f64, f64, f6
         (Algo::Ring, OpType::AllGather) => (p - 1.0, f * n, 0.0),
         (Algo::Ring, OpType::ReduceScatter) => (p - 1.0, f * n, f * n),
         (Algo::Mesh, OpType::AllReduce) => (1.0, (p - 1.0) * n, (p - 1.0) * n),
+        (Algo::Rhd, OpType::AllReduce) => {
+            let m = (p as u64).next_power_of_two() as f64;
+            let m = if m > p { m / 2.0 } else { m };
+            let fold = if m < p { 1.0 } else { 0.0 };
+            let g = (m - 1.0) / m;
+            (
+                2.0 * m.log2() + 2.0 * fold,
+                2.0 * g * n + fold * n,
+                g * n + fold * n,
+            )
+        }
         (Algo::Mesh, OpType::AllGather | OpType::AllToAll) => (1.0, f * n, 0.0),
         (Algo::Mesh, OpType::ReduceScatter) => (1.0, f * n, f * n),
         (Algo::Mesh, OpType::Broadcast | OpType::Scatter) => (1.0, (p - 1.0) * n, 0.0),
@@ -113,6 +127,7 @@ mod tests {
                 OpType::ReduceScatter,
             ),
             ("AllReduceMeshExecutor", Algo::Mesh, OpType::AllReduce),
+            ("AllReduceRHDExecutor", Algo::Rhd, OpType::AllReduce),
             ("AllGatherMeshExecutor", Algo::Mesh, OpType::AllGather),
             (
                 "ReduceScatterMeshExecutor",
@@ -127,6 +142,10 @@ mod tests {
         ];
         for (name, algo, op) in cases {
             for p in [2u32, 3, 4, 8, 16] {
+                // RHD's 128-byte slices split evenly only on powers of two
+                if algo == Algo::Rhd && !p.is_power_of_two() {
+                    continue;
+                }
                 // per-rank count chosen so slices divide evenly (and 128-byte aligned)
                 let count = 32 * p as u64 * p as u64;
                 let spec = SimSpec {

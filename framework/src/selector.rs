@@ -25,6 +25,7 @@ pub struct Selector {
 pub fn executor_name(algo: Algo, op: OpType) -> Option<&'static str> {
     Some(match (algo, op) {
         (Algo::Ring, OpType::AllReduce) => "AllReduceRingExecutor",
+        (Algo::Rhd, OpType::AllReduce) => "AllReduceRHDExecutor",
         (Algo::Ring, OpType::AllGather) => "AllGatherRingExecutor",
         (Algo::Ring, OpType::ReduceScatter) => "ReduceScatterRingExecutor",
         (Algo::Mesh, OpType::AllReduce) => "AllReduceMeshExecutor",
@@ -92,6 +93,7 @@ impl Selector {
             let algo = match choice.as_str() {
                 "ring" => Some(Algo::Ring),
                 "fullmesh" | "mesh" => Some(Algo::Mesh),
+                "H-D_R" => Some(Algo::Rhd),
                 _ => None,
             };
             let level = if multi_server { "level1" } else { "level0" };
@@ -104,7 +106,7 @@ impl Selector {
         } else {
             let mut best: Option<(f64, Algo)> = None;
             let mut considered = Vec::new();
-            for algo in [Algo::Ring, Algo::Mesh] {
+            for algo in [Algo::Ring, Algo::Mesh, Algo::Rhd] {
                 if executor_name(algo, op).is_none() {
                     continue;
                 }

@@ -91,6 +91,10 @@ fn ring_forced_ranks_3() {
     run_with(3, Some("AllReduceRingExecutor"));
 }
 #[test]
+fn rhd_forced_ranks_5() {
+    run_with(5, Some("AllReduceRHDExecutor"));
+}
+#[test]
 fn ring_forced_ranks_8() {
     run_with(8, Some("AllReduceRingExecutor"));
 }

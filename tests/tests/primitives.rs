@@ -283,7 +283,8 @@ fn run(p: u32, executor: Option<&'static str>) {
                 let op = e
                     .trim_end_matches("Executor")
                     .trim_end_matches("Mesh")
-                    .trim_end_matches("Ring");
+                    .trim_end_matches("Ring")
+                    .trim_end_matches("RHD");
                 Box::leak(op.to_string().into_boxed_str()) as &str
             }),
         )
@@ -316,6 +317,7 @@ fn every_executor_forced() {
     let names = [
         "AllReduceMeshExecutor",
         "AllReduceRingExecutor",
+        "AllReduceRHDExecutor",
         "AllGatherMeshExecutor",
         "AllGatherRingExecutor",
         "ReduceScatterMeshExecutor",

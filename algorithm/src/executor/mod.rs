@@ -1,11 +1,13 @@
 //! Executors: one op each, composed from templates.
 
+mod all_reduce_rhd;
 mod all_reduce_ring;
 mod mesh;
 mod op_base_loop;
 mod registry;
 mod ring_gather_scatter;
 
+pub use all_reduce_rhd::AllReduceRhdExecutor;
 pub use all_reduce_ring::AllReduceRingExecutor;
 pub use mesh::{MeshExecutor, MESH_EXECUTORS};
 pub use op_base_loop::{run_op_base_loop, Chunk};

@@ -270,3 +270,31 @@ fn one_shot_mesh_allreduce_is_one_step_and_identical_on_all_ranks() {
     assert_eq!(r.link_bytes.len(), 8 * 7, "every rank writes to every peer");
     assert_eq!(r.max_rank_bytes_sent, 7 * 400);
 }
+
+#[test]
+fn rhd_allreduce_any_rank_count() {
+    for p in (1..=33u32).chain([64, 100, 127, 128]) {
+        for count in [0u64, 1, 7, p as u64 + 3, 1000] {
+            let spec = SimSpec::all_reduce(p, count, DataType::Fp32, ReduceOp::Sum);
+            let r = simulate(registry(), "AllReduceRHDExecutor", &spec)
+                .unwrap_or_else(|e| panic!("p={p} count={count}: {e}"));
+            assert!(r.checked);
+            if p > 1 && count > 0 {
+                let m = 1u64 << (63 - (p as u64).leading_zeros());
+                let fold = if m == p as u64 { 0 } else { 2 };
+                assert_eq!(
+                    r.steps,
+                    2 * m.trailing_zeros() as u64 + fold,
+                    "p={p}: 2 log2 m (+ fold) steps"
+                );
+            }
+        }
+    }
+    for dtype in DataType::ALL {
+        for op in ReduceOp::ALL {
+            let spec = SimSpec::all_reduce(6, 333, dtype, op);
+            simulate(registry(), "AllReduceRHDExecutor", &spec)
+                .unwrap_or_else(|e| panic!("{dtype} {op}: {e}"));
+        }
+    }
+}
