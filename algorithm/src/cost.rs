@@ -57,6 +57,8 @@ pub enum Algo {
     /// Recursive halving/doubling on the largest power of two ≤ p, with a
     /// fold-in and fold-out step for the remaining ranks (HCCL's H-D_R).
     Rhd,
+    /// One peer per step (alltoall): p−1 steps.
+    PairWise,
 }
 
 /// The (α, β, γ) coefficients: steps, bytes sent by the busiest rank,
@@ -87,6 +89,7 @@ pub fn terms(algo: Algo, op: OpType, p: u32, bytes: u64) -> Option<(f64, f64, f6
         }
         (Algo::Mesh, OpType::AllGather | OpType::AllToAll) => (1.0, f * n, 0.0),
         (Algo::Mesh, OpType::ReduceScatter) => (1.0, f * n, f * n),
+        (Algo::PairWise, OpType::AllToAll) => (p - 1.0, f * n, 0.0),
         (Algo::Mesh, OpType::Broadcast | OpType::Scatter) => (1.0, (p - 1.0) * n, 0.0),
         (Algo::Mesh, OpType::Reduce) => (1.0, n, (p - 1.0) * n),
         (Algo::Mesh, OpType::Gather) => (1.0, n, 0.0),

@@ -26,6 +26,8 @@ pub fn executor_name(algo: Algo, op: OpType) -> Option<&'static str> {
     Some(match (algo, op) {
         (Algo::Ring, OpType::AllReduce) => "AllReduceRingExecutor",
         (Algo::Rhd, OpType::AllReduce) => "AllReduceRHDExecutor",
+        (Algo::PairWise, OpType::AllToAll) => "AllToAllPairWiseExecutor",
+        (Algo::PairWise, OpType::AllToAllV) => "AllToAllVPairWiseExecutor",
         (Algo::Ring, OpType::AllGather) => "AllGatherRingExecutor",
         (Algo::Ring, OpType::ReduceScatter) => "ReduceScatterRingExecutor",
         (Algo::Mesh, OpType::AllReduce) => "AllReduceMeshExecutor",
@@ -94,6 +96,7 @@ impl Selector {
                 "ring" => Some(Algo::Ring),
                 "fullmesh" | "mesh" => Some(Algo::Mesh),
                 "H-D_R" => Some(Algo::Rhd),
+                "pairwise" => Some(Algo::PairWise),
                 _ => None,
             };
             let level = if multi_server { "level1" } else { "level0" };

@@ -284,7 +284,8 @@ fn run(p: u32, executor: Option<&'static str>) {
                     .trim_end_matches("Executor")
                     .trim_end_matches("Mesh")
                     .trim_end_matches("Ring")
-                    .trim_end_matches("RHD");
+                    .trim_end_matches("RHD")
+                    .trim_end_matches("PairWise");
                 Box::leak(op.to_string().into_boxed_str()) as &str
             }),
         )
@@ -330,6 +331,8 @@ fn every_executor_forced() {
         "GatherMeshExecutor",
         "AllToAllMeshExecutor",
         "AllToAllVMeshExecutor",
+        "AllToAllPairWiseExecutor",
+        "AllToAllVPairWiseExecutor",
     ];
     for p in [2u32, 3, 5] {
         for name in names {

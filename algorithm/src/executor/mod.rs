@@ -9,7 +9,7 @@ mod ring_gather_scatter;
 
 pub use all_reduce_rhd::AllReduceRhdExecutor;
 pub use all_reduce_ring::AllReduceRingExecutor;
-pub use mesh::{MeshExecutor, MESH_EXECUTORS};
+pub use mesh::{MeshExecutor, MESH_EXECUTORS, PAIRWISE_EXECUTORS};
 pub use op_base_loop::{run_op_base_loop, Chunk};
 pub use registry::{registry, ExecutorFactory, ExecutorRegistry};
 pub use ring_gather_scatter::{AllGatherRingExecutor, ReduceScatterRingExecutor};

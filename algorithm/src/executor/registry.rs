@@ -65,6 +65,15 @@ impl ExecutorRegistry {
         for (name, f) in builtins {
             r.register(name, f).expect("built-in names are unique");
         }
+        for &(name, op) in super::PAIRWISE_EXECUTORS {
+            r.register(
+                name,
+                Arc::new(move |t: &TopoInfo| {
+                    Box::new(MeshExecutor::pairwise(name, op, t)) as Box<dyn CollExecutor>
+                }),
+            )
+            .expect("built-in names are unique");
+        }
         for &(name, op) in MESH_EXECUTORS {
             r.register(
                 name,

@@ -298,3 +298,13 @@ fn rhd_allreduce_any_rank_count() {
         }
     }
 }
+
+#[test]
+fn pairwise_alltoall_takes_p_minus_1_steps() {
+    for p in [2u32, 3, 5, 8] {
+        let spec = SimSpec::op(OpType::AllToAll, p, 64, DataType::Int32, ReduceOp::Sum);
+        let r = simulate(registry(), "AllToAllPairWiseExecutor", &spec).unwrap();
+        assert!(r.checked);
+        assert_eq!(r.steps, p as u64 - 1, "p={p}");
+    }
+}

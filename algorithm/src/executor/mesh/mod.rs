@@ -37,12 +37,19 @@ pub const MESH_EXECUTORS: &[(&str, OpType)] = &[
     ("ReceiveExecutor", OpType::Receive),
 ];
 
+/// The PairWise executors: (registered name, op).
+pub const PAIRWISE_EXECUTORS: &[(&str, OpType)] = &[
+    ("AllToAllPairWiseExecutor", OpType::AllToAll),
+    ("AllToAllVPairWiseExecutor", OpType::AllToAllV),
+];
+
 /// A mesh executor for one op.
 #[derive(Debug)]
 pub struct MeshExecutor {
     name: &'static str,
     op: OpType,
     topo: TopoInfo,
+    pairwise: bool,
 }
 
 impl MeshExecutor {
@@ -52,6 +59,15 @@ impl MeshExecutor {
             name,
             op,
             topo: topo.clone(),
+            pairwise: false,
+        }
+    }
+
+    /// The PairWise variant (alltoall family): one peer per step.
+    pub fn pairwise(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
+        MeshExecutor {
+            pairwise: true,
+            ..Self::new(name, op, topo)
         }
     }
 }
@@ -154,41 +170,55 @@ impl CollExecutor for MeshExecutor {
                 .range((q as u64 * n * u) as usize, (len * u) as usize)
         };
         let rounds = longest.div_ceil(n);
+        // Mesh: one phase with every peer. Pairwise: p−1 phases, phase k
+        // sending to rank r+k and receiving from r−k (one peer at a time,
+        // HCCL's PairWise for alltoall).
+        let phases: Vec<(Vec<u32>, Vec<u32>)> = if self.pairwise {
+            (1..p)
+                .map(|k| (vec![(me + k) % p], vec![(me + p - k) % p]))
+                .collect()
+        } else {
+            vec![((0..p).collect(), (0..p).collect())]
+        };
         for i in 0..rounds {
-            s.set_step(i as u32);
-            for q in 0..p {
-                if window(plan.recvs[q as usize], i, n).is_some() {
-                    link(q)?.tx_ack(s)?;
+            for (ph, (to, from)) in phases.iter().enumerate() {
+                s.set_step((i as usize * phases.len() + ph) as u32);
+                for &q in from {
+                    if window(plan.recvs[q as usize], i, n).is_some() {
+                        link(q)?.tx_ack(s)?;
+                    }
                 }
-            }
-            for q in 0..p {
-                if let Some(w) = window(plan.sends[q as usize], i, n) {
-                    let l = link(q)?;
-                    l.rx_ack(s)?;
-                    l.tx_async(
-                        MemKind::CclOutput,
-                        (me as u64 * n * u) as usize,
-                        &input(w)?,
-                        s,
-                    )?;
+                for &q in to {
+                    if let Some(w) = window(plan.sends[q as usize], i, n) {
+                        let l = link(q)?;
+                        l.rx_ack(s)?;
+                        l.tx_async(
+                            MemKind::CclOutput,
+                            (me as u64 * n * u) as usize,
+                            &input(w)?,
+                            s,
+                        )?;
+                    }
                 }
-            }
-            for q in 0..p {
-                if window(plan.sends[q as usize], i, n).is_some() {
-                    link(q)?.tx_wait_done(s)?;
+                for &q in to {
+                    if window(plan.sends[q as usize], i, n).is_some() {
+                        link(q)?.tx_wait_done(s)?;
+                    }
                 }
-            }
-            for q in 0..p {
-                if window(plan.recvs[q as usize], i, n).is_some() {
-                    link(q)?.rx_wait_done(s)?;
+                for &q in from {
+                    if window(plan.recvs[q as usize], i, n).is_some() {
+                        link(q)?.rx_wait_done(s)?;
+                    }
+                }
+                if !plan.reduce {
+                    for &q in from {
+                        if let Some(w) = window(plan.recvs[q as usize], i, n) {
+                            s.memcpy_async(&output(w)?, &slot(q, w.len)?)?;
+                        }
+                    }
                 }
             }
             if !plan.reduce {
-                for q in 0..p {
-                    if let Some(w) = window(plan.recvs[q as usize], i, n) {
-                        s.memcpy_async(&output(w)?, &slot(q, w.len)?)?;
-                    }
-                }
                 continue;
             }
             // Reduce in rank order from the slots; this rank's own window is
