@@ -75,6 +75,8 @@ pub fn terms(algo: Algo, op: OpType, p: u32, bytes: u64) -> Option<(f64, f64, f6
         (Algo::Ring, OpType::AllReduce) => (2.0 * (p - 1.0), 2.0 * f * n, f * n),
         (Algo::Ring, OpType::AllGather) => (p - 1.0, f * n, 0.0),
         (Algo::Ring, OpType::ReduceScatter) => (p - 1.0, f * n, f * n),
+        // chain of p−1 hops carrying p pipelined segments
+        (Algo::Ring, OpType::Broadcast) => (2.0 * (p - 1.0), n, 0.0),
         (Algo::Mesh, OpType::AllReduce) => (1.0, (p - 1.0) * n, (p - 1.0) * n),
         (Algo::Rhd, OpType::AllReduce) => {
             let m = (p as u64).next_power_of_two() as f64;
@@ -130,6 +132,7 @@ mod tests {
                 OpType::ReduceScatter,
             ),
             ("AllReduceMeshExecutor", Algo::Mesh, OpType::AllReduce),
+            ("BroadcastRingExecutor", Algo::Ring, OpType::Broadcast),
             ("AllReduceRHDExecutor", Algo::Rhd, OpType::AllReduce),
             ("AllGatherMeshExecutor", Algo::Mesh, OpType::AllGather),
             (
@@ -207,6 +210,6 @@ mod tests {
         };
         assert!(m(1024) < r(1024));
         assert!(m(16 << 20) > r(16 << 20));
-        assert!(terms(Algo::Ring, OpType::Broadcast, 4, 8).is_none());
+        assert!(terms(Algo::Ring, OpType::Scatter, 4, 8).is_none());
     }
 }

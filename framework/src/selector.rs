@@ -26,6 +26,7 @@ pub fn executor_name(algo: Algo, op: OpType) -> Option<&'static str> {
     Some(match (algo, op) {
         (Algo::Ring, OpType::AllReduce) => "AllReduceRingExecutor",
         (Algo::Rhd, OpType::AllReduce) => "AllReduceRHDExecutor",
+        (Algo::Ring, OpType::Broadcast) => "BroadcastRingExecutor",
         (Algo::PairWise, OpType::AllToAll) => "AllToAllPairWiseExecutor",
         (Algo::PairWise, OpType::AllToAllV) => "AllToAllVPairWiseExecutor",
         (Algo::Ring, OpType::AllGather) => "AllGatherRingExecutor",

@@ -326,6 +326,7 @@ fn every_executor_forced() {
         "AllGatherVMeshExecutor",
         "ReduceScatterVMeshExecutor",
         "BroadcastMeshExecutor",
+        "BroadcastRingExecutor",
         "ReduceMeshExecutor",
         "ScatterMeshExecutor",
         "GatherMeshExecutor",

@@ -2,6 +2,7 @@
 
 mod all_reduce_rhd;
 mod all_reduce_ring;
+mod broadcast_ring;
 mod mesh;
 mod op_base_loop;
 mod registry;
@@ -9,6 +10,7 @@ mod ring_gather_scatter;
 
 pub use all_reduce_rhd::AllReduceRhdExecutor;
 pub use all_reduce_ring::AllReduceRingExecutor;
+pub use broadcast_ring::BroadcastRingExecutor;
 pub use mesh::{MeshExecutor, MESH_EXECUTORS, PAIRWISE_EXECUTORS};
 pub use op_base_loop::{run_op_base_loop, Chunk};
 pub use registry::{registry, ExecutorFactory, ExecutorRegistry};

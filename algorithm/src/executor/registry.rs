@@ -38,6 +38,12 @@ impl ExecutorRegistry {
         let r = Self::empty();
         let builtins: Vec<(&str, ExecutorFactory)> = vec![
             (
+                super::BroadcastRingExecutor::NAME,
+                Arc::new(|t: &TopoInfo| {
+                    Box::new(super::BroadcastRingExecutor::new(t)) as Box<dyn CollExecutor>
+                }),
+            ),
+            (
                 super::AllReduceRhdExecutor::NAME,
                 Arc::new(|t: &TopoInfo| {
                     Box::new(super::AllReduceRhdExecutor::new(t)) as Box<dyn CollExecutor>

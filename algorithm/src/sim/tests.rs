@@ -308,3 +308,23 @@ fn pairwise_alltoall_takes_p_minus_1_steps() {
         assert_eq!(r.steps, p as u64 - 1, "p={p}");
     }
 }
+
+#[test]
+fn ring_broadcast_pipelines_segments() {
+    for p in [2u32, 3, 5, 8] {
+        let mut spec = SimSpec::op(
+            OpType::Broadcast,
+            p,
+            32 * p as u64 * 4,
+            DataType::Fp32,
+            ReduceOp::Sum,
+        );
+        spec.root = 1 % p;
+        let r = simulate(registry(), "BroadcastRingExecutor", &spec).unwrap();
+        assert!(r.checked);
+        // p segments through a chain of p-1 hops: p + (p-2) steps
+        assert_eq!(r.steps, 2 * p as u64 - 2, "p={p}");
+        // every rank but the last of the chain sends the data once
+        assert_eq!(r.max_rank_bytes_sent, 32 * p as u64 * 4 * 4);
+    }
+}

@@ -1,0 +1,95 @@
+//! Broadcast along the ring as a pipelined chain: the data is cut into
+//! segments that travel root → root+1 → … → root−1, each rank forwarding a
+//! segment as soon as it has it, so p−2 + S steps move S segments and every
+//! link carries the data once.
+
+use super::{run_op_base_loop, CollExecutor, PIPELINE_CHUNK_BYTES};
+use crate::op::{OpParam, OpType, WorkflowMode};
+use crate::resource::{AlgResourceRequest, AlgResourceResponse, SingleSubCommTransport};
+use crate::template::Slice;
+use crate::topo::{CommPlane, TopoInfo};
+use hccl_platform::{HcclError, MemKind, Result};
+
+/// Ring (chain) Broadcast over the flat plane.
+#[derive(Debug)]
+pub struct BroadcastRingExecutor {
+    topo: TopoInfo,
+}
+
+impl BroadcastRingExecutor {
+    /// The registered name.
+    pub const NAME: &'static str = "BroadcastRingExecutor";
+
+    /// An executor for `topo`.
+    pub fn new(topo: &TopoInfo) -> Self {
+        BroadcastRingExecutor { topo: topo.clone() }
+    }
+}
+
+impl CollExecutor for BroadcastRingExecutor {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn calc_res_request(&self, param: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
+        if param.op_type != OpType::Broadcast || param.mode != WorkflowMode::OpBase {
+            return Err(HcclError::not_support(format!(
+                "{} runs op-base broadcast, not {}",
+                Self::NAME,
+                param.op_type
+            )));
+        }
+        let mut req = AlgResourceRequest::default();
+        let ranks = topo.plane_ranks(CommPlane::Combine);
+        if ranks.len() > 1 {
+            req.op_transport[CommPlane::Combine as usize].push(SingleSubCommTransport::ring(
+                ranks,
+                topo.user_rank,
+                MemKind::CclInput,
+                MemKind::CclOutput,
+            )?);
+        }
+        Ok(req)
+    }
+
+    fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+        let s = &param.stream;
+        let p = self.topo.user_rank_size;
+        if p == 1 || param.count == 0 {
+            return Ok(());
+        }
+        let me = self.topo.user_rank;
+        let root = param.root;
+        // position along the chain, root first
+        let pos = (me + p - root) % p;
+        let comm = res.sub_comm(CommPlane::Combine, 0)?;
+        let left = comm.link((me + p - 1) % p)?;
+        let right = comm.link((me + 1) % p)?;
+        let capacity = res.ccl_input.len().min(PIPELINE_CHUNK_BYTES);
+        run_op_base_loop(param, res, capacity, |chunk, res| {
+            let w = res.ccl_input.range(0, chunk.bytes)?;
+            let user = param.output.range(chunk.offset, chunk.bytes)?;
+            if pos == 0 {
+                s.memcpy_async(&w, &user)?;
+            }
+            let segments = Slice::split(chunk.bytes, p as usize);
+            for (k, seg) in segments.iter().enumerate() {
+                s.set_step(k as u32 + pos);
+                let piece = w.range(seg.offset, seg.len)?;
+                if pos > 0 {
+                    left.tx_ack(s)?;
+                    left.rx_wait_done(s)?;
+                }
+                if pos + 1 < p {
+                    right.rx_ack(s)?;
+                    right.tx_async(MemKind::CclInput, seg.offset, &piece, s)?;
+                    right.tx_wait_done(s)?;
+                }
+            }
+            if pos > 0 {
+                s.memcpy_async(&user, &w)?;
+            }
+            Ok(())
+        })
+    }
+}
