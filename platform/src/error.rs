@@ -65,32 +65,67 @@ impl HcclResult {
     }
 
     /// The string `HcclGetErrorString` returns for this code.
-    pub const fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
+        self.as_cstr().to_str().expect("ASCII literals")
+    }
+
+    /// The same string, NUL-terminated (for the C ABI).
+    pub const fn as_cstr(self) -> &'static std::ffi::CStr {
         match self {
-            HcclResult::Success => "no error",
-            HcclResult::EPara => "parameter error",
-            HcclResult::EPtr => "empty pointer",
-            HcclResult::EMemory => "memory error",
-            HcclResult::EInternal => "internal error",
-            HcclResult::ENotSupport => "not support feature",
-            HcclResult::ENotFound => "not found specific resource",
-            HcclResult::EUnavail => "resource unavailable",
-            HcclResult::ESyscall => "call system interface error",
-            HcclResult::ETimeout => "timeout",
-            HcclResult::EOpenFileFailure => "open file fail",
-            HcclResult::ETcpConnect => "tcp connect fail",
-            HcclResult::ERoceConnect => "roce connect fail",
-            HcclResult::ETcpTransfer => "tcp transfer fail",
-            HcclResult::ERoceTransfer => "roce transfer fail",
-            HcclResult::ERuntime => "call runtime api fail",
-            HcclResult::EDrv => "call driver api fail",
-            HcclResult::EProfiling => "call profiling api fail",
-            HcclResult::ECce => "call cce api fail",
-            HcclResult::ENetwork => "call network api fail",
-            HcclResult::EAgain => "try again",
-            HcclResult::ERemote => "error cqe",
-            HcclResult::ESuspending => "error communication suspending",
+            HcclResult::Success => c"no error",
+            HcclResult::EPara => c"parameter error",
+            HcclResult::EPtr => c"empty pointer",
+            HcclResult::EMemory => c"memory error",
+            HcclResult::EInternal => c"internal error",
+            HcclResult::ENotSupport => c"not support feature",
+            HcclResult::ENotFound => c"not found specific resource",
+            HcclResult::EUnavail => c"resource unavailable",
+            HcclResult::ESyscall => c"call system interface error",
+            HcclResult::ETimeout => c"timeout",
+            HcclResult::EOpenFileFailure => c"open file fail",
+            HcclResult::ETcpConnect => c"tcp connect fail",
+            HcclResult::ERoceConnect => c"roce connect fail",
+            HcclResult::ETcpTransfer => c"tcp transfer fail",
+            HcclResult::ERoceTransfer => c"roce transfer fail",
+            HcclResult::ERuntime => c"call runtime api fail",
+            HcclResult::EDrv => c"call driver api fail",
+            HcclResult::EProfiling => c"call profiling api fail",
+            HcclResult::ECce => c"call cce api fail",
+            HcclResult::ENetwork => c"call network api fail",
+            HcclResult::EAgain => c"try again",
+            HcclResult::ERemote => c"error cqe",
+            HcclResult::ESuspending => c"error communication suspending",
         }
+    }
+
+    /// The result with HCCL's numeric value `code`, if there is one.
+    pub const fn from_code(code: u32) -> Option<HcclResult> {
+        Some(match code {
+            0 => HcclResult::Success,
+            1 => HcclResult::EPara,
+            2 => HcclResult::EPtr,
+            3 => HcclResult::EMemory,
+            4 => HcclResult::EInternal,
+            5 => HcclResult::ENotSupport,
+            6 => HcclResult::ENotFound,
+            7 => HcclResult::EUnavail,
+            8 => HcclResult::ESyscall,
+            9 => HcclResult::ETimeout,
+            10 => HcclResult::EOpenFileFailure,
+            11 => HcclResult::ETcpConnect,
+            12 => HcclResult::ERoceConnect,
+            13 => HcclResult::ETcpTransfer,
+            14 => HcclResult::ERoceTransfer,
+            15 => HcclResult::ERuntime,
+            16 => HcclResult::EDrv,
+            17 => HcclResult::EProfiling,
+            18 => HcclResult::ECce,
+            19 => HcclResult::ENetwork,
+            20 => HcclResult::EAgain,
+            21 => HcclResult::ERemote,
+            22 => HcclResult::ESuspending,
+            _ => return None,
+        })
     }
 }
 

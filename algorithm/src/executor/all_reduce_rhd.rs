@@ -202,13 +202,7 @@ impl CollExecutor for AllReduceRhdExecutor {
         let s = &param.stream;
         let bytes = param.input_bytes() as usize;
         if self.topo.user_rank_size == 1 {
-            if bytes > 0 && !param.input.same_range(&param.output.range(0, bytes)?) {
-                s.memcpy_async(
-                    &param.output.range(0, bytes)?,
-                    &param.input.range(0, bytes)?,
-                )?;
-            }
-            return Ok(());
+            return super::copy_through(param, bytes);
         }
         let comm = res.sub_comm(CommPlane::Combine, 0)?;
         let capacity = res

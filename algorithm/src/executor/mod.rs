@@ -12,7 +12,7 @@ pub use all_reduce_rhd::AllReduceRhdExecutor;
 pub use all_reduce_ring::AllReduceRingExecutor;
 pub use broadcast_ring::BroadcastRingExecutor;
 pub use mesh::{MeshExecutor, MESH_EXECUTORS, PAIRWISE_EXECUTORS};
-pub use op_base_loop::{run_op_base_loop, Chunk};
+pub use op_base_loop::{copy_through, run_op_base_loop, Chunk};
 pub use registry::{registry, ExecutorFactory, ExecutorRegistry};
 pub use ring_gather_scatter::{AllGatherRingExecutor, ReduceScatterRingExecutor};
 

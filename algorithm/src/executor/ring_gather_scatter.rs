@@ -110,11 +110,7 @@ impl CollExecutor for AllGatherRingExecutor {
             return Ok(());
         }
         if p == 1 {
-            let (src, dst) = (param.input.range(0, b(c))?, param.output.range(0, b(c))?);
-            if !src.same_range(&dst) {
-                s.memcpy_async(&dst, &src)?;
-            }
-            return Ok(());
+            return super::copy_through(param, b(c));
         }
         let comm = res.sub_comm(CommPlane::Combine, 0)?;
         let n = per_rank_window(res, p, u)?;
@@ -160,11 +156,7 @@ impl CollExecutor for ReduceScatterRingExecutor {
             return Ok(());
         }
         if p == 1 {
-            let (src, dst) = (param.input.range(0, b(c))?, param.output.range(0, b(c))?);
-            if !src.same_range(&dst) {
-                s.memcpy_async(&dst, &src)?;
-            }
-            return Ok(());
+            return super::copy_through(param, b(c));
         }
         let comm = res.sub_comm(CommPlane::Combine, 0)?;
         let n = per_rank_window(res, p, u)?;
