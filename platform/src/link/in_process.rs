@@ -6,9 +6,10 @@
 //! followed by a release-increment of its `done` counter: single copy, no
 //! intermediate queue.
 
+use super::write_based::{self, Counter, Taken, WriteBased};
 use super::{Link, LinkOp, LinkOpState, OpDesc};
 use crate::error::{HcclError, Result};
-use crate::mem::{copy_mem, reduce_mem, DeviceMem, MemKind};
+use crate::mem::{DeviceMem, MemKind};
 use crate::sync::EventCount;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -51,10 +52,7 @@ pub struct InProcLink {
     remote_mems: [Option<DeviceMem>; 5],
     peer_waker: Arc<EventCount>,
     own_waker: Arc<EventCount>,
-    acks_taken: AtomicU64,
-    signals_taken: AtomicU64,
-    dones_taken: AtomicU64,
-    descs_taken: AtomicU64,
+    taken: Taken,
 }
 
 impl InProcLink {
@@ -78,18 +76,10 @@ impl InProcLink {
                 remote_mems,
                 peer_waker: peer.waker.clone(),
                 own_waker: me.waker.clone(),
-                acks_taken: AtomicU64::new(0),
-                signals_taken: AtomicU64::new(0),
-                dones_taken: AtomicU64::new(0),
-                descs_taken: AtomicU64::new(0),
+                taken: Taken::default(),
             }
         };
         (end(a, b, &ma, &mb), end(b, a, &mb, &ma))
-    }
-
-    fn raise(&self, line: &Line) {
-        line.0.fetch_add(1, Ordering::Release);
-        self.peer_waker.notify();
     }
 
     fn check_aborted(&self) -> Result<()> {
@@ -105,18 +95,26 @@ impl InProcLink {
         Ok(())
     }
 
-    /// Waits (by polling) for the `n`th increment of `line`.
-    fn take(&self, line: &Line, taken: &AtomicU64, state: &mut LinkOpState) -> Poll<Result<()>> {
-        let seq = *state
-            .seq
-            .get_or_insert_with(|| taken.fetch_add(1, Ordering::Relaxed) + 1);
-        if line.0.load(Ordering::Acquire) >= seq {
-            return Poll::Ready(Ok(()));
+    fn line(mailbox: &Mailbox, c: Counter) -> &Line {
+        match c {
+            Counter::Ack => &mailbox.ack,
+            Counter::Signal => &mailbox.signal,
+            Counter::Done => &mailbox.done,
+            Counter::Desc => &mailbox.signal_desc,
         }
-        if let Err(e) = self.check_aborted() {
-            return Poll::Ready(Err(e));
-        }
-        Poll::Pending
+    }
+}
+
+impl WriteBased for InProcLink {
+    fn raise(&self, c: Counter) {
+        Self::line(&self.theirs, c)
+            .0
+            .fetch_add(1, Ordering::Release);
+        self.peer_waker.notify();
+    }
+
+    fn raised(&self, c: Counter) -> u64 {
+        Self::line(&self.mine, c).0.load(Ordering::Acquire)
     }
 
     fn remote(&self, kind: MemKind, offset: usize, len: usize) -> Result<DeviceMem> {
@@ -126,6 +124,35 @@ impl InProcLink {
                 HcclError::internal(format!("peer's {kind} buffer is not bound to this link"))
             })?
             .range(offset, len)
+    }
+
+    // descriptors arrive in order: a queue serves them
+    fn put_desc(&self, _n: u64, d: &OpDesc) {
+        self.theirs
+            .descs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back(*d);
+    }
+
+    fn get_desc(&self, _n: u64) -> Option<OpDesc> {
+        self.mine
+            .descs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front()
+    }
+
+    fn check(&self) -> Result<()> {
+        self.check_aborted()
+    }
+
+    fn local(&self) -> u32 {
+        self.local
+    }
+
+    fn peer(&self) -> u32 {
+        self.remote
     }
 }
 
@@ -144,76 +171,7 @@ impl Link for InProcLink {
     }
 
     fn poll(&self, op: &LinkOp, state: &mut LinkOpState) -> Poll<Result<()>> {
-        match op {
-            LinkOp::TxAck => {
-                self.raise(&self.theirs.ack);
-                Poll::Ready(Ok(()))
-            }
-            LinkOp::TxDataSignal => {
-                self.raise(&self.theirs.signal);
-                Poll::Ready(Ok(()))
-            }
-            LinkOp::RxAck => self.take(&self.mine.ack, &self.acks_taken, state),
-            LinkOp::RxDataSignal => self.take(&self.mine.signal, &self.signals_taken, state),
-            LinkOp::RxWaitDone => self.take(&self.mine.done, &self.dones_taken, state),
-            LinkOp::TxAsync {
-                dst_kind,
-                dst_offset,
-                src,
-            } => {
-                let r = self
-                    .remote(*dst_kind, *dst_offset, src.mem().len())
-                    .and_then(|dst| copy_mem(&dst, src.mem()));
-                if r.is_ok() {
-                    self.raise(&self.theirs.done);
-                }
-                Poll::Ready(r)
-            }
-            LinkOp::TxWithReduce {
-                dst_kind,
-                dst_offset,
-                src,
-                dtype,
-                op,
-            } => {
-                let r = self
-                    .remote(*dst_kind, *dst_offset, src.mem().len())
-                    .and_then(|dst| reduce_mem(&dst, src.mem(), *dtype, *op));
-                if r.is_ok() {
-                    self.raise(&self.theirs.done);
-                }
-                Poll::Ready(r)
-            }
-            // Write-based: the sender already placed the data; transfers are
-            // synchronous copies, so there is nothing left to wait for.
-            LinkOp::RxAsync { .. } | LinkOp::TxWaitDone => Poll::Ready(Ok(())),
-            LinkOp::TxDesc(d) => {
-                self.theirs
-                    .descs
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push_back(*d);
-                self.raise(&self.theirs.signal_desc);
-                Poll::Ready(Ok(()))
-            }
-            LinkOp::RxDesc(mine) => {
-                match self.take(&self.mine.signal_desc, &self.descs_taken, state) {
-                    Poll::Ready(Ok(())) => {
-                        let theirs = self
-                            .mine
-                            .descs
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .pop_front();
-                        Poll::Ready(match theirs {
-                            Some(t) => mine.check(&t, self.remote),
-                            None => Err(HcclError::internal("descriptor signalled but missing")),
-                        })
-                    }
-                    other => other,
-                }
-            }
-        }
+        write_based::poll(self, &self.taken, op, state)
     }
 
     fn abort(&self, reason: &str) {

@@ -25,6 +25,7 @@ mod consistency;
 mod in_process;
 mod shm;
 mod tcp;
+mod write_based;
 
 pub use consistency::OpDesc;
 pub use in_process::{InProcEndpoint, InProcLink};

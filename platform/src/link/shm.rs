@@ -14,9 +14,10 @@
 //! leaves nothing in `/dev/shm`; [`sweep_stale_segments`] removes what a
 //! crash during start-up left behind.
 
+use super::write_based::{self, Counter, Taken, WriteBased};
 use super::{Link, LinkOp, LinkOpState, OpDesc};
 use crate::error::{HcclError, Result};
-use crate::mem::{copy_mem, reduce_mem, DeviceMem, MemKind, SHM_PREFIX};
+use crate::mem::{DeviceMem, MemKind, SHM_PREFIX};
 use crate::sync::EventCount;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -239,11 +240,7 @@ pub struct ShmLink {
     in_slot: usize,
     peer_waker: Arc<EventCount>,
     own_waker: Arc<EventCount>,
-    acks_taken: AtomicU64,
-    signals_taken: AtomicU64,
-    dones_taken: AtomicU64,
-    descs_taken: AtomicU64,
-    descs_sent: AtomicU64,
+    taken: Taken,
     /// Milliseconds (since `born`) of the last peer liveness check.
     last_liveness: AtomicU64,
     born: std::time::Instant,
@@ -269,39 +266,10 @@ impl ShmLink {
             theirs,
             peer_waker,
             own_waker,
-            acks_taken: AtomicU64::new(0),
-            signals_taken: AtomicU64::new(0),
-            dones_taken: AtomicU64::new(0),
-            descs_taken: AtomicU64::new(0),
-            descs_sent: AtomicU64::new(0),
+            taken: Taken::default(),
             last_liveness: AtomicU64::new(0),
             born: std::time::Instant::now(),
         })
-    }
-
-    fn raise(&self, line: usize) {
-        self.theirs
-            .u64_at(self.out_slot + line)
-            .fetch_add(1, Ordering::Release);
-        self.peer_waker.notify();
-    }
-
-    fn take(&self, line: usize, taken: &AtomicU64, state: &mut LinkOpState) -> Poll<Result<()>> {
-        let seq = *state
-            .seq
-            .get_or_insert_with(|| taken.fetch_add(1, Ordering::Relaxed) + 1);
-        if self
-            .mine
-            .u64_at(self.in_slot + line)
-            .load(Ordering::Acquire)
-            >= seq
-        {
-            return Poll::Ready(Ok(()));
-        }
-        if let Err(e) = self.health().and_then(|_| self.check_alive()) {
-            return Poll::Ready(Err(e));
-        }
-        Poll::Pending
     }
 
     /// A peer process that died cannot say so: while waiting on it, check
@@ -328,16 +296,6 @@ impl ShmLink {
         Ok(())
     }
 
-    fn remote(&self, kind: MemKind, offset: usize, len: usize) -> Result<DeviceMem> {
-        match kind {
-            MemKind::CclInput => self.theirs.ccl_input().range(offset, len),
-            MemKind::CclOutput => self.theirs.ccl_output().range(offset, len),
-            other => Err(HcclError::internal(format!(
-                "the shared-memory link cannot address the peer's {other} buffer"
-            ))),
-        }
-    }
-
     fn set_aborted(seg: &ShmSegment, slot: usize, reason: &str) {
         if seg.u32_at(slot + ABORTED).load(Ordering::Acquire) != 0 {
             return;
@@ -348,6 +306,66 @@ impl ShmLink {
         seg.u32_at(slot + REASON_LEN)
             .store(n as u32, Ordering::Relaxed);
         seg.u32_at(slot + ABORTED).store(1, Ordering::Release);
+    }
+}
+
+fn line(c: Counter) -> usize {
+    match c {
+        Counter::Ack => ACK,
+        Counter::Signal => SIGNAL,
+        Counter::Done => DONE,
+        Counter::Desc => DESC_COUNT,
+    }
+}
+
+impl WriteBased for ShmLink {
+    fn raise(&self, c: Counter) {
+        self.theirs
+            .u64_at(self.out_slot + line(c))
+            .fetch_add(1, Ordering::Release);
+        self.peer_waker.notify();
+    }
+
+    fn raised(&self, c: Counter) -> u64 {
+        self.mine
+            .u64_at(self.in_slot + line(c))
+            .load(Ordering::Acquire)
+    }
+
+    fn remote(&self, kind: MemKind, offset: usize, len: usize) -> Result<DeviceMem> {
+        match kind {
+            MemKind::CclInput => self.theirs.ccl_input().range(offset, len),
+            MemKind::CclOutput => self.theirs.ccl_output().range(offset, len),
+            other => Err(HcclError::internal(format!(
+                "the shared-memory link cannot address the peer's {other} buffer"
+            ))),
+        }
+    }
+
+    fn put_desc(&self, n: u64, d: &OpDesc) {
+        let at = self.out_slot + DESC_RING + (n % DESC_SLOTS) as usize * 40;
+        self.theirs.write_bytes(at, &d.to_bytes());
+    }
+
+    fn get_desc(&self, n: u64) -> Option<OpDesc> {
+        let mut b = [0u8; 40];
+        self.mine.read_bytes(
+            self.in_slot + DESC_RING + (n % DESC_SLOTS) as usize * 40,
+            &mut b,
+        );
+        Some(OpDesc::from_bytes(&b))
+    }
+
+    fn check(&self) -> Result<()> {
+        self.health().and_then(|_| self.check_alive())
+    }
+
+    fn local(&self) -> u32 {
+        self.local
+    }
+
+    fn peer(&self) -> u32 {
+        self.remote
     }
 }
 
@@ -366,70 +384,7 @@ impl Link for ShmLink {
     }
 
     fn poll(&self, op: &LinkOp, state: &mut LinkOpState) -> Poll<Result<()>> {
-        match op {
-            LinkOp::TxAck => {
-                self.raise(ACK);
-                Poll::Ready(Ok(()))
-            }
-            LinkOp::TxDataSignal => {
-                self.raise(SIGNAL);
-                Poll::Ready(Ok(()))
-            }
-            LinkOp::RxAck => self.take(ACK, &self.acks_taken, state),
-            LinkOp::RxDataSignal => self.take(SIGNAL, &self.signals_taken, state),
-            LinkOp::RxWaitDone => self.take(DONE, &self.dones_taken, state),
-            LinkOp::TxAsync {
-                dst_kind,
-                dst_offset,
-                src,
-            } => {
-                let r = self
-                    .remote(*dst_kind, *dst_offset, src.mem().len())
-                    .and_then(|dst| copy_mem(&dst, src.mem()));
-                if r.is_ok() {
-                    self.raise(DONE);
-                }
-                Poll::Ready(r)
-            }
-            LinkOp::TxWithReduce {
-                dst_kind,
-                dst_offset,
-                src,
-                dtype,
-                op,
-            } => {
-                let r = self
-                    .remote(*dst_kind, *dst_offset, src.mem().len())
-                    .and_then(|dst| reduce_mem(&dst, src.mem(), *dtype, *op));
-                if r.is_ok() {
-                    self.raise(DONE);
-                }
-                Poll::Ready(r)
-            }
-            LinkOp::RxAsync { .. } | LinkOp::TxWaitDone => Poll::Ready(Ok(())),
-            LinkOp::TxDesc(d) => {
-                let n = self.descs_sent.fetch_add(1, Ordering::Relaxed);
-                let at = self.out_slot + DESC_RING + (n % DESC_SLOTS) as usize * 40;
-                self.theirs.write_bytes(at, &d.to_bytes());
-                self.raise(DESC_COUNT);
-                Poll::Ready(Ok(()))
-            }
-            LinkOp::RxDesc(mine) => match self.take(DESC_COUNT, &self.descs_taken, state) {
-                Poll::Ready(Ok(())) => {
-                    let seq = state.seq.unwrap_or(1) - 1;
-                    let mut b = [0u8; 40];
-                    self.mine.read_bytes(
-                        self.in_slot + DESC_RING + (seq % DESC_SLOTS) as usize * 40,
-                        &mut b,
-                    );
-                    Poll::Ready(
-                        mine.check(&OpDesc::from_bytes(&b), self.remote)
-                            .map_err(|e| e.rank(self.local)),
-                    )
-                }
-                other => other,
-            },
-        }
+        write_based::poll(self, &self.taken, op, state)
     }
 
     fn abort(&self, reason: &str) {

@@ -1,0 +1,140 @@
+//! The verbs of a write-based link, written once for every transport whose
+//! peers can write into each other's memory (in-process, shared memory).
+//!
+//! Such a transport only has to say how to raise a counter at the peer, how
+//! to read its own counters, how to reach the peer's buffers and how to
+//! pass op descriptors; [`poll`] turns that into HCCL's verbs: a transfer is
+//! a direct copy (or reduce) into the peer's buffer followed by a
+//! release-increment of its `Done` counter, and every wait is "my counter
+//! has reached the n-th raise", with n assigned at the verb's first poll.
+
+use super::{LinkOp, LinkOpState, OpDesc};
+use crate::error::{HcclError, Result};
+use crate::mem::{copy_mem, reduce_mem, DeviceMem, MemKind};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::Poll;
+
+/// The counters one end raises at the other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Counter {
+    /// "You may write into my buffers."
+    Ack,
+    /// The secondary signal.
+    Signal,
+    /// A transfer into the peer completed.
+    Done,
+    /// An op descriptor was stored at the peer.
+    Desc,
+}
+
+/// What a write-based transport provides.
+pub(crate) trait WriteBased {
+    /// Raises `c` at the peer and wakes it.
+    fn raise(&self, c: Counter);
+    /// How many times the peer has raised `c` at this end (acquire load).
+    fn raised(&self, c: Counter) -> u64;
+    /// The peer's buffer `kind` at `[offset, offset + len)`.
+    fn remote(&self, kind: MemKind, offset: usize, len: usize) -> Result<DeviceMem>;
+    /// Stores this end's `n`-th descriptor (0-based) at the peer.
+    fn put_desc(&self, n: u64, d: &OpDesc);
+    /// The peer's `n`-th descriptor (0-based), once its `Desc` raise is seen.
+    fn get_desc(&self, n: u64) -> Option<OpDesc>;
+    /// `Err` once the link is broken (checked while waiting).
+    fn check(&self) -> Result<()>;
+    /// This rank.
+    fn local(&self) -> u32;
+    /// The peer.
+    fn peer(&self) -> u32;
+}
+
+/// How many raises of each counter this end has consumed.
+#[derive(Debug, Default)]
+pub(crate) struct Taken {
+    acks: AtomicU64,
+    signals: AtomicU64,
+    dones: AtomicU64,
+    descs: AtomicU64,
+    descs_sent: AtomicU64,
+}
+
+fn take<W: WriteBased>(
+    w: &W,
+    c: Counter,
+    taken: &AtomicU64,
+    state: &mut LinkOpState,
+) -> Poll<Result<()>> {
+    let seq = *state
+        .seq
+        .get_or_insert_with(|| taken.fetch_add(1, Ordering::Relaxed) + 1);
+    if w.raised(c) >= seq {
+        return Poll::Ready(Ok(()));
+    }
+    match w.check() {
+        Err(e) => Poll::Ready(Err(e)),
+        Ok(()) => Poll::Pending,
+    }
+}
+
+/// Advances `op` on the write-based end `w`.
+pub(crate) fn poll<W: WriteBased>(
+    w: &W,
+    taken: &Taken,
+    op: &LinkOp,
+    state: &mut LinkOpState,
+) -> Poll<Result<()>> {
+    let transfer = |r: Result<()>| {
+        if r.is_ok() {
+            w.raise(Counter::Done);
+        }
+        Poll::Ready(r)
+    };
+    match op {
+        LinkOp::TxAck => {
+            w.raise(Counter::Ack);
+            Poll::Ready(Ok(()))
+        }
+        LinkOp::TxDataSignal => {
+            w.raise(Counter::Signal);
+            Poll::Ready(Ok(()))
+        }
+        LinkOp::RxAck => take(w, Counter::Ack, &taken.acks, state),
+        LinkOp::RxDataSignal => take(w, Counter::Signal, &taken.signals, state),
+        LinkOp::RxWaitDone => take(w, Counter::Done, &taken.dones, state),
+        LinkOp::TxAsync {
+            dst_kind,
+            dst_offset,
+            src,
+        } => transfer(
+            w.remote(*dst_kind, *dst_offset, src.mem().len())
+                .and_then(|dst| copy_mem(&dst, src.mem())),
+        ),
+        LinkOp::TxWithReduce {
+            dst_kind,
+            dst_offset,
+            src,
+            dtype,
+            op,
+        } => transfer(
+            w.remote(*dst_kind, *dst_offset, src.mem().len())
+                .and_then(|dst| reduce_mem(&dst, src.mem(), *dtype, *op)),
+        ),
+        // Write-based: the sender already placed the data, and transfers are
+        // synchronous copies, so there is nothing left to wait for.
+        LinkOp::RxAsync { .. } | LinkOp::TxWaitDone => Poll::Ready(Ok(())),
+        LinkOp::TxDesc(d) => {
+            w.put_desc(taken.descs_sent.fetch_add(1, Ordering::Relaxed), d);
+            w.raise(Counter::Desc);
+            Poll::Ready(Ok(()))
+        }
+        LinkOp::RxDesc(mine) => match take(w, Counter::Desc, &taken.descs, state) {
+            Poll::Ready(Ok(())) => {
+                let n = state.seq.unwrap_or(1) - 1;
+                Poll::Ready(match w.get_desc(n) {
+                    Some(theirs) => mine.check(&theirs, w.peer()).map_err(|e| e.rank(w.local())),
+                    None => Err(HcclError::internal("descriptor signalled but missing")),
+                })
+            }
+            other => other,
+        },
+    }
+}
