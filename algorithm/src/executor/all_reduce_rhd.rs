@@ -10,11 +10,11 @@
 //! partner's W.
 
 use super::{run_op_base_loop, CollExecutor, PIPELINE_CHUNK_BYTES};
-use crate::op::{OpParam, OpType, WorkflowMode};
-use crate::resource::{AlgResourceRequest, AlgResourceResponse, SingleSubCommTransport};
+use crate::op::{OpParam, OpType};
+use crate::resource::{AlgResourceRequest, AlgResourceResponse};
 use crate::template::Slice;
 use crate::topo::{CommPlane, SubCommInfo, TopoInfo};
-use hccl_platform::{DeviceMem, HcclError, LinkHandle, MemKind, Result, Stream};
+use hccl_platform::{DeviceMem, LinkHandle, MemKind, Result, Stream};
 
 /// RHD AllReduce over the flat plane.
 #[derive(Debug)]
@@ -176,26 +176,7 @@ impl CollExecutor for AllReduceRhdExecutor {
     }
 
     fn calc_res_request(&self, param: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
-        if param.op_type != OpType::AllReduce || param.mode != WorkflowMode::OpBase {
-            return Err(HcclError::not_support(format!(
-                "{} runs op-base allreduce, not {}",
-                Self::NAME,
-                param.op_type
-            )));
-        }
-        let mut req = AlgResourceRequest::default();
-        let ranks = topo.plane_ranks(CommPlane::Combine);
-        if ranks.len() > 1 {
-            let wanted = partners(topo.user_rank, ranks.len() as u32);
-            req.op_transport[CommPlane::Combine as usize].push(SingleSubCommTransport::new(
-                ranks,
-                topo.user_rank,
-                &wanted,
-                MemKind::CclInput,
-                MemKind::CclOutput,
-            )?);
-        }
-        Ok(req)
+        super::flat_request(Self::NAME, OpType::AllReduce, param, topo, partners)
     }
 
     fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {

@@ -6,11 +6,11 @@
 //! user output. Traffic per rank: 2(p−1)/p of the data, in 2(p−1) steps.
 
 use super::{run_op_base_loop, CollExecutor};
-use crate::op::{OpParam, OpType, WorkflowMode};
-use crate::resource::{AlgResourceRequest, AlgResourceResponse, SingleSubCommTransport};
+use crate::op::{OpParam, OpType};
+use crate::resource::{AlgResourceRequest, AlgResourceResponse};
 use crate::template::{RingAllGather, RingReduceScatter, Slice};
 use crate::topo::{CommPlane, SubCommInfo, TopoInfo};
-use hccl_platform::{DeviceMem, HcclError, MemKind, Result};
+use hccl_platform::{DeviceMem, MemKind, Result};
 
 /// Ring AllReduce over the flat (`Combine`) plane.
 #[derive(Debug)]
@@ -73,30 +73,13 @@ impl CollExecutor for AllReduceRingExecutor {
     }
 
     fn calc_res_request(&self, param: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
-        if param.op_type != OpType::AllReduce {
-            return Err(HcclError::not_support(format!(
-                "{} runs allreduce, not {}",
-                Self::NAME,
-                param.op_type
-            )));
-        }
-        let mut req = AlgResourceRequest::default();
-        let ranks = topo.plane_ranks(CommPlane::Combine);
-        if param.mode != WorkflowMode::OpBase {
-            return Err(HcclError::not_support(format!(
-                "{} supports op-base mode only; graph mode is not available yet",
-                Self::NAME
-            )));
-        }
-        if ranks.len() > 1 {
-            req.op_transport[CommPlane::Combine as usize].push(SingleSubCommTransport::ring(
-                ranks,
-                topo.user_rank,
-                MemKind::CclInput,
-                MemKind::CclOutput,
-            )?);
-        }
-        Ok(req)
+        super::flat_request(
+            Self::NAME,
+            OpType::AllReduce,
+            param,
+            topo,
+            super::ring_peers,
+        )
     }
 
     fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {

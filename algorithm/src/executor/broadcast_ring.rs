@@ -4,11 +4,11 @@
 //! link carries the data once.
 
 use super::{run_op_base_loop, CollExecutor, PIPELINE_CHUNK_BYTES};
-use crate::op::{OpParam, OpType, WorkflowMode};
-use crate::resource::{AlgResourceRequest, AlgResourceResponse, SingleSubCommTransport};
+use crate::op::{OpParam, OpType};
+use crate::resource::{AlgResourceRequest, AlgResourceResponse};
 use crate::template::Slice;
 use crate::topo::{CommPlane, TopoInfo};
-use hccl_platform::{HcclError, MemKind, Result};
+use hccl_platform::{MemKind, Result};
 
 /// Ring (chain) Broadcast over the flat plane.
 #[derive(Debug)]
@@ -32,24 +32,13 @@ impl CollExecutor for BroadcastRingExecutor {
     }
 
     fn calc_res_request(&self, param: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
-        if param.op_type != OpType::Broadcast || param.mode != WorkflowMode::OpBase {
-            return Err(HcclError::not_support(format!(
-                "{} runs op-base broadcast, not {}",
-                Self::NAME,
-                param.op_type
-            )));
-        }
-        let mut req = AlgResourceRequest::default();
-        let ranks = topo.plane_ranks(CommPlane::Combine);
-        if ranks.len() > 1 {
-            req.op_transport[CommPlane::Combine as usize].push(SingleSubCommTransport::ring(
-                ranks,
-                topo.user_rank,
-                MemKind::CclInput,
-                MemKind::CclOutput,
-            )?);
-        }
-        Ok(req)
+        super::flat_request(
+            Self::NAME,
+            OpType::Broadcast,
+            param,
+            topo,
+            super::ring_peers,
+        )
     }
 
     fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {

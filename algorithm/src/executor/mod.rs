@@ -3,6 +3,7 @@
 mod all_reduce_rhd;
 mod all_reduce_ring;
 mod broadcast_ring;
+mod flat_request;
 mod mesh;
 mod op_base_loop;
 mod registry;
@@ -11,6 +12,7 @@ mod ring_gather_scatter;
 pub use all_reduce_rhd::AllReduceRhdExecutor;
 pub use all_reduce_ring::AllReduceRingExecutor;
 pub use broadcast_ring::BroadcastRingExecutor;
+pub(crate) use flat_request::{all_peers, flat_request, ring_peers};
 pub use mesh::{MeshExecutor, MESH_EXECUTORS, PAIRWISE_EXECUTORS};
 pub use op_base_loop::{copy_through, run_op_base_loop, Chunk};
 pub use registry::{registry, ExecutorFactory, ExecutorRegistry};

@@ -7,7 +7,7 @@
 
 use super::CollExecutor;
 use crate::op::{OpParam, OpType};
-use crate::resource::{AlgResourceRequest, AlgResourceResponse, SingleSubCommTransport};
+use crate::resource::{AlgResourceRequest, AlgResourceResponse};
 use crate::template::{RingAllGather, RingReduceScatter, Slice};
 use crate::topo::{CommPlane, TopoInfo};
 use hccl_platform::{HcclError, MemKind, Result};
@@ -42,31 +42,6 @@ impl ReduceScatterRingExecutor {
     }
 }
 
-fn ring_request(
-    name: &str,
-    want: OpType,
-    param: &OpParam,
-    topo: &TopoInfo,
-) -> Result<AlgResourceRequest> {
-    if param.op_type != want {
-        return Err(HcclError::not_support(format!(
-            "{name} runs {want}, not {}",
-            param.op_type
-        )));
-    }
-    let mut req = AlgResourceRequest::default();
-    let ranks = topo.plane_ranks(CommPlane::Combine);
-    if ranks.len() > 1 {
-        req.op_transport[CommPlane::Combine as usize].push(SingleSubCommTransport::ring(
-            ranks,
-            topo.user_rank,
-            MemKind::CclInput,
-            MemKind::CclOutput,
-        )?);
-    }
-    Ok(req)
-}
-
 /// Window size per rank (elements) and slot slices for a round.
 fn slots(p: u64, w: u64, u: u64) -> Vec<Slice> {
     (0..p)
@@ -98,7 +73,13 @@ impl CollExecutor for AllGatherRingExecutor {
     }
 
     fn calc_res_request(&self, param: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
-        ring_request(Self::NAME, OpType::AllGather, param, topo)
+        super::flat_request(
+            Self::NAME,
+            OpType::AllGather,
+            param,
+            topo,
+            super::ring_peers,
+        )
     }
 
     fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
@@ -144,7 +125,13 @@ impl CollExecutor for ReduceScatterRingExecutor {
     }
 
     fn calc_res_request(&self, param: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
-        ring_request(Self::NAME, OpType::ReduceScatter, param, topo)
+        super::flat_request(
+            Self::NAME,
+            OpType::ReduceScatter,
+            param,
+            topo,
+            super::ring_peers,
+        )
     }
 
     fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {

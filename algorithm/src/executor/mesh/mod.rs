@@ -15,7 +15,7 @@ mod plan;
 
 use super::CollExecutor;
 use crate::op::{OpParam, OpType};
-use crate::resource::{AlgResourceRequest, AlgResourceResponse, SingleSubCommTransport};
+use crate::resource::{AlgResourceRequest, AlgResourceResponse};
 use crate::topo::{CommPlane, TopoInfo};
 use hccl_platform::{HcclError, MemKind, Result};
 use plan::{Block, MeshPlan};
@@ -87,28 +87,13 @@ impl CollExecutor for MeshExecutor {
     }
 
     fn calc_res_request(&self, param: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
-        if param.op_type != self.op {
-            return Err(HcclError::not_support(format!(
-                "{} runs {}, not {}",
-                self.name, self.op, param.op_type
-            )));
+        match self.op {
+            OpType::Send | OpType::Receive => {
+                let peer = param.peer;
+                super::flat_request(self.name, self.op, param, topo, move |_, _| vec![peer])
+            }
+            _ => super::flat_request(self.name, self.op, param, topo, super::all_peers),
         }
-        let ranks = topo.plane_ranks(CommPlane::Combine);
-        let mut req = AlgResourceRequest::default();
-        if ranks.len() > 1 {
-            let wanted: Vec<u32> = match self.op {
-                OpType::Send | OpType::Receive => vec![param.peer],
-                _ => (0..ranks.len() as u32).collect(),
-            };
-            req.op_transport[CommPlane::Combine as usize].push(SingleSubCommTransport::new(
-                ranks,
-                topo.user_rank,
-                &wanted,
-                MemKind::CclInput,
-                MemKind::CclOutput,
-            )?);
-        }
-        Ok(req)
     }
 
     fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {

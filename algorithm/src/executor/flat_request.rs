@@ -1,0 +1,54 @@
+//! The resource request every flat-plane op-base executor makes: check the
+//! op and the mode, then ask for links from this rank to the peers its
+//! algorithm talks to, on the CCL buffers.
+
+use crate::op::{OpParam, OpType, WorkflowMode};
+use crate::resource::{AlgResourceRequest, SingleSubCommTransport};
+use crate::topo::{CommPlane, TopoInfo};
+use hccl_platform::{HcclError, MemKind, Result};
+
+/// A request for executor `name` running `want`: links on the `Combine`
+/// plane from this rank (sub-comm index `r` of `n`) to `peers(r, n)`.
+pub(crate) fn flat_request(
+    name: &str,
+    want: OpType,
+    param: &OpParam,
+    topo: &TopoInfo,
+    peers: impl Fn(u32, u32) -> Vec<u32>,
+) -> Result<AlgResourceRequest> {
+    if param.op_type != want {
+        return Err(HcclError::not_support(format!(
+            "{name} runs {want}, not {}",
+            param.op_type
+        )));
+    }
+    if param.mode != WorkflowMode::OpBase {
+        return Err(HcclError::not_support(format!(
+            "{name} supports op-base mode only; graph mode is not available yet"
+        )));
+    }
+    let mut req = AlgResourceRequest::default();
+    let ranks = topo.plane_ranks(CommPlane::Combine);
+    let n = ranks.len() as u32;
+    if n > 1 {
+        let r = ranks.iter().position(|&x| x == topo.user_rank).unwrap_or(0) as u32;
+        req.op_transport[CommPlane::Combine as usize].push(SingleSubCommTransport::new(
+            ranks,
+            topo.user_rank,
+            &peers(r, n),
+            MemKind::CclInput,
+            MemKind::CclOutput,
+        )?);
+    }
+    Ok(req)
+}
+
+/// Ring neighbours of sub-comm rank `r` of `n`.
+pub(crate) fn ring_peers(r: u32, n: u32) -> Vec<u32> {
+    vec![(r + n - 1) % n, (r + 1) % n]
+}
+
+/// Every other rank.
+pub(crate) fn all_peers(_r: u32, n: u32) -> Vec<u32> {
+    (0..n).collect()
+}
