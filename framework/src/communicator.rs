@@ -9,7 +9,6 @@ use hccl_algorithm::{
 };
 use hccl_platform::link::InProcEndpoint;
 use hccl_platform::{Device, DeviceMem, HcclError, LinkHandle, MemKind, OpLabel, Result, Stream};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -97,7 +96,9 @@ struct CommState {
     /// Set by `abort`: new ops are refused with this reason.
     aborted: Option<String>,
     resources: ResourceManager,
-    ops: HashMap<(String, String), CachedOp>,
+    /// Cached ops, found by (tag, executor) in the label; a communicator
+    /// runs a handful of distinct ops, so a scan beats hashing owned keys.
+    ops: Vec<CachedOp>,
     last_executor: Option<String>,
 }
 
@@ -150,7 +151,7 @@ impl Communicator {
                     fabric,
                     config.connect_timeout,
                 ),
-                ops: HashMap::new(),
+                ops: Vec::new(),
                 last_executor: None,
             }),
             device,
@@ -343,42 +344,46 @@ impl Communicator {
                 "the communicator was aborted: {r}"
             ))));
         }
-        let key = (param.tag.clone(), name);
-        if !st.ops.contains_key(&key) {
-            let executor = self.registry.create(&key.1, &self.topo).map_err(ctx)?;
-            let req = executor.calc_res_request(param, &self.topo).map_err(ctx)?;
-            let res = st
-                .resources
-                .grant(&req, &param.input, &param.output)
-                .map_err(ctx)?;
-            tracing::debug!(tag = %param.tag, executor = %key.1, rank = self.rank, "resources granted");
-            let label = Arc::new(OpLabel {
-                tag: param.tag.clone(),
-                algorithm: key.1.clone(),
-                rank: self.rank,
-            });
-            let mut peers: Vec<LinkHandle> = Vec::new();
-            for sub in res.op_transport.iter().flatten() {
-                for l in sub.links.iter().flatten() {
-                    if !peers.iter().any(|p| p.remote_rank() == l.remote_rank()) {
-                        peers.push(l.clone());
+        let find = |ops: &[CachedOp]| {
+            ops.iter()
+                .position(|o| o.label.tag == param.tag && o.label.algorithm == name)
+        };
+        let idx = match find(&st.ops) {
+            Some(i) => i,
+            None => {
+                let executor = self.registry.create(&name, &self.topo).map_err(ctx)?;
+                let req = executor.calc_res_request(param, &self.topo).map_err(ctx)?;
+                let res = st
+                    .resources
+                    .grant(&req, &param.input, &param.output)
+                    .map_err(ctx)?;
+                tracing::debug!(tag = %param.tag, executor = %name, rank = self.rank, "resources granted");
+                let label = Arc::new(OpLabel {
+                    tag: param.tag.clone(),
+                    algorithm: name.clone(),
+                    rank: self.rank,
+                });
+                let mut peers: Vec<LinkHandle> = Vec::new();
+                for sub in res.op_transport.iter().flatten() {
+                    for l in sub.links.iter().flatten() {
+                        if !peers.iter().any(|p| p.remote_rank() == l.remote_rank()) {
+                            peers.push(l.clone());
+                        }
                     }
                 }
-            }
-            st.ops.insert(
-                key.clone(),
-                CachedOp {
+                st.ops.push(CachedOp {
                     executor,
                     res,
                     label,
                     peers,
-                },
-            );
+                });
+                st.ops.len() - 1
+            }
+        };
+        if st.last_executor.as_deref() != Some(name.as_str()) {
+            st.last_executor = Some(name);
         }
-        if st.last_executor.as_deref() != Some(key.1.as_str()) {
-            st.last_executor = Some(key.1.clone());
-        }
-        let op = st.ops.get_mut(&key).expect("inserted above");
+        let op = &mut st.ops[idx];
         op.res.param_input = param.input.clone();
         op.res.param_output = param.output.clone();
         param.stream.set_label(Some(op.label.clone()));
