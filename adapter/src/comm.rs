@@ -9,11 +9,15 @@ use hccl_platform::{
 };
 use std::sync::Arc;
 
+mod batch;
+pub use batch::{SendRecvItem, SendRecvKind};
+
 /// One rank's communicator.
 #[derive(Debug)]
 pub struct HcclComm {
     inner: Communicator,
     barrier_buf: std::sync::OnceLock<DeviceMem>,
+    batch: std::sync::OnceLock<batch::BatchStreams>,
 }
 
 impl HcclComm {
@@ -21,6 +25,7 @@ impl HcclComm {
         HcclComm {
             inner,
             barrier_buf: std::sync::OnceLock::new(),
+            batch: std::sync::OnceLock::new(),
         }
     }
 
@@ -68,10 +73,13 @@ impl HcclComm {
 
     /// HCCL's `HcclCommInitClusterInfo`: from the rank table JSON at `path`.
     pub fn init_cluster_info(path: &str, rank: u32) -> Result<HcclComm> {
+        Self::init_cluster_info_with(path, rank, CommConfig::from_env()?)
+    }
+
+    /// [`HcclComm::init_cluster_info`] with an explicit configuration.
+    pub fn init_cluster_info_with(path: &str, rank: u32, config: CommConfig) -> Result<HcclComm> {
         Ok(Self::wrap(Communicator::init_cluster_info(
-            path,
-            rank,
-            CommConfig::from_env()?,
+            path, rank, config,
         )?))
     }
 
@@ -91,7 +99,18 @@ impl HcclComm {
         sub_comm_id: u64,
         sub_rank: u32,
     ) -> Result<HcclComm> {
-        let config = self.inner.config().clone();
+        self.create_sub_comm_with(rank_ids, sub_comm_id, sub_rank, self.inner.config().clone())
+    }
+
+    /// [`HcclComm::create_sub_comm`] with an explicit configuration for the
+    /// new communicator.
+    pub fn create_sub_comm_with(
+        &self,
+        rank_ids: &[u32],
+        sub_comm_id: u64,
+        sub_rank: u32,
+        config: CommConfig,
+    ) -> Result<HcclComm> {
         Ok(Self::wrap(self.inner.create_sub_comm(
             rank_ids,
             sub_comm_id,

@@ -29,7 +29,7 @@
 mod comm;
 mod validate;
 
-pub use comm::HcclComm;
+pub use comm::{HcclComm, SendRecvItem, SendRecvKind};
 pub use hccl_framework::bootstrap::root_info::{RootInfo, HCCL_ROOT_INFO_BYTES};
 pub use hccl_framework::multi_process::read_root_file;
 pub use hccl_framework::{CommConfig, InProcGroup};

@@ -1,46 +1,30 @@
-//! hccl-ffi: the C ABI of hccl-rs (libhccl), with HCCL's names.
+//! hccl-ffi: the C ABI of hccl-rs.
 //!
-//! This first cut exports the error-string query; the full `hccl.h` surface
-//! (communicator creation and every collective) lands with the C ABI work.
+//! One library (`libhccl.so` / `libhccl.a`) exports two C surfaces:
+//!
+//! - **HCCL** (`include/hccl/hccl.h`): communicator setup, queries, every
+//!   collective, batched send/receive and memory registration, with HCCL's
+//!   names, signatures, enum values and struct layouts ([`hccl`]).
+//! - **ACL runtime shim** (`include/acl/acl.h`): the devices, streams,
+//!   memory and events HCCL programs use around the HCCL calls, on CPUs
+//!   ([`acl`]). An installed tree also names the library `libascendcl.so`
+//!   and `libacl_rt.so` (symlinks), so such programs link unmodified.
+//!
+//! At the boundary: no panic crosses it (caught, logged, `HCCL_E_INTERNAL`
+//! / `ACL_ERROR_INTERNAL_ERROR`); null pointers give `HCCL_E_PTR`;
+//! out-of-range enums, counts and ranks give `HCCL_E_PARA`; handles are
+//! looked up in registries, never dereferenced, so a destroyed or foreign
+//! handle is an error, not a crash. Failures are logged through `tracing`
+//! to stderr (filter with `HCCL_RS_LOG`, default `warn`).
 
-use hccl_adapter::HcclResult;
-use std::ffi::c_char;
+// C names: parameters and fields keep the spelling of the HCCL/ACL headers.
+#![allow(non_snake_case)]
 
-/// HCCL's `HcclGetErrorString`: a static, NUL-terminated description of a
-/// result code; unknown codes give `"unknown error"`.
-#[no_mangle]
-pub extern "C" fn HcclGetErrorString(code: u32) -> *const c_char {
-    HcclResult::from_code(code)
-        .map_or(c"unknown error", HcclResult::as_cstr)
-        .as_ptr()
-}
+pub mod acl;
+mod guard;
+mod handles;
+pub mod hccl;
+mod mem;
+pub mod types;
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use hccl_adapter::HcclError;
-    use std::ffi::CStr;
-
-    #[test]
-    fn strings_match_the_rust_error_codes() {
-        for code in 1..=22u32 {
-            // SAFETY: HcclGetErrorString returns a static NUL-terminated string.
-            let s = unsafe { CStr::from_ptr(HcclGetErrorString(code)) }
-                .to_str()
-                .unwrap();
-            let e = HcclError::from_code(HcclResult::from_code(code).unwrap(), "x");
-            assert_eq!(e.code().code(), code);
-            assert_eq!(s, e.code().as_str());
-        }
-        // SAFETY: as above.
-        let s = unsafe { CStr::from_ptr(HcclGetErrorString(0)) };
-        assert_eq!(s.to_str().unwrap(), "no error");
-        // SAFETY: as above.
-        let s = unsafe { CStr::from_ptr(HcclGetErrorString(99)) };
-        assert_eq!(s.to_str().unwrap(), "unknown error");
-        assert_eq!(
-            HcclResult::ESuspending.as_str(),
-            "error communication suspending"
-        );
-    }
-}
+pub use guard::last_error_message;

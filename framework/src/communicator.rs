@@ -37,11 +37,13 @@ impl InProcGroup {
         }
         Ok(Arc::new(InProcGroup {
             size,
-            name: format!(
-                "inproc-{}-{}",
-                std::process::id(),
-                NEXT_GROUP.fetch_add(1, Ordering::Relaxed)
-            ),
+            name: config.comm_name.clone().unwrap_or_else(|| {
+                format!(
+                    "inproc-{}-{}",
+                    std::process::id(),
+                    NEXT_GROUP.fetch_add(1, Ordering::Relaxed)
+                )
+            }),
             config,
             fabric: InProcFabric::new(size),
         }))

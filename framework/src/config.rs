@@ -77,6 +77,9 @@ pub struct CommConfig {
     pub shm: bool,
     /// The user's algorithm choice (`HCCL_ALGO`).
     pub algo: crate::algo_env::AlgoConfig,
+    /// The communicator's name (HCCL's `hcclCommName` config field);
+    /// `None` = derived from the group's unique id.
+    pub comm_name: Option<String>,
 }
 
 impl Default for CommConfig {
@@ -95,6 +98,7 @@ impl Default for CommConfig {
             algo: Default::default(),
             consistency_check: true,
             shm: true,
+            comm_name: None,
         }
     }
 }

@@ -167,7 +167,7 @@ fn finish(rank: u32, table: RankTable, local: Local, config: CommConfig) -> Resu
         "communicator formed"
     );
     Ok(Communicator::assemble(
-        format!("mp-{name}"),
+        config.comm_name.clone().unwrap_or(format!("mp-{name}")),
         topo,
         config,
         local.device,

@@ -133,6 +133,12 @@ impl DeviceMem {
         self.same_region(other) && self.offset == other.offset && self.len == other.len
     }
 
+    /// How many enqueued tasks still reference this handle's region (the
+    /// C ABI refuses to free memory while this is non-zero).
+    pub fn tasks_in_flight(&self) -> usize {
+        self.region.in_flight()
+    }
+
     fn check_idle(&self, what: &str) -> Result<()> {
         let n = self.region.in_flight();
         if n != 0 {

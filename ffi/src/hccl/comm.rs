@@ -1,0 +1,335 @@
+//! Communicator setup, queries and process-wide options.
+
+use super::config::{comm_config, DETERMINISTIC};
+use super::registration::Registration;
+use crate::acl::{bind_device, current_device};
+use crate::guard::{hccl, non_null};
+use crate::handles::Registry;
+use crate::types::*;
+use hccl_adapter::{HcclComm as Comm, HcclError, Result, RootInfo};
+use std::ffi::{c_char, CStr};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+/// What an `HcclComm` handle stands for.
+pub(crate) struct CommEntry {
+    /// The communicator.
+    pub comm: Comm,
+    /// Registered memory (HcclCommSetMemoryRange and friends).
+    pub reg: Mutex<Registration>,
+}
+
+pub(crate) static COMMS: Registry<CommEntry> = Registry::new(0x1c);
+
+/// The communicator behind a handle: null → `HCCL_E_PTR`; destroyed or
+/// unknown → `HCCL_E_PARA`.
+pub(crate) fn lookup(h: HcclComm) -> Result<Arc<CommEntry>> {
+    non_null(h, "comm")?;
+    COMMS.get(h).ok_or_else(|| {
+        HcclError::para(format!(
+            "comm handle {h:p} is not a live communicator (destroyed, or not created by this library)"
+        ))
+    })
+}
+
+/// Registers a new communicator: this thread's device runs on its device.
+fn publish(comm: Comm, out: *mut HcclComm) -> Result<()> {
+    bind_device(current_device(), comm.device());
+    let h = COMMS.insert(Arc::new(CommEntry {
+        comm,
+        reg: Mutex::new(Registration::default()),
+    }));
+    // SAFETY: `out` was checked non-null by the caller; it points to an HcclComm.
+    unsafe { out.write(h) };
+    Ok(())
+}
+
+fn root_info(p: *const HcclRootInfo) -> Result<RootInfo> {
+    non_null(p, "rootInfo")?;
+    // SAFETY: non-null, points to an HcclRootInfo of HCCL_ROOT_INFO_BYTES bytes.
+    let r = unsafe { &*p };
+    Ok(RootInfo(r.internal.map(|b| b as u8)))
+}
+
+fn check_rank(n: u32, rank: u32) -> Result<()> {
+    if n == 0 {
+        return Err(HcclError::para("nRanks is 0"));
+    }
+    if rank >= n {
+        return Err(HcclError::para(format!(
+            "rank {rank} is out of range for {n} ranks"
+        )));
+    }
+    Ok(())
+}
+
+/// `HcclGetRootInfo`.
+#[no_mangle]
+pub extern "C" fn HcclGetRootInfo(rootInfo: *mut HcclRootInfo) -> HcclResult {
+    hccl("HcclGetRootInfo", || {
+        non_null(rootInfo, "rootInfo")?;
+        let r = Comm::get_root_info()?;
+        // SAFETY: non-null, points to an HcclRootInfo (C contract).
+        unsafe { (*rootInfo).internal = r.0.map(|b| b as c_char) };
+        Ok(())
+    })
+}
+
+/// `HcclCommInitRootInfo`.
+#[no_mangle]
+pub extern "C" fn HcclCommInitRootInfo(
+    nRanks: u32,
+    rootInfo: *const HcclRootInfo,
+    rank: u32,
+    comm: *mut HcclComm,
+) -> HcclResult {
+    HcclCommInitRootInfoConfig(nRanks, rootInfo, rank, std::ptr::null(), comm)
+}
+
+/// `HcclCommInitRootInfoConfig`.
+#[no_mangle]
+pub extern "C" fn HcclCommInitRootInfoConfig(
+    nRanks: u32,
+    rootInfo: *const HcclRootInfo,
+    rank: u32,
+    config: *const HcclCommConfig,
+    comm: *mut HcclComm,
+) -> HcclResult {
+    hccl("HcclCommInitRootInfo", || {
+        non_null(comm, "comm")?;
+        let root = root_info(rootInfo)?;
+        check_rank(nRanks, rank)?;
+        let cfg = comm_config(config)?;
+        publish(Comm::init_root_info_with(nRanks, &root, rank, cfg)?, comm)
+    })
+}
+
+/// `HcclCommInitClusterInfo`.
+#[no_mangle]
+pub extern "C" fn HcclCommInitClusterInfo(
+    clusterInfo: *const c_char,
+    rank: u32,
+    comm: *mut HcclComm,
+) -> HcclResult {
+    HcclCommInitClusterInfoConfig(clusterInfo, rank, std::ptr::null_mut(), comm)
+}
+
+/// `HcclCommInitClusterInfoConfig`.
+#[no_mangle]
+pub extern "C" fn HcclCommInitClusterInfoConfig(
+    clusterInfo: *const c_char,
+    rank: u32,
+    config: *mut HcclCommConfig,
+    comm: *mut HcclComm,
+) -> HcclResult {
+    hccl("HcclCommInitClusterInfo", || {
+        non_null(comm, "comm")?;
+        non_null(clusterInfo, "clusterInfo")?;
+        // SAFETY: non-null, a NUL-terminated path (C contract).
+        let path = unsafe { CStr::from_ptr(clusterInfo) }
+            .to_str()
+            .map_err(|_| HcclError::para("clusterInfo is not a UTF-8 path"))?;
+        let cfg = comm_config(config)?;
+        publish(Comm::init_cluster_info_with(path, rank, cfg)?, comm)
+    })
+}
+
+/// `HcclCommInitAll`: rank i on device `devices[i]`.
+#[no_mangle]
+pub extern "C" fn HcclCommInitAll(
+    ndev: u32,
+    devices: *mut i32,
+    comms: *mut HcclComm,
+) -> HcclResult {
+    hccl("HcclCommInitAll", || {
+        non_null(devices, "devices")?;
+        non_null(comms, "comms")?;
+        if ndev == 0 {
+            return Err(HcclError::para("ndev is 0"));
+        }
+        // SAFETY: non-null; the caller passes ndev device ids (C contract).
+        let devs = unsafe { std::slice::from_raw_parts(devices, ndev as usize) }.to_vec();
+        for (i, d) in devs.iter().enumerate() {
+            if *d < 0 {
+                return Err(HcclError::para(format!("devices[{i}] is {d}")));
+            }
+            if devs[..i].contains(d) {
+                return Err(HcclError::para(format!("device {d} is listed twice")));
+            }
+        }
+        let all = Comm::init_all(ndev)?;
+        for (i, (c, d)) in all.into_iter().zip(devs).enumerate() {
+            bind_device(d, c.device());
+            let h = COMMS.insert(Arc::new(CommEntry {
+                comm: c,
+                reg: Mutex::new(Registration::default()),
+            }));
+            // SAFETY: non-null; the caller provides room for ndev handles.
+            unsafe { comms.add(i).write(h) };
+        }
+        Ok(())
+    })
+}
+
+/// `HcclCreateSubCommConfig`.
+#[no_mangle]
+pub extern "C" fn HcclCreateSubCommConfig(
+    comm: *mut HcclComm,
+    rankNum: u32,
+    rankIds: *mut u32,
+    subCommId: u64,
+    subCommRankId: u32,
+    config: *mut HcclCommConfig,
+    subComm: *mut HcclComm,
+) -> HcclResult {
+    hccl("HcclCreateSubCommConfig", || {
+        non_null(comm, "comm")?;
+        non_null(rankIds, "rankIds")?;
+        non_null(subComm, "subComm")?;
+        // SAFETY: non-null, points to an HcclComm handle (C contract).
+        let parent = lookup(unsafe { *comm })?;
+        if rankNum == 0 {
+            return Err(HcclError::para("rankNum is 0"));
+        }
+        if rankNum > parent.comm.size() {
+            return Err(HcclError::para(format!(
+                "rankNum {rankNum} exceeds the parent's {} ranks",
+                parent.comm.size()
+            )));
+        }
+        // SAFETY: non-null; the caller passes rankNum ids (checked ≤ parent size).
+        let ids = unsafe { std::slice::from_raw_parts(rankIds, rankNum as usize) }.to_vec();
+        let cfg = if config.is_null() {
+            parent.comm.communicator().config().clone()
+        } else {
+            comm_config(config)?
+        };
+        let sub = parent
+            .comm
+            .create_sub_comm_with(&ids, subCommId, subCommRankId, cfg)?;
+        publish(sub, subComm)
+    })
+}
+
+/// `HcclCommDestroy`.
+#[no_mangle]
+pub extern "C" fn HcclCommDestroy(comm: HcclComm) -> HcclResult {
+    hccl("HcclCommDestroy", || {
+        non_null(comm, "comm")?;
+        COMMS.remove(comm).map(drop).ok_or_else(|| {
+            HcclError::para(format!(
+                "comm handle {comm:p} is not a live communicator (destroyed already?)"
+            ))
+        })
+    })
+}
+
+/// `HcclGetRankSize`.
+#[no_mangle]
+pub extern "C" fn HcclGetRankSize(comm: HcclComm, rankSize: *mut u32) -> HcclResult {
+    hccl("HcclGetRankSize", || {
+        let c = lookup(comm)?;
+        non_null(rankSize, "rankSize")?;
+        // SAFETY: non-null, points to a uint32_t (C contract).
+        unsafe { rankSize.write(c.comm.size()) };
+        Ok(())
+    })
+}
+
+/// `HcclGetRankId`.
+#[no_mangle]
+pub extern "C" fn HcclGetRankId(comm: HcclComm, rank: *mut u32) -> HcclResult {
+    hccl("HcclGetRankId", || {
+        let c = lookup(comm)?;
+        non_null(rank, "rank")?;
+        // SAFETY: non-null, points to a uint32_t (C contract).
+        unsafe { rank.write(c.comm.rank()) };
+        Ok(())
+    })
+}
+
+/// `HcclGetCommName`: writes at most COMM_NAME_MAX_LENGTH bytes, NUL included.
+#[no_mangle]
+pub extern "C" fn HcclGetCommName(comm: HcclComm, commName: *mut c_char) -> HcclResult {
+    hccl("HcclGetCommName", || {
+        let c = lookup(comm)?;
+        non_null(commName, "commName")?;
+        let name = c.comm.name().as_bytes();
+        let n = name.len().min(COMM_NAME_MAX_LENGTH - 1);
+        // SAFETY: non-null; HCCL's contract gives room for COMM_NAME_MAX_LENGTH bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(name.as_ptr().cast::<c_char>(), commName, n);
+            commName.add(n).write(0);
+        }
+        Ok(())
+    })
+}
+
+/// `HcclGetCommAsyncError`: `HCCL_SUCCESS`, or what broke the communicator.
+#[no_mangle]
+pub extern "C" fn HcclGetCommAsyncError(comm: HcclComm, asyncError: *mut HcclResult) -> HcclResult {
+    hccl("HcclGetCommAsyncError", || {
+        let c = lookup(comm)?;
+        non_null(asyncError, "asyncError")?;
+        let code = c.comm.async_error().map_or(0, |e| e.code().code());
+        // SAFETY: non-null, points to an HcclResult (C contract).
+        unsafe { asyncError.write(code) };
+        Ok(())
+    })
+}
+
+/// `HcclGetErrorString`: HCCL's description of a code; unknown codes give
+/// `"unknown error"`.
+#[no_mangle]
+pub extern "C" fn HcclGetErrorString(code: HcclResult) -> *const c_char {
+    hccl_adapter::HcclResult::from_code(code)
+        .map_or(c"unknown error", hccl_adapter::HcclResult::as_cstr)
+        .as_ptr()
+}
+
+/// `HcclGetCommConfigCapability`: fields below `HCCL_COMM_CONFIG_SUPPORT_INIT_BY_ENV`
+/// (buffer size, deterministic, name, expansion mode) are honoured.
+#[no_mangle]
+pub extern "C" fn HcclGetCommConfigCapability() -> u32 {
+    4
+}
+
+/// `HcclSetConfig`: `HCCL_DETERMINISTIC` = 0 or 1.
+#[no_mangle]
+pub extern "C" fn HcclSetConfig(config: HcclConfig, configValue: HcclConfigValue) -> HcclResult {
+    hccl("HcclSetConfig", || {
+        if config != 0 {
+            return Err(HcclError::para(format!("unknown HcclConfig {config}")));
+        }
+        // SAFETY: the union's only member is an int32_t.
+        let v = unsafe { configValue.value };
+        if !(0..=1).contains(&v) {
+            return Err(HcclError::para(format!(
+                "HCCL_DETERMINISTIC must be 0 or 1, not {v}"
+            )));
+        }
+        DETERMINISTIC.store(v, Ordering::Relaxed);
+        Ok(())
+    })
+}
+
+/// `HcclGetConfig`.
+#[no_mangle]
+pub extern "C" fn HcclGetConfig(
+    config: HcclConfig,
+    configValue: *mut HcclConfigValue,
+) -> HcclResult {
+    hccl("HcclGetConfig", || {
+        if config != 0 {
+            return Err(HcclError::para(format!("unknown HcclConfig {config}")));
+        }
+        non_null(configValue, "configValue")?;
+        // SAFETY: non-null, points to an HcclConfigValue (C contract).
+        unsafe {
+            configValue.write(HcclConfigValue {
+                value: DETERMINISTIC.load(Ordering::Relaxed),
+            })
+        };
+        Ok(())
+    })
+}

@@ -1,0 +1,15 @@
+//! HCCL's C API (`hccl.h`) over the Rust adapter.
+//!
+//! Communicators live in a registry; an `HcclComm` handle is a key into it
+//! (see `handles.rs`). Ops resolve their stream (see [`crate::acl`]) and
+//! buffers (see `mem.rs`), then call the adapter, which validates every
+//! argument before anything is enqueued.
+
+mod collectives;
+mod comm;
+mod config;
+mod registration;
+
+pub use collectives::*;
+pub use comm::*;
+pub use registration::*;

@@ -1,0 +1,129 @@
+//! The C types of `hccl_types.h` and `acl_base.h`, laid out as the headers
+//! declare them (the ABI guard test compares the two).
+#![allow(non_camel_case_types)]
+
+use std::ffi::{c_char, c_int, c_void};
+
+/// `HcclResult` (a C enum).
+pub type HcclResult = u32;
+/// `HcclComm`: an opaque handle.
+pub type HcclComm = *mut c_void;
+/// `HcclDataType` (a C enum).
+pub type HcclDataType = u32;
+/// `HcclReduceOp` (a C enum).
+pub type HcclReduceOp = u32;
+/// `HcclConfig` (a C enum).
+pub type HcclConfig = u32;
+/// `HcclSendRecvType` (a C enum).
+pub type HcclSendRecvType = u32;
+/// `aclrtStream`: an opaque handle.
+pub type aclrtStream = *mut c_void;
+/// `aclrtEvent`: an opaque handle.
+pub type aclrtEvent = *mut c_void;
+/// `aclrtContext`: an opaque handle.
+pub type aclrtContext = *mut c_void;
+/// `aclrtDrvMemHandle`: an opaque physical-memory handle.
+pub type aclrtDrvMemHandle = *mut c_void;
+/// `aclError`.
+pub type aclError = c_int;
+/// `aclrtMemcpyKind` (a C enum).
+pub type aclrtMemcpyKind = u32;
+/// `aclrtMemMallocPolicy` (a C enum).
+pub type aclrtMemMallocPolicy = u32;
+/// `aclrtRunMode` (a C enum).
+pub type aclrtRunMode = u32;
+/// `aclrtEventRecordedStatus` (a C enum).
+pub type aclrtEventRecordedStatus = u32;
+
+/// `HCCL_ROOT_INFO_BYTES`.
+pub const HCCL_ROOT_INFO_BYTES: usize = 4108;
+/// `COMM_NAME_MAX_LENGTH`.
+pub const COMM_NAME_MAX_LENGTH: usize = 128;
+/// `UDI_MAX_LENGTH`.
+pub const UDI_MAX_LENGTH: usize = 128;
+/// `HCCL_COMM_CONFIG_INFO_BYTES`: the versioned header of [`HcclCommConfig`].
+pub const HCCL_COMM_CONFIG_INFO_BYTES: usize = 24;
+/// `HCCL_COMM_CONFIG_MAGIC_WORD`.
+pub const HCCL_COMM_CONFIG_MAGIC_WORD: u32 = 0xf0f0_f0f0;
+/// `HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET` (and the other "not set" values).
+pub const HCCL_CONFIG_NOT_SET: u32 = 0xffff_ffff;
+/// `HCCL_COMM_CONFIG_RESERVED`: one past the last configuration field.
+pub const HCCL_COMM_CONFIG_RESERVED: u32 = 5;
+
+/// `HcclRootInfo`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct HcclRootInfo {
+    /// Opaque bytes (root address, port, group id).
+    pub internal: [c_char; HCCL_ROOT_INFO_BYTES],
+}
+
+/// `HcclCommConfig` (version 5 layout).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct HcclCommConfig {
+    /// Versioned header: size (size_t), magic (u32), version (u32), reserved (u64).
+    pub reserved: [c_char; HCCL_COMM_CONFIG_INFO_BYTES],
+    /// CCL buffer size, MB.
+    pub hcclBufferSize: u32,
+    /// Deterministic reduction (0/1).
+    pub hcclDeterministic: u32,
+    /// Communicator name, NUL-terminated.
+    pub hcclCommName: [c_char; COMM_NAME_MAX_LENGTH],
+    /// User-defined identifier.
+    pub hcclUdi: [c_char; UDI_MAX_LENGTH],
+    /// Op expansion mode (0 default, 1 host, 2 aicpu, 3 aiv).
+    pub hcclOpExpansionMode: u32,
+    /// RDMA traffic class.
+    pub hcclRdmaTrafficClass: u32,
+    /// RDMA service level.
+    pub hcclRdmaServiceLevel: u32,
+}
+
+/// `HcclSendRecvItem`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct HcclSendRecvItem {
+    /// `HCCL_SEND` (0) or `HCCL_RECV` (1).
+    pub sendRecvType: HcclSendRecvType,
+    /// Data buffer.
+    pub buf: *mut c_void,
+    /// Elements.
+    pub count: u64,
+    /// Element type.
+    pub dataType: HcclDataType,
+    /// The other rank.
+    pub remoteRank: u32,
+}
+
+/// `HcclConfigValue`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union HcclConfigValue {
+    /// The option's value.
+    pub value: i32,
+}
+
+/// `ACL_SUCCESS`.
+pub const ACL_SUCCESS: aclError = 0;
+/// `ACL_ERROR_INVALID_PARAM`.
+pub const ACL_ERROR_INVALID_PARAM: aclError = 100_000;
+/// `ACL_ERROR_UNINITIALIZE`.
+pub const ACL_ERROR_UNINITIALIZE: aclError = 100_001;
+/// `ACL_ERROR_REPEAT_INITIALIZE`.
+pub const ACL_ERROR_REPEAT_INITIALIZE: aclError = 100_002;
+/// `ACL_ERROR_REPEAT_FINALIZE`.
+pub const ACL_ERROR_REPEAT_FINALIZE: aclError = 100_037;
+/// `ACL_ERROR_BAD_ALLOC`.
+pub const ACL_ERROR_BAD_ALLOC: aclError = 200_000;
+/// `ACL_ERROR_INVALID_DEVICE`.
+pub const ACL_ERROR_INVALID_DEVICE: aclError = 200_002;
+/// `ACL_ERROR_INVALID_RESOURCE_HANDLE`.
+pub const ACL_ERROR_INVALID_RESOURCE_HANDLE: aclError = 200_005;
+/// `ACL_ERROR_INTERNAL_ERROR`.
+pub const ACL_ERROR_INTERNAL_ERROR: aclError = 500_000;
+/// `ACL_ERROR_RT_FAILURE`.
+pub const ACL_ERROR_RT_FAILURE: aclError = 500_003;
+
+/// Opaque `void` for pointer arguments.
+pub type Void = c_void;
