@@ -285,6 +285,7 @@ fn run(p: u32, executor: Option<&'static str>) {
                     .trim_end_matches("Mesh")
                     .trim_end_matches("Ring")
                     .trim_end_matches("RHD")
+                    .trim_end_matches("Star")
                     .trim_end_matches("PairWise");
                 Box::leak(op.to_string().into_boxed_str()) as &str
             }),
@@ -340,6 +341,65 @@ fn every_executor_forced() {
             run(p, Some(name));
         }
     }
+}
+
+/// The rooted ring, star and RHD executors, each forced, on every rank
+/// count the issue names (one test per rank count so they run in parallel).
+fn rooted_ring_star_rhd_forced(p: u32) {
+    let names = [
+        "ReduceRingExecutor",
+        "ScatterRingExecutor",
+        "GatherRingExecutor",
+        "BroadcastStarExecutor",
+        "ReduceStarExecutor",
+        "ScatterStarExecutor",
+        "GatherStarExecutor",
+        "AllGatherRHDExecutor",
+        "ReduceScatterRHDExecutor",
+        "BroadcastRHDExecutor",
+        "ReduceRHDExecutor",
+    ];
+    for name in names {
+        run(p, Some(name));
+    }
+}
+
+#[test]
+fn rooted_ring_star_rhd_forced_p2() {
+    rooted_ring_star_rhd_forced(2);
+}
+#[test]
+fn rooted_ring_star_rhd_forced_p3() {
+    rooted_ring_star_rhd_forced(3);
+}
+#[test]
+fn rooted_ring_star_rhd_forced_p4() {
+    rooted_ring_star_rhd_forced(4);
+}
+#[test]
+fn rooted_ring_star_rhd_forced_p5() {
+    rooted_ring_star_rhd_forced(5);
+}
+#[test]
+fn rooted_ring_star_rhd_forced_p8() {
+    rooted_ring_star_rhd_forced(8);
+}
+
+#[test]
+fn a_forced_executor_for_another_op_is_a_clear_error() {
+    let comms = HcclComm::init_all_with(2, config(Some("ScatterRingExecutor"))).unwrap();
+    let s = comms[0].create_stream();
+    let m = DeviceMem::alloc(64).unwrap();
+    let e = comms[0]
+        .all_reduce_raw(&m, &m, 4, DataType::Int32, ReduceOp::Sum, &s)
+        .unwrap_err();
+    assert_eq!(e.code(), HcclResult::ENotSupport);
+    assert!(
+        e.to_string()
+            .contains("ScatterRingExecutor runs scatter, not allreduce"),
+        "{e}"
+    );
+    assert!(s.query(), "nothing enqueued");
 }
 
 #[test]

@@ -9,12 +9,14 @@
 //! reduce it into W; doubling steps write owned blocks straight into the
 //! partner's W.
 
-use super::{run_op_base_loop, CollExecutor, PIPELINE_CHUNK_BYTES};
+use super::rhd::{core_size, doubling, halving, partners, reduce, Groups};
+use super::transfer::step;
+use super::{round_capacity, run_op_base_loop, CollExecutor};
 use crate::op::{OpParam, OpType};
 use crate::resource::{AlgResourceRequest, AlgResourceResponse};
 use crate::template::Slice;
 use crate::topo::{CommPlane, SubCommInfo, TopoInfo};
-use hccl_platform::{DeviceMem, LinkHandle, MemKind, Result, Stream};
+use hccl_platform::{DeviceMem, MemKind, Result};
 
 /// RHD AllReduce over the flat plane.
 #[derive(Debug)]
@@ -30,51 +32,7 @@ impl AllReduceRhdExecutor {
     pub fn new(topo: &TopoInfo) -> Self {
         AllReduceRhdExecutor { topo: topo.clone() }
     }
-}
 
-/// Largest power of two ≤ p.
-fn core_size(p: u32) -> u32 {
-    1 << (31 - p.leading_zeros())
-}
-
-/// Peers rank `r` of `p` exchanges with.
-fn partners(r: u32, p: u32) -> Vec<u32> {
-    let m = core_size(p);
-    if r >= m {
-        return vec![r - m];
-    }
-    let mut v: Vec<u32> = (0..m.trailing_zeros()).map(|b| r ^ (1 << b)).collect();
-    if r + m < p {
-        v.push(r + m);
-    }
-    v
-}
-
-/// One transfer: `src` (local) into the peer's `kind` buffer at `offset`,
-/// with the handshake that makes it safe (the receiver acks first).
-fn exchange(
-    s: &Stream,
-    l: &LinkHandle,
-    send: Option<(&DeviceMem, MemKind, usize)>,
-    recv: bool,
-) -> Result<()> {
-    if recv {
-        l.tx_ack(s)?;
-    }
-    if let Some((src, kind, off)) = send {
-        l.rx_ack(s)?;
-        l.tx_async(kind, off, src, s)?;
-    }
-    if recv {
-        l.rx_wait_done(s)?;
-    }
-    if send.is_some() {
-        l.tx_wait_done(s)?;
-    }
-    Ok(())
-}
-
-impl AllReduceRhdExecutor {
     fn run_round(
         &self,
         param: &OpParam,
@@ -85,86 +43,29 @@ impl AllReduceRhdExecutor {
         let s = &param.stream;
         let (r, p) = (comm.local_rank, comm.local_rank_size);
         let m = core_size(p);
+        let log = m.trailing_zeros();
         let n = w.len();
-        let reduce = |dst: &DeviceMem, src: &DeviceMem| {
-            if dst.is_empty() {
-                Ok(())
-            } else {
-                s.reduce_async(dst, src, param.dtype, param.reduce_op)
-            }
-        };
-        let mut step = 0u32;
         // fold-in
-        s.set_step(step);
+        s.set_step(0);
         if r >= m {
-            exchange(
-                s,
-                comm.link(r - m)?,
-                Some((w, MemKind::CclOutput, 0)),
-                false,
-            )?;
+            let l = comm.link(r - m)?;
+            step(s, None, Some((l, w, MemKind::CclOutput, 0)))?;
             // wait for the result to be written back into W
-            s.set_step(1 + 2 * m.trailing_zeros());
-            return exchange(s, comm.link(r - m)?, None, true);
+            s.set_step(1 + 2 * log);
+            return step(s, Some(l), None);
         }
         if r + m < p {
-            exchange(s, comm.link(r + m)?, None, true)?;
-            reduce(w, &landing.range(0, n)?)?;
+            step(s, Some(comm.link(r + m)?), None)?;
+            reduce(s, w, &landing.range(0, n)?, param.dtype, param.reduce_op)?;
         }
-        step += 1;
-        let slices = Slice::split(n, m as usize);
-        let bytes = |lo: u32, hi: u32| {
-            let a = slices[lo as usize].offset;
-            let b = slices[hi as usize - 1].offset + slices[hi as usize - 1].len;
-            (a, b - a)
-        };
-        // recursive halving: keep the half whose index bit matches ours
-        let (mut lo, mut hi) = (0u32, m);
-        let mut k = m / 2;
-        while k >= 1 {
-            s.set_step(step);
-            let partner = r ^ k;
-            let mid = lo + (hi - lo) / 2;
-            let (keep, give) = if r & k == 0 {
-                ((lo, mid), (mid, hi))
-            } else {
-                ((mid, hi), (lo, mid))
-            };
-            let (go, gl) = bytes(give.0, give.1);
-            let (ko, kl) = bytes(keep.0, keep.1);
-            exchange(
-                s,
-                comm.link(partner)?,
-                Some((&w.range(go, gl)?, MemKind::CclOutput, go)),
-                true,
-            )?;
-            reduce(&w.range(ko, kl)?, &landing.range(ko, kl)?)?;
-            (lo, hi) = keep;
-            k /= 2;
-            step += 1;
-        }
-        // recursive doubling: hand our block to the partner, receive theirs
-        let mut k = 1u32;
-        while k < m {
-            s.set_step(step);
-            let partner = r ^ k;
-            let (o, l) = bytes(lo, hi);
-            exchange(
-                s,
-                comm.link(partner)?,
-                Some((&w.range(o, l)?, MemKind::CclInput, o)),
-                true,
-            )?;
-            let size = hi - lo;
-            lo = (lo / (2 * size)) * 2 * size;
-            hi = lo + 2 * size;
-            k *= 2;
-            step += 1;
-        }
+        let groups = Groups::from_slices(&Slice::split(n, m as usize));
+        let how = (param.dtype, param.reduce_op);
+        halving(s, comm, m, &groups, w, landing, MemKind::CclOutput, how, 1)?;
+        doubling(s, comm, m, &groups, w, MemKind::CclInput, 1 + log)?;
         // fold-out
-        s.set_step(step);
+        s.set_step(1 + 2 * log);
         if r + m < p {
-            exchange(s, comm.link(r + m)?, Some((w, MemKind::CclInput, 0)), false)?;
+            step(s, None, Some((comm.link(r + m)?, w, MemKind::CclInput, 0)))?;
         }
         Ok(())
     }
@@ -186,34 +87,12 @@ impl CollExecutor for AllReduceRhdExecutor {
             return super::copy_through(param, bytes);
         }
         let comm = res.sub_comm(CommPlane::Combine, 0)?;
-        let capacity = res
-            .ccl_input
-            .len()
-            .min(res.ccl_output.len())
-            .min(PIPELINE_CHUNK_BYTES);
+        let capacity = round_capacity(res);
         run_op_base_loop(param, res, capacity, |chunk, res| {
             let w = res.ccl_input.range(0, chunk.bytes)?;
             s.memcpy_async(&w, &param.input.range(chunk.offset, chunk.bytes)?)?;
             self.run_round(param, &comm, &w, &res.ccl_output)?;
             s.memcpy_async(&param.output.range(chunk.offset, chunk.bytes)?, &w)
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn partners_are_symmetric() {
-        for p in 1..=40u32 {
-            for r in 0..p {
-                for q in partners(r, p) {
-                    assert!(q < p, "p={p} r={r} q={q}");
-                    assert!(partners(q, p).contains(&r), "p={p}: {r}->{q} not mirrored");
-                }
-            }
-        }
-        assert_eq!(core_size(33), 32);
     }
 }

@@ -3,12 +3,13 @@
 //! segment as soon as it has it, so p−2 + S steps move S segments and every
 //! link carries the data once.
 
+use super::transfer::step;
 use super::{run_op_base_loop, CollExecutor, PIPELINE_CHUNK_BYTES};
 use crate::op::{OpParam, OpType};
 use crate::resource::{AlgResourceRequest, AlgResourceResponse};
 use crate::template::Slice;
 use crate::topo::{CommPlane, TopoInfo};
-use hccl_platform::{MemKind, Result};
+use hccl_platform::{DataType, DeviceMem, LinkHandle, MemKind, ReduceOp, Result, Stream};
 
 /// Ring (chain) Broadcast over the flat plane.
 #[derive(Debug)]
@@ -61,24 +62,49 @@ impl CollExecutor for BroadcastRingExecutor {
             if pos == 0 {
                 s.memcpy_async(&w, &user)?;
             }
-            let segments = Slice::split(chunk.bytes, p as usize);
-            for (k, seg) in segments.iter().enumerate() {
-                s.set_step(k as u32 + pos);
-                let piece = w.range(seg.offset, seg.len)?;
-                if pos > 0 {
-                    left.tx_ack(s)?;
-                    left.rx_wait_done(s)?;
-                }
-                if pos + 1 < p {
-                    right.rx_ack(s)?;
-                    right.tx_async(MemKind::CclInput, seg.offset, &piece, s)?;
-                    right.tx_wait_done(s)?;
-                }
-            }
+            run_chain(s, pos, p, left, right, &w, None)?;
             if pos > 0 {
                 s.memcpy_async(&user, &w)?;
             }
             Ok(())
         })
     }
+}
+
+/// Runs one round of a pipelined chain on `w` (the round's bytes at offset
+/// 0 of this rank's CCL input): `w` is cut into p segments; segment k
+/// leaves chain position 0 at step k and is passed on by each position as
+/// soon as it arrives, so p−2+p steps move the round and every link
+/// carries it once. Without `reduce`, arriving segments land in `w` itself
+/// (broadcast); with it, they land in `landing` (this rank's CCL output,
+/// same offsets) and are reduced into `w` before being passed on (reduce:
+/// position p−1 ends with the full reduction).
+pub(super) fn run_chain(
+    s: &Stream,
+    pos: u32,
+    p: u32,
+    up: &LinkHandle,
+    down: &LinkHandle,
+    w: &DeviceMem,
+    reduce: Option<(&DeviceMem, DataType, ReduceOp)>,
+) -> Result<()> {
+    let kind = if reduce.is_some() {
+        MemKind::CclOutput
+    } else {
+        MemKind::CclInput
+    };
+    for (k, seg) in Slice::split(w.len(), p as usize).iter().enumerate() {
+        s.set_step(k as u32 + pos);
+        let piece = w.range(seg.offset, seg.len)?;
+        if pos > 0 {
+            step(s, Some(up), None)?;
+            if let (Some((landing, dtype, op)), true) = (reduce, seg.len > 0) {
+                s.reduce_async(&piece, &landing.range(seg.offset, seg.len)?, dtype, op)?;
+            }
+        }
+        if pos + 1 < p {
+            step(s, None, Some((down, &piece, kind, seg.offset)))?;
+        }
+    }
+    Ok(())
 }

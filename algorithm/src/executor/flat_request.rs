@@ -7,6 +7,29 @@ use crate::resource::{AlgResourceRequest, SingleSubCommTransport};
 use crate::topo::{CommPlane, TopoInfo};
 use hccl_platform::{HcclError, MemKind, Result};
 
+/// What a table-driven executor (one type serving several ops, each
+/// registered under its own name) knows about itself.
+#[derive(Clone, Debug)]
+pub(crate) struct Named {
+    /// The registered name.
+    pub name: &'static str,
+    /// The op it runs.
+    pub op: OpType,
+    /// The communicator's topology.
+    pub topo: TopoInfo,
+}
+
+impl Named {
+    /// `name` running `op` on `topo`.
+    pub(crate) fn new(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
+        Named {
+            name,
+            op,
+            topo: topo.clone(),
+        }
+    }
+}
+
 /// A request for executor `name` running `want`: links on the `Combine`
 /// plane from this rank (sub-comm index `r` of `n`) to `peers(r, n)`.
 pub(crate) fn flat_request(

@@ -7,16 +7,22 @@ mod flat_request;
 mod mesh;
 mod op_base_loop;
 mod registry;
+mod rhd;
+mod rhd_ops;
 mod ring_gather_scatter;
+mod ring_rooted;
+mod transfer;
 
 pub use all_reduce_rhd::AllReduceRhdExecutor;
 pub use all_reduce_ring::AllReduceRingExecutor;
 pub use broadcast_ring::BroadcastRingExecutor;
-pub(crate) use flat_request::{all_peers, flat_request, ring_peers};
-pub use mesh::{MeshExecutor, MESH_EXECUTORS, PAIRWISE_EXECUTORS};
-pub use op_base_loop::{copy_through, run_op_base_loop, Chunk};
+pub(crate) use flat_request::{all_peers, flat_request, ring_peers, Named};
+pub use mesh::{MeshExecutor, MESH_EXECUTORS, PAIRWISE_EXECUTORS, STAR_EXECUTORS};
+pub use op_base_loop::{copy_through, round_capacity, run_op_base_loop, Chunk};
 pub use registry::{registry, ExecutorFactory, ExecutorRegistry};
+pub use rhd_ops::{RhdExecutor, RHD_EXECUTORS};
 pub use ring_gather_scatter::{AllGatherRingExecutor, ReduceScatterRingExecutor};
+pub use ring_rooted::{RingRootedExecutor, RING_ROOTED_EXECUTORS};
 
 /// Upper bound on the bytes an op-base round stages at once. Rounds this
 /// small keep the staging copies, transfers and reductions of a round in

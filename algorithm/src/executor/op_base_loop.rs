@@ -20,6 +20,15 @@ pub struct Chunk {
     pub bytes: usize,
 }
 
+/// Bytes one op-base round of an executor that works in both CCL buffers
+/// may stage: what both hold, capped at [`super::PIPELINE_CHUNK_BYTES`].
+pub fn round_capacity(res: &AlgResourceResponse) -> usize {
+    res.ccl_input
+        .len()
+        .min(res.ccl_output.len())
+        .min(super::PIPELINE_CHUNK_BYTES)
+}
+
 /// Calls `body` for each chunk of `param.count` elements that fits
 /// `chunk_capacity` bytes of CCL buffer (whole elements). `body` enqueues the
 /// staging copies and the algorithm for its chunk.

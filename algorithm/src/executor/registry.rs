@@ -4,6 +4,7 @@ use super::{
     AllGatherRingExecutor, AllReduceRingExecutor, CollExecutor, MeshExecutor,
     ReduceScatterRingExecutor, MESH_EXECUTORS,
 };
+use crate::op::OpType;
 use crate::topo::TopoInfo;
 use hccl_platform::{HcclError, Result};
 use std::collections::BTreeMap;
@@ -71,23 +72,30 @@ impl ExecutorRegistry {
         for (name, f) in builtins {
             r.register(name, f).expect("built-in names are unique");
         }
-        for &(name, op) in super::PAIRWISE_EXECUTORS {
-            r.register(
-                name,
-                Arc::new(move |t: &TopoInfo| {
-                    Box::new(MeshExecutor::pairwise(name, op, t)) as Box<dyn CollExecutor>
-                }),
-            )
-            .expect("built-in names are unique");
-        }
-        for &(name, op) in MESH_EXECUTORS {
-            r.register(
-                name,
-                Arc::new(move |t: &TopoInfo| {
-                    Box::new(MeshExecutor::new(name, op, t)) as Box<dyn CollExecutor>
-                }),
-            )
-            .expect("built-in names are unique");
+        // table-driven executors: one type serving several ops
+        type Make = fn(&'static str, OpType, &TopoInfo) -> Box<dyn CollExecutor>;
+        let tables: [(&[(&'static str, OpType)], Make); 5] = [
+            (super::PAIRWISE_EXECUTORS, |n, op, t| {
+                Box::new(MeshExecutor::pairwise(n, op, t))
+            }),
+            (super::STAR_EXECUTORS, |n, op, t| {
+                Box::new(MeshExecutor::star(n, op, t))
+            }),
+            (super::RING_ROOTED_EXECUTORS, |n, op, t| {
+                Box::new(super::RingRootedExecutor::new(n, op, t))
+            }),
+            (super::RHD_EXECUTORS, |n, op, t| {
+                Box::new(super::RhdExecutor::new(n, op, t))
+            }),
+            (MESH_EXECUTORS, |n, op, t| {
+                Box::new(MeshExecutor::new(n, op, t))
+            }),
+        ];
+        for (table, make) in tables {
+            for &(name, op) in table {
+                r.register(name, Arc::new(move |t: &TopoInfo| make(name, op, t)))
+                    .expect("built-in names are unique");
+            }
         }
         r
     }
@@ -174,8 +182,9 @@ mod tests {
         let e = r.create("Nope", &topo).err().unwrap();
         assert_eq!(e.code(), hccl_platform::HcclResult::ENotFound);
         assert!(
-            e.to_string()
-                .contains("known: AllGatherMeshExecutor, AllGatherRingExecutor"),
+            e.to_string().contains(
+                "known: AllGatherMeshExecutor, AllGatherRHDExecutor, AllGatherRingExecutor"
+            ),
             "{e}"
         );
         assert_eq!(

@@ -42,8 +42,8 @@ impl ReduceScatterRingExecutor {
     }
 }
 
-/// Window size per rank (elements) and slot slices for a round.
-fn slots(p: u64, w: u64, u: u64) -> Vec<Slice> {
+/// Slot slices for a round: p slots of `w` elements of `u` bytes each.
+pub(super) fn slots(p: u64, w: u64, u: u64) -> Vec<Slice> {
     (0..p)
         .map(|k| Slice {
             offset: (k * w * u) as usize,
@@ -52,13 +52,10 @@ fn slots(p: u64, w: u64, u: u64) -> Vec<Slice> {
         .collect()
 }
 
-fn per_rank_window(res: &AlgResourceResponse, p: u64, u: u64) -> Result<u64> {
-    let n = res
-        .ccl_input
-        .len()
-        .min(res.ccl_output.len())
-        .min(super::PIPELINE_CHUNK_BYTES) as u64
-        / (p * u);
+/// Elements per rank block that one op-base round moves: p blocks must fit
+/// both CCL buffers (and the round-size cap that keeps a round in cache).
+pub(super) fn per_rank_window(res: &AlgResourceResponse, p: u64, u: u64) -> Result<u64> {
+    let n = super::round_capacity(res) as u64 / (p * u);
     if n == 0 {
         return Err(HcclError::para(format!(
             "the CCL buffer cannot hold one element per rank for {p} ranks"

@@ -328,3 +328,195 @@ fn ring_broadcast_pipelines_segments() {
         assert_eq!(r.max_rank_bytes_sent, 32 * p as u64 * 4 * 4);
     }
 }
+
+/// The rooted ring, star and RHD executors (issue 3's second batch).
+fn rooted_and_rhd_cases() -> Vec<(&'static str, OpType)> {
+    crate::executor::RING_ROOTED_EXECUTORS
+        .iter()
+        .chain(crate::executor::STAR_EXECUTORS)
+        .chain(crate::executor::RHD_EXECUTORS)
+        .copied()
+        .collect()
+}
+
+/// Runs `name` for `op` on p ranks and checks the result against the
+/// reference (on every rank that has one).
+fn check_case(name: &str, op: OpType, p: u32, count: u64, root: u32) -> SimReport {
+    let mut spec = SimSpec::op(op, p, count, DataType::Fp32, ReduceOp::Sum);
+    spec.root = root;
+    let r = simulate(registry(), name, &spec)
+        .unwrap_or_else(|e| panic!("{name} p={p} count={count} root={root}: {e}"));
+    assert!(
+        r.checked || count == 0,
+        "{name} p={p} root={root}: result not checked"
+    );
+    r
+}
+
+#[test]
+fn rooted_ring_star_and_rhd_every_rank_count() {
+    for (name, op) in rooted_and_rhd_cases() {
+        for p in 1..=33u32 {
+            // roots inside and (for RHD, p not a power of two) outside the core
+            let mut roots = vec![0, p / 2, p - 1];
+            roots.dedup();
+            for count in [0u64, 1, 7, (p as u64).saturating_sub(1), p as u64 + 3, 300] {
+                for &root in &roots {
+                    check_case(name, op, p, count, root);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn rooted_ring_star_and_rhd_every_dtype_and_op() {
+    for (name, op) in rooted_and_rhd_cases() {
+        for dtype in DataType::ALL {
+            for rop in ReduceOp::ALL {
+                let mut spec = SimSpec::op(op, 6, 333, dtype, rop);
+                spec.root = 5;
+                simulate(registry(), name, &spec)
+                    .unwrap_or_else(|e| panic!("{name} {dtype} {rop}: {e}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn rooted_ring_star_and_rhd_run_in_rounds_with_small_ccl_buffers() {
+    for (name, op) in rooted_and_rhd_cases() {
+        for p in [3u32, 5, 8] {
+            let mut spec = SimSpec::op(op, p, 1000, DataType::Int16, ReduceOp::Max);
+            spec.root = p - 2;
+            // a few hundred bytes: several rounds for every op
+            spec.ccl_buffer_size = Some(p as usize * 2 * 64);
+            let r =
+                simulate(registry(), name, &spec).unwrap_or_else(|e| panic!("{name} p={p}: {e}"));
+            assert!(r.checked, "{name}");
+        }
+    }
+}
+
+#[test]
+fn rhd_ops_at_scale() {
+    for &(name, op) in crate::executor::RHD_EXECUTORS {
+        // fewer than p elements at 1,000 ranks: allgather and reduce-scatter
+        // move p² blocks, which is what makes large counts slow to simulate
+        for (p, counts) in [
+            (64u32, &[5u64, 1001][..]),
+            (127, &[5, 1001]),
+            (128, &[5, 1001]),
+            (1000, &[3]),
+        ] {
+            for &count in counts {
+                for root in [0, p - 1] {
+                    check_case(name, op, p, count, root);
+                }
+            }
+        }
+    }
+}
+
+/// Critical-path steps of the RHD broadcast/reduce trees as the simulator
+/// counts them (a rank's sends overlap; a hop waits for the data it
+/// forwards and for the receiver to be ready), computed here from the
+/// trees' definition.
+fn rhd_tree_steps(op: OpType, p: u32, root: u32) -> u64 {
+    let m = 1u32 << (31 - p.leading_zeros());
+    let outside = root >= m;
+    let cr = if outside { root - m } else { root };
+    let mut t = vec![0u64; p as usize];
+    if op == OpType::Broadcast {
+        // when each core rank has the data
+        let mut k = m / 2;
+        while k >= 1 {
+            for v in (0..m).filter(|v| v & (2 * k - 1) == 0) {
+                let r = v ^ cr;
+                t[(r ^ k) as usize] = t[r as usize] + 1;
+            }
+            k /= 2;
+        }
+        let base = outside as u64;
+        return (0..p)
+            .map(|r| match r {
+                r if r < m => t[r as usize] + base,
+                r if r == root => 0,
+                r => t[(r - m) as usize] + base + 1,
+            })
+            .max()
+            .unwrap_or(0);
+    }
+    // reduce: when each rank's partial is complete
+    for r in 0..p.saturating_sub(m) {
+        t[r as usize] = 1;
+    }
+    let mut k = 1;
+    while k < m {
+        for v in (0..m).filter(|v| v & (2 * k - 1) == k) {
+            let r = v ^ cr;
+            let to = (r ^ k) as usize;
+            // the sender waits for the receiver's ack, sent once the
+            // receiver has reduced what it got before
+            t[to] = t[to].max(t[r as usize]) + 1;
+        }
+        k *= 2;
+    }
+    t[cr as usize] + outside as u64
+}
+
+#[test]
+fn rhd_ops_take_log_steps() {
+    for &(name, op) in crate::executor::RHD_EXECUTORS {
+        for p in (2..=33u32).chain([64, 100, 127, 128]) {
+            let m = 1u64 << (31 - p.leading_zeros());
+            let (log, fold) = (m.trailing_zeros() as u64, (m < p as u64) as u64);
+            for root in [0, p - 1] {
+                let r = check_case(name, op, p, 100, root);
+                let want = match op {
+                    OpType::AllGather | OpType::ReduceScatter => log + 2 * fold,
+                    _ => rhd_tree_steps(op, p, root),
+                };
+                // the tree never takes longer than its sequential schedule
+                assert!(want <= log + 2, "{name} p={p} root={root}");
+                assert_eq!(r.steps, want, "{name} p={p} root={root}");
+            }
+        }
+    }
+}
+
+#[test]
+fn ring_scatter_and_gather_take_p_minus_1_steps_over_ring_links() {
+    for name in ["ScatterRingExecutor", "GatherRingExecutor"] {
+        let op = if name.starts_with("Scatter") {
+            OpType::Scatter
+        } else {
+            OpType::Gather
+        };
+        for p in [2u32, 3, 5, 8, 33] {
+            let r = check_case(name, op, p, 64, p / 3);
+            assert_eq!(r.steps, p as u64 - 1, "{name} p={p}");
+            for &(from, to) in r.link_bytes.keys() {
+                assert!(
+                    to == (from + 1) % p || from == (to + 1) % p,
+                    "{name}: {from}->{to} is not a ring link"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn forced_executor_for_another_op_is_an_error() {
+    for (name, op) in rooted_and_rhd_cases() {
+        let other = if op == OpType::Gather {
+            OpType::AllReduce
+        } else {
+            OpType::Gather
+        };
+        let spec = SimSpec::op(other, 4, 8, DataType::Fp32, ReduceOp::Sum);
+        let e = simulate(registry(), name, &spec).unwrap_err();
+        let want = format!("{name} runs {op}, not {other}");
+        assert!(e.to_string().contains(&want), "{name}: {e}");
+    }
+}

@@ -43,6 +43,21 @@ pub const PAIRWISE_EXECUTORS: &[(&str, OpType)] = &[
     ("AllToAllVPairWiseExecutor", OpType::AllToAllV),
 ];
 
+/// The Star executors: (registered name, op). The root writes to (or is
+/// written by) every rank directly in one step: the mesh plan of a rooted
+/// op, with one difference where only the root writes to a rank
+/// (Broadcast, Scatter): the receiver's whole CCL output is that one
+/// sender's slot, so large messages take p times fewer op-base rounds than
+/// with the mesh's slot per sender. Links are requested to every peer, as
+/// for mesh: op-base tags do not carry the root, so resources cached for
+/// one root must serve any other.
+pub const STAR_EXECUTORS: &[(&str, OpType)] = &[
+    ("BroadcastStarExecutor", OpType::Broadcast),
+    ("ReduceStarExecutor", OpType::Reduce),
+    ("ScatterStarExecutor", OpType::Scatter),
+    ("GatherStarExecutor", OpType::Gather),
+];
+
 /// A mesh executor for one op.
 #[derive(Debug)]
 pub struct MeshExecutor {
@@ -50,6 +65,7 @@ pub struct MeshExecutor {
     op: OpType,
     topo: TopoInfo,
     pairwise: bool,
+    star: bool,
 }
 
 impl MeshExecutor {
@@ -60,6 +76,15 @@ impl MeshExecutor {
             op,
             topo: topo.clone(),
             pairwise: false,
+            star: false,
+        }
+    }
+
+    /// The Star variant (rooted ops): see [`STAR_EXECUTORS`].
+    pub fn star(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
+        MeshExecutor {
+            star: true,
+            ..Self::new(name, op, topo)
         }
     }
 
@@ -137,12 +162,15 @@ impl CollExecutor for MeshExecutor {
                 .ok_or_else(|| HcclError::internal("no links on a one-rank communicator"))?
                 .link(q)
         };
-        // One slot per sender in every receiver's CCL output.
+        // One slot per sender in every receiver's CCL output, or a single
+        // slot when only the root sends (star broadcast and scatter).
+        let single = self.star && matches!(self.op, OpType::Broadcast | OpType::Scatter);
+        let slots = if single { 1 } else { p as u64 };
         let n = res
             .ccl_output
             .len()
             .min(super::PIPELINE_CHUNK_BYTES.max(p as usize * (64 << 10))) as u64
-            / (p as u64 * u);
+            / (slots * u);
         if n == 0 {
             return Err(HcclError::para(format!(
                 "the CCL buffer ({} bytes) cannot hold one {} element per rank for {p} ranks",
@@ -150,10 +178,14 @@ impl CollExecutor for MeshExecutor {
                 param.dtype
             )));
         }
-        let slot = |q: u32, len: u64| {
-            res.ccl_output
-                .range((q as u64 * n * u) as usize, (len * u) as usize)
+        let slot_at = |q: u32| {
+            if single {
+                0
+            } else {
+                (q as u64 * n * u) as usize
+            }
         };
+        let slot = |q: u32, len: u64| res.ccl_output.range(slot_at(q), (len * u) as usize);
         let rounds = longest.div_ceil(n);
         // Mesh: one phase with every peer. Pairwise: p−1 phases, phase k
         // sending to rank r+k and receiving from r−k (one peer at a time,
@@ -177,12 +209,7 @@ impl CollExecutor for MeshExecutor {
                     if let Some(w) = window(plan.sends[q as usize], i, n) {
                         let l = link(q)?;
                         l.rx_ack(s)?;
-                        l.tx_async(
-                            MemKind::CclOutput,
-                            (me as u64 * n * u) as usize,
-                            &input(w)?,
-                            s,
-                        )?;
+                        l.tx_async(MemKind::CclOutput, slot_at(me), &input(w)?, s)?;
                     }
                 }
                 for &q in to {
