@@ -116,3 +116,33 @@ pub(crate) fn non_null<T>(p: *const T, what: &str) -> hccl_adapter::Result<()> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_e_internal_with_its_message_kept() {
+        let code = hccl("HcclTest", || panic!("boom at the boundary"));
+        assert_eq!(code, hccl_adapter::HcclResult::EInternal.code());
+        let msg = last_error_message().unwrap();
+        assert!(
+            msg.contains("HcclTest") && msg.contains("boom at the boundary"),
+            "{msg}"
+        );
+        let code = acl("aclTest", || panic!("{}", String::from("owned panic")));
+        assert_eq!(code, crate::types::ACL_ERROR_INTERNAL_ERROR);
+        assert!(last_error_message().unwrap().contains("owned panic"));
+    }
+
+    #[test]
+    fn errors_keep_their_code_and_message() {
+        let code = hccl("HcclTest", || Err(HcclError::timeout("peer 3 went quiet")));
+        assert_eq!(code, 9);
+        assert_eq!(
+            last_error_message().unwrap(),
+            "HcclTest: timeout: peer 3 went quiet"
+        );
+        assert_eq!(hccl("HcclTest", || Ok(())), 0);
+    }
+}

@@ -1,0 +1,892 @@
+//! The C API exercised as a C program would: handles, raw pointers, codes.
+//! Data is checked against references; errors by code (and message).
+
+use hccl::acl::*;
+use hccl::hccl::*;
+use hccl::last_error_message;
+use hccl::types::*;
+use std::ffi::{c_void, CStr};
+use std::ptr::{null, null_mut};
+
+const SUCCESS: u32 = 0;
+const E_PARA: u32 = 1;
+const E_PTR: u32 = 2;
+const FP32: u32 = 4;
+const INT32: u32 = 2;
+const SUM: u32 = 0;
+
+fn ok(code: u32, what: &str) {
+    assert_eq!(code, SUCCESS, "{what}: {:?}", last_error_message());
+}
+
+fn acl_ok(code: i32, what: &str) {
+    assert_eq!(code, ACL_SUCCESS, "{what}: {:?}", last_error_message());
+}
+
+/// Device memory holding `data`.
+fn dev_from<T: Copy>(data: &[T]) -> *mut c_void {
+    let bytes = std::mem::size_of_val(data).max(1);
+    let mut p = null_mut();
+    acl_ok(aclrtMalloc(&mut p, bytes, 0), "aclrtMalloc");
+    acl_ok(
+        aclrtMemcpy(
+            p,
+            bytes,
+            data.as_ptr().cast(),
+            std::mem::size_of_val(data),
+            1,
+        ),
+        "aclrtMemcpy H2D",
+    );
+    p
+}
+
+fn dev_zeroed(bytes: usize) -> *mut c_void {
+    let mut p = null_mut();
+    acl_ok(aclrtMalloc(&mut p, bytes.max(1), 0), "aclrtMalloc");
+    p
+}
+
+fn to_host<T: Copy + Default>(p: *const c_void, n: usize) -> Vec<T> {
+    let mut v = vec![T::default(); n];
+    let bytes = std::mem::size_of_val(v.as_slice());
+    acl_ok(
+        aclrtMemcpy(v.as_mut_ptr().cast(), bytes, p, bytes, 2),
+        "aclrtMemcpy D2H",
+    );
+    v
+}
+
+fn init_all(p: u32) -> Vec<usize> {
+    let mut devices: Vec<i32> = (0..p as i32).collect();
+    let mut comms = vec![null_mut(); p as usize];
+    ok(
+        HcclCommInitAll(p, devices.as_mut_ptr(), comms.as_mut_ptr()),
+        "HcclCommInitAll",
+    );
+    comms.into_iter().map(|c| c as usize).collect()
+}
+
+/// Runs `f(rank, comm, stream)` on one thread per rank (device = rank).
+fn per_rank(p: u32, f: impl Fn(u32, HcclComm, aclrtStream) + Sync) {
+    let comms = init_all(p);
+    std::thread::scope(|s| {
+        for (r, &c) in comms.iter().enumerate() {
+            let f = &f;
+            s.spawn(move || {
+                acl_ok(aclrtSetDevice(r as i32), "aclrtSetDevice");
+                let mut stream = null_mut();
+                acl_ok(aclrtCreateStream(&mut stream), "aclrtCreateStream");
+                f(r as u32, c as HcclComm, stream);
+                acl_ok(aclrtSynchronizeStream(stream), "final sync");
+                acl_ok(aclrtDestroyStream(stream), "aclrtDestroyStream");
+            });
+        }
+    });
+    for c in comms {
+        ok(HcclCommDestroy(c as HcclComm), "HcclCommDestroy");
+    }
+}
+
+fn sync(stream: aclrtStream) {
+    acl_ok(aclrtSynchronizeStream(stream), "aclrtSynchronizeStream");
+}
+
+#[test]
+fn every_collective_through_the_c_api_at_3_and_4_ranks() {
+    for p in [3u32, 4] {
+        let n = 1001usize; // not divisible by p
+        per_rank(p, |r, comm, stream| {
+            let pu = p as usize;
+            // AllReduce (and in place)
+            let x: Vec<f32> = (0..n).map(|i| (r as usize * n + i) as f32).collect();
+            let (s, ard) = (dev_from(&x), dev_zeroed(4 * n));
+            ok(
+                HcclAllReduce(s, ard, n as u64, FP32, SUM, comm, stream),
+                "AllReduce",
+            );
+            ok(
+                HcclAllReduce(s, s, n as u64, FP32, 2, comm, stream),
+                "AllReduce max in place",
+            );
+            sync(stream);
+            let want: Vec<f32> = (0..n)
+                .map(|i| (0..pu).map(|q| (q * n + i) as f32).sum())
+                .collect();
+            assert_eq!(to_host::<f32>(ard, n), want, "allreduce p={p}");
+            let max: Vec<f32> = (0..n).map(|i| ((pu - 1) * n + i) as f32).collect();
+            assert_eq!(to_host::<f32>(s, n), max, "in-place max p={p}");
+
+            // Broadcast from the last rank
+            let b: Vec<i32> = (0..n as i32)
+                .map(|i| if r == p - 1 { i * 3 } else { -1 })
+                .collect();
+            let bd = dev_from(&b);
+            ok(
+                HcclBroadcast(bd, n as u64, INT32, p - 1, comm, stream),
+                "Broadcast",
+            );
+            sync(stream);
+            assert_eq!(
+                to_host::<i32>(bd, n),
+                (0..n as i32).map(|i| i * 3).collect::<Vec<_>>()
+            );
+
+            // ReduceScatter: block b from rank q holds q + b
+            let rs: Vec<i32> = (0..pu * n).map(|i| (r as usize + i / n) as i32).collect();
+            let (rsd, rso) = (dev_from(&rs), dev_zeroed(4 * n));
+            ok(
+                HcclReduceScatter(rsd, rso, n as u64, INT32, SUM, comm, stream),
+                "ReduceScatter",
+            );
+            sync(stream);
+            let want = (0..pu).map(|q| (q + r as usize) as i32).sum::<i32>();
+            assert!(
+                to_host::<i32>(rso, n).iter().all(|&v| v == want),
+                "reduce_scatter"
+            );
+
+            // AllGather
+            let ag: Vec<i32> = vec![r as i32 + 10; n];
+            let (agd, ago) = (dev_from(&ag), dev_zeroed(4 * n * pu));
+            ok(
+                HcclAllGather(agd, ago, n as u64, INT32, comm, stream),
+                "AllGather",
+            );
+            sync(stream);
+            let want: Vec<i32> = (0..pu * n).map(|i| (i / n) as i32 + 10).collect();
+            assert_eq!(to_host::<i32>(ago, n * pu), want);
+
+            // AllGatherV: rank q sends q + 1 elements, packed with one gap element each
+            let counts: Vec<u64> = (0..p as u64).map(|q| q + 1).collect();
+            let displs: Vec<u64> = (0..p as u64).map(|q| q * (q + 1) / 2 + q).collect();
+            let mine = vec![r as i32 * 7; r as usize + 1];
+            let total = (displs[pu - 1] + counts[pu - 1]) as usize;
+            let (gvd, gvo) = (dev_from(&mine), dev_from(&vec![-5i32; total]));
+            ok(
+                HcclAllGatherV(
+                    gvd,
+                    counts[r as usize],
+                    gvo,
+                    counts.as_ptr().cast(),
+                    displs.as_ptr().cast(),
+                    INT32,
+                    comm,
+                    stream,
+                ),
+                "AllGatherV",
+            );
+            sync(stream);
+            let got = to_host::<i32>(gvo, total);
+            for q in 0..pu {
+                let d = displs[q] as usize;
+                assert!(
+                    got[d..d + q + 1].iter().all(|&v| v == q as i32 * 7),
+                    "agv block {q}: {got:?}"
+                );
+                if q + 1 < pu {
+                    assert_eq!(got[d + q + 1], -5, "agv gap untouched");
+                }
+            }
+
+            // ReduceScatterV with the same layout
+            let src: Vec<i32> = (0..total).map(|i| i as i32 + r as i32).collect();
+            let (sd, so) = (dev_from(&src), dev_zeroed(4 * (r as usize + 1)));
+            ok(
+                HcclReduceScatterV(
+                    sd,
+                    counts.as_ptr().cast(),
+                    displs.as_ptr().cast(),
+                    so,
+                    counts[r as usize],
+                    INT32,
+                    SUM,
+                    comm,
+                    stream,
+                ),
+                "ReduceScatterV",
+            );
+            sync(stream);
+            let d = displs[r as usize] as usize;
+            let want: Vec<i32> = (0..r as usize + 1)
+                .map(|j| (0..pu).map(|q| (d + j) as i32 + q as i32).sum())
+                .collect();
+            assert_eq!(to_host::<i32>(so, r as usize + 1), want, "reduce_scatter_v");
+
+            // Scatter from rank 1
+            let sc: Vec<i32> = (0..pu * n)
+                .map(|i| if r == 1 { i as i32 } else { 0 })
+                .collect();
+            let (scd, sco) = (dev_from(&sc), dev_zeroed(4 * n));
+            ok(
+                HcclScatter(scd, sco, n as u64, INT32, 1, comm, stream),
+                "Scatter",
+            );
+            sync(stream);
+            let want: Vec<i32> = (0..n).map(|i| (r as usize * n + i) as i32).collect();
+            assert_eq!(to_host::<i32>(sco, n), want, "scatter");
+
+            // Reduce (prod) to rank 0: only the root's recvBuf is written
+            let rd: Vec<i32> = vec![r as i32 + 2; n];
+            let (rdd, rdo) = (dev_from(&rd), dev_from(&vec![-1i32; n]));
+            ok(
+                HcclReduce(rdd, rdo, n as u64, INT32, 1, 0, comm, stream),
+                "Reduce",
+            );
+            sync(stream);
+            let want = if r == 0 {
+                (0..p as i32).map(|q| q + 2).product()
+            } else {
+                -1
+            };
+            assert!(to_host::<i32>(rdo, n).iter().all(|&v| v == want), "reduce");
+
+            // AlltoAll
+            let a2a: Vec<i32> = (0..pu * n)
+                .map(|i| (r as usize * 100 + i / n) as i32)
+                .collect();
+            let (ad, ao) = (dev_from(&a2a), dev_zeroed(4 * pu * n));
+            ok(
+                HcclAlltoAll(ad, n as u64, INT32, ao, n as u64, INT32, comm, stream),
+                "AlltoAll",
+            );
+            sync(stream);
+            let want: Vec<i32> = (0..pu * n)
+                .map(|i| ((i / n) * 100 + r as usize) as i32)
+                .collect();
+            assert_eq!(to_host::<i32>(ao, pu * n), want, "alltoall");
+
+            // AlltoAllV: rank q sends q + j + 1 elements to rank j
+            let sc: Vec<u64> = (0..p as u64).map(|j| r as u64 + j + 1).collect();
+            let sdp: Vec<u64> = sc
+                .iter()
+                .scan(0, |a, c| {
+                    let d = *a;
+                    *a += c;
+                    Some(d)
+                })
+                .collect();
+            let rc: Vec<u64> = (0..p as u64).map(|q| q + r as u64 + 1).collect();
+            let rdp: Vec<u64> = rc
+                .iter()
+                .scan(0, |a, c| {
+                    let d = *a;
+                    *a += c;
+                    Some(d)
+                })
+                .collect();
+            let sendv: Vec<i32> = (0..pu)
+                .flat_map(|j| vec![(r as usize * 10 + j) as i32; sc[j] as usize])
+                .collect();
+            let rtot = rc.iter().sum::<u64>() as usize;
+            let (vd, vo) = (dev_from(&sendv), dev_zeroed(4 * rtot));
+            ok(
+                HcclAlltoAllV(
+                    vd,
+                    sc.as_ptr().cast(),
+                    sdp.as_ptr().cast(),
+                    INT32,
+                    vo,
+                    rc.as_ptr().cast(),
+                    rdp.as_ptr().cast(),
+                    INT32,
+                    comm,
+                    stream,
+                ),
+                "AlltoAllV",
+            );
+            sync(stream);
+            let want: Vec<i32> = (0..pu)
+                .flat_map(|q| vec![(q * 10 + r as usize) as i32; rc[q] as usize])
+                .collect();
+            assert_eq!(to_host::<i32>(vo, rtot), want, "alltoallv");
+
+            // Send/Recv around the ring, ordered so no rank waits on itself
+            let (next, prev) = ((r + 1) % p, (r + p - 1) % p);
+            let token = dev_from(&[r as i32; 33]);
+            let got = dev_zeroed(4 * 33);
+            if r % 2 == 0 {
+                ok(HcclSend(token, 33, INT32, next, comm, stream), "Send");
+                ok(HcclRecv(got, 33, INT32, prev, comm, stream), "Recv");
+            } else {
+                ok(HcclRecv(got, 33, INT32, prev, comm, stream), "Recv");
+                ok(HcclSend(token, 33, INT32, next, comm, stream), "Send");
+            }
+            sync(stream);
+            assert!(
+                to_host::<i32>(got, 33).iter().all(|&v| v == prev as i32),
+                "send/recv"
+            );
+
+            // BatchSendRecv: a ring shift in both directions at once (every rank
+            // sends first in its list; a naive single-stream order would deadlock)
+            let fwd = dev_from(&vec![r as i32 * 2; 500]);
+            let bwd = dev_from(&vec![r as i32 * 2 + 1; 500]);
+            let (from_prev, from_next) = (dev_zeroed(2000), dev_zeroed(2000));
+            let mut items = [
+                HcclSendRecvItem {
+                    sendRecvType: 0,
+                    buf: fwd,
+                    count: 500,
+                    dataType: INT32,
+                    remoteRank: next,
+                },
+                HcclSendRecvItem {
+                    sendRecvType: 0,
+                    buf: bwd,
+                    count: 500,
+                    dataType: INT32,
+                    remoteRank: prev,
+                },
+                HcclSendRecvItem {
+                    sendRecvType: 1,
+                    buf: from_prev,
+                    count: 500,
+                    dataType: INT32,
+                    remoteRank: prev,
+                },
+                HcclSendRecvItem {
+                    sendRecvType: 1,
+                    buf: from_next,
+                    count: 500,
+                    dataType: INT32,
+                    remoteRank: next,
+                },
+            ];
+            ok(
+                HcclBatchSendRecv(items.as_mut_ptr(), 4, comm, stream),
+                "BatchSendRecv",
+            );
+            sync(stream);
+            assert!(
+                to_host::<i32>(from_prev, 500)
+                    .iter()
+                    .all(|&v| v == prev as i32 * 2),
+                "batch fwd"
+            );
+            assert!(
+                to_host::<i32>(from_next, 500)
+                    .iter()
+                    .all(|&v| v == next as i32 * 2 + 1),
+                "batch bwd"
+            );
+
+            ok(HcclBarrier(comm, stream), "Barrier");
+            sync(stream);
+            for m in [
+                s, ard, bd, rsd, rso, agd, ago, gvd, gvo, sd, so, scd, sco, rdd, rdo, ad, ao, vd,
+                vo, token, got, fwd, bwd, from_prev, from_next,
+            ] {
+                acl_ok(aclrtFree(m), "aclrtFree");
+            }
+        });
+    }
+}
+
+#[test]
+fn threads_join_with_root_info_and_form_a_sub_communicator() {
+    let mut root = HcclRootInfo {
+        internal: [0; HCCL_ROOT_INFO_BYTES],
+    };
+    ok(HcclGetRootInfo(&mut root), "HcclGetRootInfo");
+    let p = 4u32;
+    std::thread::scope(|s| {
+        for r in 0..p {
+            let root = &root;
+            s.spawn(move || {
+                acl_ok(aclrtSetDevice(r as i32), "aclrtSetDevice");
+                let mut stream = null_mut();
+                // created before the communicator: moved to it at the first op
+                acl_ok(aclrtCreateStream(&mut stream), "aclrtCreateStream");
+                let mut comm = null_mut();
+                ok(
+                    HcclCommInitRootInfo(p, root, r, &mut comm),
+                    "HcclCommInitRootInfo",
+                );
+                let (mut size, mut id) = (0, 0);
+                ok(HcclGetRankSize(comm, &mut size), "HcclGetRankSize");
+                ok(HcclGetRankId(comm, &mut id), "HcclGetRankId");
+                assert_eq!((size, id), (p, r));
+                let mut err = 99;
+                ok(
+                    HcclGetCommAsyncError(comm, &mut err),
+                    "HcclGetCommAsyncError",
+                );
+                assert_eq!(err, 0);
+
+                let buf = dev_from(&[r as f32 + 1.0; 64]);
+                ok(
+                    HcclAllReduce(buf, buf, 64, FP32, SUM, comm, stream),
+                    "AllReduce",
+                );
+                sync(stream);
+                assert_eq!(to_host::<f32>(buf, 64), vec![10.0; 64]);
+
+                // even ranks form a sub-communicator with a configured name
+                if r % 2 == 0 {
+                    let mut ids = [0u32, 2];
+                    let mut cfg = config_init();
+                    let name = b"evens\0";
+                    for (d, s) in cfg.hcclCommName.iter_mut().zip(name) {
+                        *d = *s as _;
+                    }
+                    let mut sub = null_mut();
+                    ok(
+                        HcclCreateSubCommConfig(
+                            &mut comm,
+                            2,
+                            ids.as_mut_ptr(),
+                            7,
+                            r / 2,
+                            &mut cfg,
+                            &mut sub,
+                        ),
+                        "HcclCreateSubCommConfig",
+                    );
+                    let mut name = [0 as std::ffi::c_char; COMM_NAME_MAX_LENGTH];
+                    ok(HcclGetCommName(sub, name.as_mut_ptr()), "HcclGetCommName");
+                    // SAFETY-free: CStr from a NUL-terminated array we own
+                    let got = CStr::from_bytes_until_nul(&name.map(|c| c as u8))
+                        .unwrap()
+                        .to_str()
+                        .unwrap()
+                        .to_owned();
+                    assert_eq!(got, "evens");
+                    let (mut size, mut id) = (0, 0);
+                    ok(HcclGetRankSize(sub, &mut size), "sub size");
+                    ok(HcclGetRankId(sub, &mut id), "sub id");
+                    assert_eq!((size, id), (2, r / 2));
+                    let b = dev_from(&[r as i32; 10]);
+                    ok(
+                        HcclAllReduce(b, b, 10, INT32, SUM, sub, stream),
+                        "sub AllReduce",
+                    );
+                    sync(stream);
+                    assert_eq!(to_host::<i32>(b, 10), vec![2; 10]);
+                    ok(HcclCommDestroy(sub), "destroy sub");
+                }
+                ok(HcclCommDestroy(comm), "HcclCommDestroy");
+                acl_ok(aclrtDestroyStream(stream), "aclrtDestroyStream");
+            });
+        }
+    });
+}
+
+/// What `static inline HcclCommConfigInit` writes (the header's function is not exported).
+fn config_init() -> HcclCommConfig {
+    let mut c = HcclCommConfig {
+        reserved: [0; HCCL_COMM_CONFIG_INFO_BYTES],
+        hcclBufferSize: HCCL_CONFIG_NOT_SET,
+        hcclDeterministic: HCCL_CONFIG_NOT_SET,
+        hcclCommName: [0; COMM_NAME_MAX_LENGTH],
+        hcclUdi: [0; UDI_MAX_LENGTH],
+        hcclOpExpansionMode: 0,
+        hcclRdmaTrafficClass: HCCL_CONFIG_NOT_SET,
+        hcclRdmaServiceLevel: HCCL_CONFIG_NOT_SET,
+    };
+    let hdr: Vec<u8> = std::mem::size_of::<HcclCommConfig>()
+        .to_ne_bytes()
+        .into_iter()
+        .chain(HCCL_COMM_CONFIG_MAGIC_WORD.to_ne_bytes())
+        .chain(5u32.to_ne_bytes())
+        .chain(0u64.to_ne_bytes())
+        .collect();
+    for (d, s) in c.reserved.iter_mut().zip(hdr) {
+        *d = s as _;
+    }
+    c
+}
+
+#[test]
+fn bad_input_returns_the_documented_codes_and_enqueues_nothing() {
+    let comms = init_all(2);
+    let c0 = comms[0] as HcclComm;
+    acl_ok(aclrtSetDevice(0), "aclrtSetDevice");
+    let mut stream = null_mut();
+    acl_ok(aclrtCreateStream(&mut stream), "aclrtCreateStream");
+    let src = dev_from(&[1.0f32; 16]);
+    let dst = dev_from(&[-3.0f32; 16]);
+    let mut v = 0u32;
+
+    // null pointers
+    assert_eq!(HcclGetRankSize(null_mut(), &mut v), E_PTR);
+    assert_eq!(HcclGetRankSize(c0, null_mut()), E_PTR);
+    assert_eq!(HcclGetRootInfo(null_mut()), E_PTR);
+    assert_eq!(
+        HcclAllReduce(null_mut(), dst, 16, FP32, SUM, c0, stream),
+        E_PTR
+    );
+    assert!(
+        last_error_message().unwrap().contains("sendBuf is null"),
+        "{:?}",
+        last_error_message()
+    );
+    assert_eq!(
+        HcclAllReduce(src, null_mut(), 16, FP32, SUM, c0, stream),
+        E_PTR
+    );
+    assert_eq!(HcclCommInitRootInfo(2, null(), 0, &mut null_mut()), E_PTR);
+    assert_eq!(HcclCommInitAll(2, null_mut(), null_mut()), E_PTR);
+    assert_eq!(HcclBatchSendRecv(null_mut(), 1, c0, stream), E_PTR);
+    // null buffers are fine when nothing moves
+    assert_eq!(
+        HcclAllReduce(null_mut(), null_mut(), 0, FP32, SUM, c0, stream),
+        SUCCESS
+    );
+
+    // out-of-range enums
+    assert_eq!(HcclAllReduce(src, dst, 16, 99, SUM, c0, stream), E_PARA);
+    assert_eq!(
+        HcclAllReduce(src, dst, 16, 12, SUM, c0, stream),
+        E_PARA,
+        "INT128 is not supported"
+    );
+    assert_eq!(HcclAllReduce(src, dst, 16, FP32, 4, c0, stream), E_PARA);
+    assert_eq!(HcclAllReduce(src, dst, 16, FP32, 255, c0, stream), E_PARA);
+    let mut bad_item = [HcclSendRecvItem {
+        sendRecvType: 7,
+        buf: src,
+        count: 1,
+        dataType: FP32,
+        remoteRank: 1,
+    }];
+    assert_eq!(
+        HcclBatchSendRecv(bad_item.as_mut_ptr(), 1, c0, stream),
+        E_PARA
+    );
+    assert_eq!(HcclSetConfig(3, HcclConfigValue { value: 1 }), E_PARA);
+    assert_eq!(HcclSetConfig(0, HcclConfigValue { value: 2 }), E_PARA);
+
+    // out-of-range ranks and counts
+    assert_eq!(HcclBroadcast(src, 16, FP32, 2, c0, stream), E_PARA);
+    assert!(last_error_message()
+        .unwrap()
+        .contains("root 2 is out of range for 2 ranks"));
+    assert_eq!(
+        HcclSend(src, 16, FP32, 0, c0, stream),
+        E_PARA,
+        "send to self"
+    );
+    assert_eq!(HcclSend(src, 16, FP32, 9, c0, stream), E_PARA);
+    assert_eq!(
+        HcclAllReduce(src, dst, u64::MAX, FP32, SUM, c0, stream),
+        E_PARA
+    );
+    assert!(last_error_message().unwrap().contains("overflows"));
+    assert_eq!(
+        HcclAllGather(src, dst, u64::MAX / 2, FP32, c0, stream),
+        E_PARA
+    );
+    // 17 floats do not fit the 16-float allocation
+    assert_eq!(HcclAllReduce(src, dst, 17, FP32, SUM, c0, stream), E_PARA);
+    assert!(
+        last_error_message()
+            .unwrap()
+            .contains("holds only 64 bytes"),
+        "{:?}",
+        last_error_message()
+    );
+    // partly overlapping send and receive buffers
+    let big = dev_zeroed(64);
+    let shifted = (big as usize + 4) as *mut c_void;
+    assert_eq!(
+        HcclAllReduce(big, shifted, 8, FP32, SUM, c0, stream),
+        E_PARA
+    );
+    assert_eq!(
+        HcclCommInitRootInfo(
+            0,
+            &HcclRootInfo {
+                internal: [0; HCCL_ROOT_INFO_BYTES]
+            },
+            0,
+            &mut null_mut()
+        ),
+        E_PARA
+    );
+    assert_eq!(
+        HcclCommInitRootInfo(
+            2,
+            &HcclRootInfo {
+                internal: [0; HCCL_ROOT_INFO_BYTES]
+            },
+            2,
+            &mut null_mut()
+        ),
+        E_PARA
+    );
+    let mut devs = [0, 0];
+    let mut out = [null_mut(); 2];
+    assert_eq!(
+        HcclCommInitAll(2, devs.as_mut_ptr(), out.as_mut_ptr()),
+        E_PARA,
+        "duplicate device"
+    );
+    assert_eq!(
+        HcclCommInitAll(0, devs.as_mut_ptr(), out.as_mut_ptr()),
+        E_PARA
+    );
+
+    // configs
+    let mut cfg = config_init();
+    cfg.reserved[8] = 0; // break the magic word
+    assert_eq!(
+        HcclCommInitRootInfoConfig(
+            2,
+            &HcclRootInfo {
+                internal: [0; HCCL_ROOT_INFO_BYTES]
+            },
+            0,
+            &cfg,
+            &mut null_mut()
+        ),
+        E_PARA
+    );
+    assert!(last_error_message().unwrap().contains("HcclCommConfigInit"));
+    let mut cfg = config_init();
+    cfg.hcclBufferSize = 0;
+    assert_eq!(
+        HcclCommInitRootInfoConfig(
+            2,
+            &HcclRootInfo {
+                internal: [0; HCCL_ROOT_INFO_BYTES]
+            },
+            0,
+            &cfg,
+            &mut null_mut()
+        ),
+        E_PARA
+    );
+
+    // foreign and destroyed handles are detected, not dereferenced
+    assert_eq!(HcclGetRankSize(0x1234 as HcclComm, &mut v), E_PARA);
+    assert_eq!(
+        HcclGetRankSize(stream, &mut v),
+        E_PARA,
+        "a stream handle is not a comm"
+    );
+    assert_eq!(
+        HcclAllReduce(src, dst, 16, FP32, SUM, c0, 0x99 as aclrtStream),
+        E_PARA,
+        "unknown stream"
+    );
+    ok(HcclCommDestroy(comms[1] as HcclComm), "destroy rank 1");
+    assert_eq!(HcclGetRankSize(comms[1] as HcclComm, &mut v), E_PARA);
+    assert!(last_error_message()
+        .unwrap()
+        .contains("not a live communicator"));
+    assert_eq!(
+        HcclAllReduce(src, dst, 16, FP32, SUM, comms[1] as HcclComm, stream),
+        E_PARA
+    );
+    assert_eq!(
+        HcclCommDestroy(comms[1] as HcclComm),
+        E_PARA,
+        "double destroy"
+    );
+
+    // nothing was enqueued or written by any of the failed calls
+    let mut status = 7;
+    let mut ev = null_mut();
+    acl_ok(aclrtCreateEvent(&mut ev), "aclrtCreateEvent");
+    acl_ok(aclrtRecordEvent(ev, stream), "aclrtRecordEvent");
+    acl_ok(aclrtSynchronizeStream(stream), "sync");
+    acl_ok(aclrtQueryEventStatus(ev, &mut status), "query");
+    assert_eq!(status, 1);
+    assert_eq!(to_host::<f32>(dst, 16), vec![-3.0; 16], "dst untouched");
+    ok(HcclCommDestroy(c0), "destroy rank 0");
+}
+
+#[test]
+fn error_strings_are_hccls() {
+    let want = [
+        "no error",
+        "parameter error",
+        "empty pointer",
+        "memory error",
+        "internal error",
+        "not support feature",
+        "not found specific resource",
+        "resource unavailable",
+        "call system interface error",
+        "timeout",
+        "open file fail",
+        "tcp connect fail",
+        "roce connect fail",
+        "tcp transfer fail",
+        "roce transfer fail",
+        "call runtime api fail",
+        "call driver api fail",
+        "call profiling api fail",
+        "call cce api fail",
+        "call network api fail",
+        "try again",
+        "error cqe",
+    ];
+    for (code, text) in want.iter().enumerate() {
+        // SAFETY-free: the library returns static NUL-terminated strings
+        let s = unsafe_free_cstr(HcclGetErrorString(code as u32));
+        assert_eq!(&s, text, "code {code}");
+    }
+    assert_eq!(unsafe_free_cstr(HcclGetErrorString(999)), "unknown error");
+    assert_eq!(HcclGetCommConfigCapability(), 4);
+}
+
+/// Reads a static C string through the ACL memcpy, keeping the test free of `unsafe`.
+fn unsafe_free_cstr(p: *const std::ffi::c_char) -> String {
+    let mut buf = [0u8; 128];
+    let mut n = 0;
+    while n < buf.len() {
+        acl_ok(
+            aclrtMemcpy(
+                buf[n..].as_mut_ptr().cast(),
+                1,
+                (p as usize + n) as *const c_void,
+                1,
+                0,
+            ),
+            "copy",
+        );
+        if buf[n] == 0 {
+            break;
+        }
+        n += 1;
+    }
+    String::from_utf8(buf[..n].to_vec()).unwrap()
+}
+
+#[test]
+fn acl_runtime_streams_events_and_memory() {
+    let mut n = 0;
+    acl_ok(aclrtGetDeviceCount(&mut n), "count");
+    assert_eq!(n, 8);
+    assert_eq!(aclrtSetDevice(8), ACL_ERROR_INVALID_DEVICE);
+    assert_eq!(aclrtSetDevice(-1), ACL_ERROR_INVALID_DEVICE);
+    acl_ok(aclrtSetDevice(3), "set");
+    let mut d = -1;
+    acl_ok(aclrtGetDevice(&mut d), "get");
+    assert_eq!(d, 3);
+    assert_eq!(unsafe_free_cstr(aclrtGetSocName()), "hccl-rs-cpu");
+
+    // memory
+    assert_eq!(aclrtMalloc(null_mut(), 8, 0), ACL_ERROR_INVALID_PARAM);
+    let mut p = null_mut();
+    assert_eq!(aclrtMalloc(&mut p, 0, 0), ACL_ERROR_INVALID_PARAM);
+    assert_eq!(aclrtMalloc(&mut p, 8, 99), ACL_ERROR_INVALID_PARAM);
+    let a = dev_from(&(0..1 << 20).map(|i| i as u32).collect::<Vec<_>>());
+    let b = dev_zeroed(4 << 20);
+    assert_eq!(
+        aclrtMemcpy(b, 4, a, 8, 3),
+        ACL_ERROR_INVALID_PARAM,
+        "count > destMax"
+    );
+    assert_eq!(
+        aclrtMemcpy(b, 8, a, 8, 9),
+        ACL_ERROR_INVALID_PARAM,
+        "bad kind"
+    );
+    assert_eq!(aclrtFree(0x10 as *mut c_void), ACL_ERROR_INVALID_PARAM);
+    assert_eq!(
+        aclrtFreeHost(a),
+        ACL_ERROR_INVALID_PARAM,
+        "device memory freed as host memory"
+    );
+
+    // stream order: copy, fill, events with timestamps
+    let mut s = null_mut();
+    acl_ok(aclrtCreateStream(&mut s), "stream");
+    let (mut e0, mut e1) = (null_mut(), null_mut());
+    acl_ok(aclrtCreateEvent(&mut e0), "e0");
+    acl_ok(aclrtCreateEvent(&mut e1), "e1");
+    let mut ms = 0.0f32;
+    assert_eq!(
+        aclrtEventElapsedTime(&mut ms, e0, e1),
+        ACL_ERROR_INVALID_PARAM,
+        "not recorded"
+    );
+    acl_ok(aclrtRecordEvent(e0, s), "record e0");
+    acl_ok(
+        aclrtMemcpyAsync(b, 4 << 20, a, 4 << 20, 3, s),
+        "memcpy async",
+    );
+    acl_ok(aclrtMemsetAsync(b, 4 << 20, 0x7f, 16, s), "memset async");
+    acl_ok(aclrtRecordEvent(e1, s), "record e1");
+    assert_eq!(
+        aclrtFree(a),
+        ACL_ERROR_INVALID_PARAM,
+        "in use by the queued copy"
+    );
+    acl_ok(aclrtSynchronizeEvent(e1), "sync e1");
+    acl_ok(aclrtEventElapsedTime(&mut ms, e0, e1), "elapsed");
+    assert!(ms >= 0.0, "{ms}");
+    let got = to_host::<u32>(b, 1 << 20);
+    assert_eq!(&got[..4], &[0x7f7f_7f7f; 4]);
+    assert!(got[4..].iter().enumerate().all(|(i, &v)| v == i as u32 + 4));
+    acl_ok(aclrtStreamWaitEvent(s, e1), "wait");
+    acl_ok(aclrtDestroyEvent(e0), "destroy e0");
+    assert_eq!(aclrtDestroyEvent(e0), ACL_ERROR_INVALID_RESOURCE_HANDLE);
+    acl_ok(aclrtDestroyStream(s), "destroy stream");
+    assert_eq!(aclrtSynchronizeStream(s), ACL_ERROR_INVALID_RESOURCE_HANDLE);
+    acl_ok(aclrtFree(a), "free a");
+    acl_ok(aclrtFree(b), "free b");
+    assert_eq!(aclrtFree(b), ACL_ERROR_INVALID_PARAM, "double free");
+    let mut h = null_mut();
+    acl_ok(aclrtMallocHost(&mut h, 100), "malloc host");
+    acl_ok(aclrtMemset(h, 100, 1, 100), "memset");
+    assert_eq!(to_host::<u8>(h, 100), vec![1u8; 100]);
+    acl_ok(aclrtFreeHost(h), "free host");
+}
+
+#[test]
+fn memory_registration_follows_hccls_rules() {
+    let comms = init_all(1);
+    let c = comms[0] as HcclComm;
+    let base = dev_zeroed(1 << 16);
+    let inner = (base as usize + 4096) as *mut c_void;
+    let handle = 0x1 as aclrtDrvMemHandle;
+    assert_eq!(
+        HcclCommActivateCommMemory(c, inner, 4096, 0, handle, 0),
+        E_PARA,
+        "no range set"
+    );
+    assert_eq!(
+        HcclCommSetMemoryRange(c, base, 1 << 16, 64, 0),
+        E_PARA,
+        "alignment must be 0"
+    );
+    assert_eq!(
+        HcclCommSetMemoryRange(c, base, 1 << 16, 0, 1),
+        E_PARA,
+        "flags must be 0"
+    );
+    ok(HcclCommSetMemoryRange(c, base, 1 << 16, 0, 0), "set");
+    assert_eq!(
+        HcclCommSetMemoryRange(c, inner, 16, 0, 0),
+        E_PARA,
+        "overlapping range"
+    );
+    assert_eq!(
+        HcclCommActivateCommMemory(c, inner, 1 << 16, 0, handle, 0),
+        E_PARA,
+        "past the range"
+    );
+    assert_eq!(
+        HcclCommActivateCommMemory(c, inner, 4096, 0, null_mut(), 0),
+        E_PTR
+    );
+    ok(
+        HcclCommActivateCommMemory(c, inner, 4096, 0, handle, 0),
+        "activate",
+    );
+    assert_eq!(HcclCommUnsetMemoryRange(c, base), E_PARA, "still active");
+    assert_eq!(
+        HcclCommDeactivateCommMemory(c, base),
+        E_PARA,
+        "not active at base"
+    );
+    ok(HcclCommDeactivateCommMemory(c, inner), "deactivate");
+    ok(HcclCommUnsetMemoryRange(c, base), "unset");
+    assert_eq!(HcclCommUnsetMemoryRange(c, base), E_PARA, "already unset");
+    ok(HcclCommDestroy(c), "destroy");
+    acl_ok(aclrtFree(base), "free");
+}
