@@ -44,6 +44,17 @@ pub fn executor_name(algo: Algo, op: OpType) -> Option<&'static str> {
         (Algo::Mesh, OpType::AllToAllV) => "AllToAllVMeshExecutor",
         (Algo::Mesh, OpType::Send) => "SendExecutor",
         (Algo::Mesh, OpType::Receive) => "ReceiveExecutor",
+        (Algo::Ring, OpType::Reduce) => "ReduceRingExecutor",
+        (Algo::Ring, OpType::Scatter) => "ScatterRingExecutor",
+        (Algo::Ring, OpType::Gather) => "GatherRingExecutor",
+        (Algo::Star, OpType::Broadcast) => "BroadcastStarExecutor",
+        (Algo::Star, OpType::Reduce) => "ReduceStarExecutor",
+        (Algo::Star, OpType::Scatter) => "ScatterStarExecutor",
+        (Algo::Star, OpType::Gather) => "GatherStarExecutor",
+        (Algo::Rhd, OpType::AllGather) => "AllGatherRHDExecutor",
+        (Algo::Rhd, OpType::ReduceScatter) => "ReduceScatterRHDExecutor",
+        (Algo::Rhd, OpType::Broadcast) => "BroadcastRHDExecutor",
+        (Algo::Rhd, OpType::Reduce) => "ReduceRHDExecutor",
         _ => return None,
     })
 }
@@ -98,6 +109,7 @@ impl Selector {
                 "fullmesh" | "mesh" => Some(Algo::Mesh),
                 "H-D_R" => Some(Algo::Rhd),
                 "pairwise" => Some(Algo::PairWise),
+                "star" => Some(Algo::Star),
                 _ => None,
             };
             let level = if multi_server { "level1" } else { "level0" };
@@ -110,7 +122,9 @@ impl Selector {
         } else {
             let mut best: Option<(f64, Algo)> = None;
             let mut considered = Vec::new();
-            for algo in [Algo::Ring, Algo::Mesh, Algo::Rhd] {
+            // Star after Mesh: for the rooted ops they cost the same in the
+            // model, and a tie keeps the first
+            for algo in [Algo::Ring, Algo::Mesh, Algo::Rhd, Algo::Star] {
                 if executor_name(algo, op).is_none() {
                     continue;
                 }
@@ -145,5 +159,81 @@ impl Selector {
         }
         tracing::debug!(tag = %param.tag, %op, ranks = p, servers = topo.server_num(), bytes, executor = %name, reason = %why, "selected executor");
         Ok(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hccl_platform::{DataType, Device, DeviceConfig, DeviceMem, ReduceOp, Stream};
+
+    fn pick(algo: &str, op: OpType, p: u32, count: u64) -> Result<String> {
+        let device = Device::new(0, DeviceConfig::default());
+        let param = OpParam::new(
+            "t",
+            op,
+            Stream::new(&device),
+            DeviceMem::null(),
+            DeviceMem::null(),
+            count,
+            DataType::Fp32,
+            ReduceOp::Sum,
+            0,
+        );
+        let algo = if algo.is_empty() {
+            AlgoConfig::default()
+        } else {
+            AlgoConfig::parse(algo)?
+        };
+        let topo = TopoInfo::single_server(0, p)?;
+        Selector::new(None, algo).select(&param, &topo, hccl_algorithm::registry())
+    }
+
+    /// The cost model picks the rooted ring and RHD executors where their
+    /// formulas are cheapest, and mesh (not star, which costs the same)
+    /// for small rooted ops.
+    #[test]
+    fn the_cost_model_picks_the_new_executors_where_they_win() {
+        // 64 MiB reduce on 8 ranks: mesh makes the root reduce 7 copies,
+        // the chain spreads them
+        assert_eq!(
+            pick("", OpType::Reduce, 8, 16 << 20).unwrap(),
+            "ReduceRingExecutor"
+        );
+        // 16 KiB broadcast on 8 ranks: 3 tree steps beat 7 root sends and
+        // 14 chain steps
+        assert_eq!(
+            pick("", OpType::Broadcast, 8, 4096).unwrap(),
+            "BroadcastRHDExecutor"
+        );
+        for op in [OpType::Broadcast, OpType::Scatter, OpType::Gather] {
+            assert!(
+                pick("", op, 8, 4).unwrap().ends_with("MeshExecutor"),
+                "{op}"
+            );
+        }
+    }
+
+    #[test]
+    fn hccl_algo_star_selects_star_executors_for_rooted_ops_only() {
+        for (op, name) in [
+            (OpType::Broadcast, "BroadcastStarExecutor"),
+            (OpType::Reduce, "ReduceStarExecutor"),
+            (OpType::Scatter, "ScatterStarExecutor"),
+            (OpType::Gather, "GatherStarExecutor"),
+        ] {
+            assert_eq!(pick("level0:star", op, 4, 100).unwrap(), name);
+        }
+        let e = pick("level0:star", OpType::AllGather, 4, 100).unwrap_err();
+        assert!(
+            e.to_string().contains(
+                "level0 algorithm 'star' for allgather, which hccl-rs does not implement"
+            ),
+            "{e}"
+        );
+        assert_eq!(
+            pick("scatter=level0:ring", OpType::Scatter, 4, 100).unwrap(),
+            "ScatterRingExecutor"
+        );
     }
 }

@@ -232,18 +232,18 @@ fn hccl_algo_picks_the_algorithm_and_rejects_what_is_missing() {
         );
     }
     // a valid HCCL algorithm hccl-rs lacks for this op is a clear error
-    let cfg = CommConfig::from_source(&[("HCCL_ALGO", "scatter=level0:ring")][..]).unwrap();
+    let cfg = CommConfig::from_source(&[("HCCL_ALGO", "allgather=level0:star")][..]).unwrap();
     let comms = HcclComm::init_all_with(2, cfg).unwrap();
     let s = comms[0].create_stream();
     let b = hccl_adapter::DeviceMem::alloc(16).unwrap();
     let r = hccl_adapter::DeviceMem::alloc(16).unwrap();
     let e = comms[0]
-        .scatter_raw(&b, &r, 2, hccl_adapter::DataType::Int32, 0, &s)
+        .all_gather_raw(&b, &r, 2, hccl_adapter::DataType::Int32, &s)
         .unwrap_err();
     assert_eq!(e.code(), hccl_platform::HcclResult::ENotSupport);
     assert!(
         e.to_string()
-            .contains("HCCL_ALGO asks for level0 algorithm 'ring' for scatter"),
+            .contains("HCCL_ALGO asks for level0 algorithm 'star' for allgather"),
         "{e}"
     );
     // and a malformed value is refused when the configuration is read
