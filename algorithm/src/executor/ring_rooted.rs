@@ -122,18 +122,22 @@ impl RingRootedExecutor {
                     )
                 };
                 // a block leaves from the user input on its first hop
-                let src = match send {
-                    Some(t) if scatter && j == 0 => Some(param.input.range(b(user(t) + e0), b(w))?),
-                    Some(_) if !scatter && k == 0 => Some(param.input.range(b(e0), b(w))?),
-                    Some(t) => Some(at(t)?),
+                let send = match send {
+                    Some(t) => {
+                        let src = if scatter && j == 0 {
+                            param.input.range(b(user(t) + e0), b(w))?
+                        } else if !scatter && k == 0 {
+                            param.input.range(b(e0), b(w))?
+                        } else {
+                            at(t)?
+                        };
+                        Some((src, slot[t as usize].offset))
+                    }
                     None => None,
                 };
-                let send = match (send, &src) {
-                    (Some(t), Some(src)) => {
-                        Some((down, src, MemKind::CclOutput, slot[t as usize].offset))
-                    }
-                    _ => None,
-                };
+                let send = send
+                    .as_ref()
+                    .map(|(src, off)| (down, src, MemKind::CclOutput, *off));
                 step(s, recv.map(|_| up), send)?;
             }
             if scatter && j > 0 {
