@@ -3,7 +3,10 @@
 use crate::check::{expected_value, input_value, CheckElem};
 use clap::{Parser, ValueEnum};
 use half::{bf16, f16};
-use hccl_adapter::{CommConfig, DataType, DeviceMem, HcclComm, HcclError, ReduceOp, Result};
+use hccl_adapter::{
+    CommConfig, DataType, DeviceMem, HcclComm, HcclError, ReduceOp, Result, SendRecvItem,
+    SendRecvKind,
+};
 use std::io::Write;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
@@ -25,9 +28,11 @@ pub enum Format {
     about = "Collective performance test (hccl_test-compatible flags and output)"
 )]
 pub struct PerfArgs {
-    /// The collective: all_reduce, all_gather, reduce_scatter, broadcast,
-    /// reduce, scatter, alltoall.
-    pub op_name: String,
+    /// The collective: all_reduce, all_gather, all_gatherv, reduce_scatter,
+    /// reduce_scatterv, broadcast, reduce, scatter, gather, alltoall,
+    /// alltoallv, send_recv, barrier.
+    #[arg(required_unless_present = "list_executors")]
+    pub op_name: Option<String>,
     /// Ranks (threads of this process).
     #[arg(short = 'p', long = "npus", default_value_t = 8)]
     pub npus: u32,
@@ -79,6 +84,18 @@ pub struct PerfArgs {
     /// print the best bus bandwidth as a ratio of it (a same-run baseline).
     #[arg(long = "baseline")]
     pub baseline: bool,
+    /// Run every op with this registered executor (see --list-executors);
+    /// a name that does not serve the op fails with the executor's error.
+    #[arg(long = "algo")]
+    pub algo: Option<String>,
+    /// Print the registered executor names, one per line, and exit.
+    #[arg(long = "list-executors")]
+    pub list_executors: bool,
+}
+
+/// The registered executor names, sorted (`--list-executors`).
+pub fn executor_names() -> Vec<String> {
+    hccl_algorithm::executor::registry().names()
 }
 
 /// Parses `8`, `64K`, `16M`, `1G` (binary multiples).
@@ -113,18 +130,37 @@ pub enum PerfOp {
     Scatter,
     /// AllToAll (size = each rank's input).
     AllToAll,
+    /// Gather (size = root's output).
+    Gather,
+    /// AllGatherV with equal counts (size = gathered output).
+    AllGatherV,
+    /// ReduceScatterV with equal counts (size = input).
+    ReduceScatterV,
+    /// AllToAllV with equal counts (size = each rank's input).
+    AllToAllV,
+    /// Every rank sends to the next and receives from the previous rank in
+    /// one batch (size = each message).
+    SendRecv,
+    /// Barrier (no data; one row).
+    Barrier,
 }
 
 impl PerfOp {
-    /// Every collective, in hccl_test's order.
-    pub const ALL: [PerfOp; 7] = [
+    /// Every op, in hccl_test's order.
+    pub const ALL: [PerfOp; 13] = [
         PerfOp::AllReduce,
         PerfOp::AllGather,
+        PerfOp::AllGatherV,
         PerfOp::ReduceScatter,
+        PerfOp::ReduceScatterV,
         PerfOp::Broadcast,
         PerfOp::Reduce,
         PerfOp::Scatter,
+        PerfOp::Gather,
         PerfOp::AllToAll,
+        PerfOp::AllToAllV,
+        PerfOp::SendRecv,
+        PerfOp::Barrier,
     ];
 
     /// Parses hccl_test's op names (`all_reduce`, `all_reduce_test`, `allreduce`).
@@ -154,6 +190,12 @@ impl PerfOp {
             PerfOp::Reduce => "reduce",
             PerfOp::Scatter => "scatter",
             PerfOp::AllToAll => "alltoall",
+            PerfOp::Gather => "gather",
+            PerfOp::AllGatherV => "all_gatherv",
+            PerfOp::ReduceScatterV => "reduce_scatterv",
+            PerfOp::AllToAllV => "alltoallv",
+            PerfOp::SendRecv => "send_recv",
+            PerfOp::Barrier => "barrier",
         }
     }
 
@@ -162,7 +204,8 @@ impl PerfOp {
         let p = p as f64;
         match self {
             PerfOp::AllReduce => 2.0 * (p - 1.0) / p,
-            PerfOp::Broadcast | PerfOp::Reduce => 1.0,
+            PerfOp::Broadcast | PerfOp::Reduce | PerfOp::SendRecv => 1.0,
+            PerfOp::Barrier => 0.0,
             _ => (p - 1.0) / p,
         }
     }
@@ -171,7 +214,14 @@ impl PerfOp {
     fn split(self) -> bool {
         matches!(
             self,
-            PerfOp::AllGather | PerfOp::ReduceScatter | PerfOp::Scatter | PerfOp::AllToAll
+            PerfOp::AllGather
+                | PerfOp::ReduceScatter
+                | PerfOp::Scatter
+                | PerfOp::AllToAll
+                | PerfOp::Gather
+                | PerfOp::AllGatherV
+                | PerfOp::ReduceScatterV
+                | PerfOp::AllToAllV
         )
     }
 }
@@ -328,7 +378,26 @@ macro_rules! by_dtype {
 
 /// Runs the sweep and writes the results to `out`.
 pub fn run_sweep(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
-    let op = PerfOp::parse(&args.op_name)?;
+    let io = |e: std::io::Error| HcclError::from_io("writing results", e);
+    if args.list_executors {
+        for name in executor_names() {
+            writeln!(out, "{name}").map_err(io)?;
+        }
+        return Ok(());
+    }
+    let op = PerfOp::parse(args.op_name.as_deref().unwrap_or_default())?;
+    if let Some(name) = &args.algo {
+        let known = executor_names();
+        if !known.contains(name) {
+            return Err(HcclError::para(format!(
+                "--algo {name}: no such executor (see --list-executors; known: {})",
+                known.join(", ")
+            )));
+        }
+    }
+    if op == PerfOp::SendRecv && args.npus < 2 {
+        return Err(HcclError::para("send_recv needs at least 2 ranks (-p 2)"));
+    }
     let dtype = DataType::from_name(&args.datatype)?;
     let rop = ReduceOp::from_name(&args.op)?;
     if args.npus == 0 {
@@ -343,8 +412,11 @@ pub fn run_sweep(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
             args.root, args.npus
         )));
     }
-    let sizes = sizes(args, dtype.size() as u64)?;
-    let io = |e: std::io::Error| HcclError::from_io("writing results", e);
+    let sizes = if op == PerfOp::Barrier {
+        vec![0]
+    } else {
+        sizes(args, dtype.size() as u64)?
+    };
     if args.transport == "process" {
         return match args.worker_rank {
             Some(rank) => process_rank(args, op, dtype, rop, rank, &sizes, out),
@@ -357,7 +429,10 @@ pub fn run_sweep(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
         };
     }
     header(args, out).map_err(io)?;
-    let config = CommConfig::from_env()?;
+    let mut config = CommConfig::from_env()?;
+    if args.algo.is_some() {
+        config.executor_override = args.algo.clone();
+    }
     let comms = Arc::new(if args.transport == "tcp" {
         let root = hccl_framework_root(&config)?;
         let handles: Vec<_> = (0..args.npus)
@@ -528,29 +603,47 @@ fn process_rank(
         .clone()
         .ok_or_else(|| HcclError::para("--worker-rank needs --root-file"))?;
     let config = CommConfig::from_env()?;
-    let root = if rank == 0 {
-        let root = HcclComm::get_root_info_with(&config)?;
-        let tmp = format!("{path}.tmp");
-        std::fs::write(&tmp, root.0)
-            .and_then(|_| std::fs::rename(&tmp, &path))
-            .map_err(|e| HcclError::from_io("writing the root info", e))?;
-        root
-    } else {
-        hccl_adapter::read_root_file(&path, config.connect_timeout)?
+    let join = |path: &str, config: CommConfig| -> Result<HcclComm> {
+        let root = if rank == 0 {
+            let root = HcclComm::get_root_info_with(&config)?;
+            let tmp = format!("{path}.tmp");
+            std::fs::write(&tmp, root.0)
+                .and_then(|_| std::fs::rename(&tmp, path))
+                .map_err(|e| HcclError::from_io("writing the root info", e))?;
+            root
+        } else {
+            hccl_adapter::read_root_file(path, config.connect_timeout)?
+        };
+        HcclComm::init_root_info_with(args.npus, &root, rank, config)
     };
-    let comm = HcclComm::init_root_info_with(args.npus, &root, rank, config)?;
-    let stream = comm.create_stream();
+    let comm = join(&path, config.clone())?;
+    // With --algo every op of `comm` runs the forced executor, so the
+    // timing barrier and the result exchange need a communicator of their own.
+    let forced;
+    let (measured, control) = match &args.algo {
+        Some(name) => {
+            let mut c = config;
+            c.executor_override = Some(name.clone());
+            forced = join(&format!("{path}.algo"), c)?;
+            (&forced, &comm)
+        }
+        None => (&comm, &comm),
+    };
+    let stream = control.create_stream();
     let barrier = || {
-        let _ = comm.barrier(&stream).and_then(|_| stream.synchronize());
+        let _ = control.barrier(&stream).and_then(|_| stream.synchronize());
     };
     let stats_send = DeviceMem::alloc(16)?;
     let stats_recv = DeviceMem::alloc(16)?;
     let mut all_ok = true;
     for &bytes in sizes {
-        let (t, ok) = by_dtype!(dtype, rank_run::<T>(args, op, rop, &comm, bytes, &barrier))?;
+        let (t, ok) = by_dtype!(
+            dtype,
+            rank_run::<T>(args, op, rop, measured, bytes, &barrier)
+        )?;
         // slowest time and "all succeeded", over the ranks
         stats_send.copy_from_host(&[t, if ok { -1.0 } else { 0.0 }])?;
-        comm.all_reduce_raw(
+        control.all_reduce_raw(
             &stats_send,
             &stats_recv,
             2,
@@ -567,7 +660,7 @@ fn process_rank(
             bytes,
             v[0],
             v[1] < 0.0,
-            comm.communicator().last_executor().unwrap_or_default(),
+            measured.communicator().last_executor().unwrap_or_default(),
         );
         all_ok &= row.check != "failed";
         if rank == 0 {
@@ -624,20 +717,25 @@ fn rank_run<T: CheckElem>(
     let total = (bytes / std::mem::size_of::<T>() as u64) as usize;
     let c = if op.split() { total / p } else { total };
     let (send_n, recv_n) = match op {
-        PerfOp::AllReduce | PerfOp::Broadcast | PerfOp::Reduce => (c, c),
-        PerfOp::AllGather => (c, p * c),
-        PerfOp::ReduceScatter => (p * c, c),
+        PerfOp::AllReduce | PerfOp::Broadcast | PerfOp::Reduce | PerfOp::SendRecv => (c, c),
+        PerfOp::AllGather | PerfOp::AllGatherV | PerfOp::Gather => (c, p * c),
+        PerfOp::ReduceScatter | PerfOp::ReduceScatterV => (p * c, c),
         PerfOp::Scatter => (p * c, c),
-        PerfOp::AllToAll => (p * c, p * c),
+        PerfOp::AllToAll | PerfOp::AllToAllV => (p * c, p * c),
+        PerfOp::Barrier => (0, 0),
     };
+    // V ops run with equal counts, block q at q·c
+    let counts = vec![c as u64; p];
+    let displs: Vec<u64> = (0..p as u64).map(|q| q * c as u64).collect();
+    let (next, prev) = ((rank + 1) % p as u32, (rank + p as u32 - 1) % p as u32);
     let value = |r: u32, i: usize| input_value::<T>(rop, r, i);
     let reduced = |i: usize| expected_value::<T>(rop, p as u32, i);
     let stream = comm.create_stream();
     let setup = (|| {
         let input: Vec<T> = (0..send_n).map(|i| value(rank, i)).collect();
-        let send = DeviceMem::alloc(send_n * std::mem::size_of::<T>())?;
+        let send = DeviceMem::alloc((send_n * std::mem::size_of::<T>()).max(1))?;
         send.copy_from_host(&input)?;
-        let recv = DeviceMem::alloc(recv_n * std::mem::size_of::<T>())?;
+        let recv = DeviceMem::alloc((recv_n * std::mem::size_of::<T>()).max(1))?;
         Ok::<_, HcclError>((send, recv))
     })();
     let d = T::DTYPE;
@@ -657,6 +755,33 @@ fn rank_run<T: CheckElem>(
                 PerfOp::Reduce => comm.reduce_raw(send, recv, cc, d, rop, root, &stream)?,
                 PerfOp::Scatter => comm.scatter_raw(send, recv, cc, d, root, &stream)?,
                 PerfOp::AllToAll => comm.all_to_all_raw(send, cc, d, recv, cc, d, &stream)?,
+                PerfOp::Gather => comm.gather_raw(send, recv, cc, d, root, &stream)?,
+                PerfOp::AllGatherV => {
+                    comm.all_gather_v_raw(send, cc, recv, &counts, &displs, d, &stream)?
+                }
+                PerfOp::ReduceScatterV => {
+                    comm.reduce_scatter_v_raw(send, &counts, &displs, recv, cc, d, rop, &stream)?
+                }
+                PerfOp::AllToAllV => comm.all_to_all_v_raw(
+                    send, &counts, &displs, d, recv, &counts, &displs, d, &stream,
+                )?,
+                PerfOp::SendRecv => {
+                    let item = |kind, buf: &DeviceMem, peer| SendRecvItem {
+                        kind,
+                        buf: buf.clone(),
+                        count: cc,
+                        dtype: d,
+                        peer,
+                    };
+                    comm.batch_send_recv(
+                        &[
+                            item(SendRecvKind::Send, send, next),
+                            item(SendRecvKind::Recv, recv, prev),
+                        ],
+                        &stream,
+                    )?
+                }
+                PerfOp::Barrier => comm.barrier(&stream)?,
             }
         }
         stream.synchronize()
@@ -673,19 +798,30 @@ fn rank_run<T: CheckElem>(
     } else {
         let got: Vec<T> = match op {
             PerfOp::Broadcast if rank == root => send.to_vec(c)?,
+            PerfOp::Barrier => Vec::new(),
             _ => recv.to_vec(recv_n)?,
         };
         let r = rank as usize;
         got.iter().enumerate().all(|(i, g)| {
             let want = match op {
                 PerfOp::AllReduce => reduced(i),
-                PerfOp::AllGather => value((i / c.max(1)) as u32, i % c.max(1)),
-                PerfOp::ReduceScatter => expected_value::<T>(rop, p as u32, r * c + i),
+                PerfOp::AllGather | PerfOp::AllGatherV => {
+                    value((i / c.max(1)) as u32, i % c.max(1))
+                }
+                PerfOp::Gather if rank == root => value((i / c.max(1)) as u32, i % c.max(1)),
+                PerfOp::Gather => *g,
+                PerfOp::ReduceScatter | PerfOp::ReduceScatterV => {
+                    expected_value::<T>(rop, p as u32, r * c + i)
+                }
+                PerfOp::SendRecv => value(prev, i),
+                PerfOp::Barrier => *g,
                 PerfOp::Broadcast => value(root, i),
                 PerfOp::Reduce if rank == root => reduced(i),
                 PerfOp::Reduce => *g,
                 PerfOp::Scatter => value(root, r * c + i),
-                PerfOp::AllToAll => value((i / c.max(1)) as u32, r * c + i % c.max(1)),
+                PerfOp::AllToAll | PerfOp::AllToAllV => {
+                    value((i / c.max(1)) as u32, r * c + i % c.max(1))
+                }
             };
             *g == want
         })
@@ -729,6 +865,8 @@ mod tests {
         assert_eq!(PerfOp::Broadcast.bus_factor(4), 1.0);
         assert_eq!(PerfOp::parse("all_gather_test").unwrap(), PerfOp::AllGather);
         assert_eq!(PerfOp::parse("alltoall").unwrap(), PerfOp::AllToAll);
-        assert!(PerfOp::parse("alltoallv").is_err());
+        assert_eq!(PerfOp::parse("alltoallv").unwrap(), PerfOp::AllToAllV);
+        assert_eq!(PerfOp::parse("send_recv_test").unwrap(), PerfOp::SendRecv);
+        assert!(PerfOp::parse("allthethings").is_err());
     }
 }

@@ -225,11 +225,17 @@ fn process_ranks_run_every_collective_and_leave_no_segment_behind() {
     for op in [
         "all_reduce",
         "all_gather",
+        "all_gatherv",
         "reduce_scatter",
+        "reduce_scatterv",
         "broadcast",
         "reduce",
         "scatter",
+        "gather",
         "alltoall",
+        "alltoallv",
+        "send_recv",
+        "barrier",
     ] {
         let out = hccl_test(&[
             op,
@@ -257,7 +263,8 @@ fn process_ranks_run_every_collective_and_leave_no_segment_behind() {
             String::from_utf8_lossy(&out.stderr)
         );
         let rows: Vec<&str> = stdout.lines().skip(2).collect();
-        assert_eq!(rows.len(), 4, "{op}: {stdout}");
+        let want_rows = if op == "barrier" { 1 } else { 4 };
+        assert_eq!(rows.len(), want_rows, "{op}: {stdout}");
         assert!(rows.iter().all(|r| r.contains("success")), "{op}: {stdout}");
     }
     assert_eq!(
@@ -278,4 +285,86 @@ fn leftover_segments() -> Vec<String> {
         .unwrap_or_default();
     v.sort();
     v
+}
+
+#[test]
+fn list_executors_prints_one_name_per_line_and_algo_forces_one() {
+    let out = hccl_test(&["--list-executors"]);
+    assert!(out.status.success());
+    let names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    for want in [
+        "AllReduceRingExecutor",
+        "AllReduceRHDExecutor",
+        "AllGatherRingExecutor",
+        "AllToAllPairWiseExecutor",
+        "ReduceRingExecutor",
+        "BroadcastStarExecutor",
+    ] {
+        assert!(
+            names.iter().any(|n| n == want),
+            "{want} missing from {names:?}"
+        );
+    }
+    assert!(names
+        .iter()
+        .all(|n| n.ends_with("Executor") && !n.contains(' ')));
+
+    // forced, in-process and across processes: the row names the executor
+    for transport in ["inproc", "process"] {
+        let out = hccl_test(&[
+            "all_reduce",
+            "-p",
+            "3",
+            "-b",
+            "4K",
+            "-e",
+            "4K",
+            "-n",
+            "2",
+            "-w",
+            "1",
+            "--algo",
+            "AllReduceRHDExecutor",
+            "--format",
+            "json",
+            "--transport",
+            transport,
+        ]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let row: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+        assert_eq!(row["algorithm"], "AllReduceRHDExecutor", "{transport}");
+        assert_eq!(row["check"], "success");
+    }
+
+    // a name that does not serve the op, and a name that does not exist
+    let out = hccl_test(&[
+        "all_gather",
+        "-p",
+        "2",
+        "-b",
+        "1K",
+        "-e",
+        "1K",
+        "--algo",
+        "ReduceRingExecutor",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("ReduceRingExecutor runs reduce, not allgather"),
+        "{err}"
+    );
+    let out = hccl_test(&["all_gather", "-p", "2", "--algo", "NoSuchExecutor"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--algo NoSuchExecutor: no such executor")
+    );
 }
