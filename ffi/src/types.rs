@@ -125,5 +125,20 @@ pub const ACL_ERROR_INTERNAL_ERROR: aclError = 500_000;
 /// `ACL_ERROR_RT_FAILURE`.
 pub const ACL_ERROR_RT_FAILURE: aclError = 500_003;
 
+/// `HCCL_DETERMINISTIC`: the one `HcclConfig` option.
+pub const HCCL_DETERMINISTIC: HcclConfig = 0;
+/// `HCCL_SEND`.
+pub const HCCL_SEND: HcclSendRecvType = 0;
+/// `HCCL_RECV`.
+pub const HCCL_RECV: HcclSendRecvType = 1;
+/// `ACL_MEMCPY_DEFAULT`: the largest `aclrtMemcpyKind`.
+pub const ACL_MEMCPY_DEFAULT: aclrtMemcpyKind = 4;
+/// `ACL_MEM_MALLOC_NORMAL_ONLY_P2P`: the largest `aclrtMemMallocPolicy`.
+pub const ACL_MEM_MALLOC_NORMAL_ONLY_P2P: aclrtMemMallocPolicy = 5;
+/// `ACL_HOST`: the run mode of a CPU "device".
+pub const ACL_HOST: aclrtRunMode = 1;
+/// `ACL_EVENT_RECORDED_STATUS_COMPLETE`.
+pub const ACL_EVENT_RECORDED_STATUS_COMPLETE: aclrtEventRecordedStatus = 1;
+
 /// Opaque `void` for pointer arguments.
 pub type Void = c_void;

@@ -240,6 +240,18 @@ impl Side {
                 }
             }
         }
+        let names = std::mem::take(&mut source.send_recv_kind_names);
+        for (variant, name) in names {
+            match side.consts.get(&name).and_then(|c| c.value) {
+                Some(v) => {
+                    source.send_recv_kinds.insert(variant, v);
+                }
+                None => out.push(
+                    format!("SendRecvKind::{variant}"),
+                    format!("decoded from `{name}`, which is not a constant of ffi/src/types.rs"),
+                ),
+            }
+        }
         (side, source)
     }
 
@@ -332,6 +344,10 @@ struct LibSource {
     /// `HcclSendRecvItem::sendRecvType` decoding: `SendRecvKind` variant →
     /// the code the library maps to it.
     send_recv_kinds: BTreeMap<String, i128>,
+    /// The same decoding written with named constants
+    /// (`HCCL_SEND => SendRecvKind::Send`): variant → constant name,
+    /// resolved against types.rs once every file is read.
+    send_recv_kind_names: BTreeMap<String, String>,
     types_rs_found: bool,
 }
 
@@ -375,8 +391,9 @@ impl<'ast> Visit<'ast> for LibVisitor<'_> {
     }
 
     fn visit_arm(&mut self, arm: &'ast syn::Arm) {
-        // `0 => SendRecvKind::Send`: how sendRecvType codes are decoded.
-        if let (syn::Pat::Lit(lit), syn::Expr::Path(p)) = (&arm.pat, &*arm.body) {
+        // `0 => SendRecvKind::Send` or `HCCL_SEND => SendRecvKind::Send`:
+        // how sendRecvType codes are decoded.
+        if let syn::Expr::Path(p) = &*arm.body {
             let segs: Vec<String> = p
                 .path
                 .segments
@@ -385,8 +402,25 @@ impl<'ast> Visit<'ast> for LibVisitor<'_> {
                 .collect();
             if let [.., ty, variant] = segs.as_slice() {
                 if ty == "SendRecvKind" {
-                    if let Some(v) = eval(&syn::Expr::Lit(lit.clone()), &BTreeMap::new()) {
-                        self.source.send_recv_kinds.insert(variant.clone(), v);
+                    match &arm.pat {
+                        syn::Pat::Lit(lit) => {
+                            if let Some(v) = eval(&syn::Expr::Lit(lit.clone()), &BTreeMap::new()) {
+                                self.source.send_recv_kinds.insert(variant.clone(), v);
+                            }
+                        }
+                        syn::Pat::Ident(id) => {
+                            self.source
+                                .send_recv_kind_names
+                                .insert(variant.clone(), id.ident.to_string());
+                        }
+                        syn::Pat::Path(pp) => {
+                            if let Some(last) = pp.path.segments.last() {
+                                self.source
+                                    .send_recv_kind_names
+                                    .insert(variant.clone(), last.ident.to_string());
+                            }
+                        }
+                        _ => {}
                     }
                 }
             }

@@ -169,7 +169,7 @@ pub extern "C" fn aclrtGetRunMode(runMode: *mut aclrtRunMode) -> aclError {
             return Err(acl_err(ACL_ERROR_INVALID_PARAM, "runMode is null"));
         }
         // SAFETY: non-null, points to an aclrtRunMode (C contract).
-        unsafe { runMode.write(1) };
+        unsafe { runMode.write(ACL_HOST) };
         Ok(())
     })
 }

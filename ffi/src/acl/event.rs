@@ -161,7 +161,13 @@ pub extern "C" fn aclrtQueryEventStatus(
         let st = ev.lock();
         let complete = st.done >= st.recorded;
         // SAFETY: non-null, points to an aclrtEventRecordedStatus (C contract).
-        unsafe { status.write(complete as u32) };
+        unsafe {
+            status.write(if complete {
+                ACL_EVENT_RECORDED_STATUS_COMPLETE
+            } else {
+                0
+            })
+        };
         Ok(())
     })
 }

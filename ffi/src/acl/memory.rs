@@ -22,8 +22,8 @@ pub extern "C" fn aclrtMalloc(
 ) -> aclError {
     acl("aclrtMalloc", || {
         out_ptr(devPtr, "devPtr")?;
-        // the low byte is the page policy (0..=7); higher bits are memory-type flags
-        if policy & 0xff > 7 {
+        // the low byte is the page policy; higher bits are memory-type flags
+        if policy & 0xff > ACL_MEM_MALLOC_NORMAL_ONLY_P2P {
             return Err(acl_err(
                 ACL_ERROR_INVALID_PARAM,
                 format!("unknown aclrtMemMallocPolicy {policy}"),
@@ -76,7 +76,7 @@ fn check_copy(
             format!("count {count} exceeds destMax {dest_max}"),
         ));
     }
-    if kind > 4 {
+    if kind > ACL_MEMCPY_DEFAULT {
         return Err(acl_err(
             ACL_ERROR_INVALID_PARAM,
             format!("unknown aclrtMemcpyKind {kind}"),

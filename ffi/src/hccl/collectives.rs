@@ -395,8 +395,8 @@ pub extern "C" fn HcclBatchSendRecv(
         let mut items = Vec::with_capacity(raw.len());
         for (i, it) in raw.iter().enumerate() {
             let kind = match it.sendRecvType {
-                0 => SendRecvKind::Send,
-                1 => SendRecvKind::Recv,
+                HCCL_SEND => SendRecvKind::Send,
+                HCCL_RECV => SendRecvKind::Recv,
                 t => {
                     return Err(HcclError::para(format!(
                         "item {i}: unknown sendRecvType {t}"

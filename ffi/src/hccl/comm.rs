@@ -298,7 +298,7 @@ pub extern "C" fn HcclGetCommConfigCapability() -> u32 {
 #[no_mangle]
 pub extern "C" fn HcclSetConfig(config: HcclConfig, configValue: HcclConfigValue) -> HcclResult {
     hccl("HcclSetConfig", || {
-        if config != 0 {
+        if config != HCCL_DETERMINISTIC {
             return Err(HcclError::para(format!("unknown HcclConfig {config}")));
         }
         // SAFETY: the union's only member is an int32_t.
@@ -320,7 +320,7 @@ pub extern "C" fn HcclGetConfig(
     configValue: *mut HcclConfigValue,
 ) -> HcclResult {
     hccl("HcclGetConfig", || {
-        if config != 0 {
+        if config != HCCL_DETERMINISTIC {
             return Err(HcclError::para(format!("unknown HcclConfig {config}")));
         }
         non_null(configValue, "configValue")?;
