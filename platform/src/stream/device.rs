@@ -128,6 +128,12 @@ pub(crate) struct DeviceInner {
     pub(crate) uid: u64,
     pub(crate) config: DeviceConfig,
     streams: Mutex<Vec<Weak<StreamInner>>>,
+    /// Bumped when a stream registers, so drivers re-read `streams` only
+    /// then (the driver loop otherwise reuses its snapshot).
+    streams_gen: AtomicU64,
+    /// Tasks enqueued and not yet completed, over every stream: what
+    /// `has_work` reads without locking or walking the streams.
+    pub(crate) outstanding: Arc<AtomicU64>,
     /// Bumped by anything that may unblock a task of this device.
     pub(crate) events: Arc<EventCount>,
     /// Bumped when tasks complete, for synchronizers that are not driving.
@@ -169,6 +175,8 @@ impl Device {
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
             config,
             streams: Mutex::new(Vec::new()),
+            streams_gen: AtomicU64::new(0),
+            outstanding: Arc::new(AtomicU64::new(0)),
             events: waker,
             done: EventCount::new(),
             driver: Mutex::new(Vec::new()),
@@ -209,8 +217,9 @@ impl Device {
             return false;
         };
         let mut progressed = false;
+        let mut gen = None;
         loop {
-            self.0.snapshot(&mut snap);
+            self.0.refresh(&mut snap, &mut gen);
             let mut round = false;
             for s in snap.iter() {
                 round |= s.run_ready(&self.0);
@@ -264,6 +273,7 @@ impl Device {
         let mut v = self.0.streams.lock().unwrap_or_else(|p| p.into_inner());
         v.retain(|w| w.strong_count() > 0);
         v.push(Arc::downgrade(s));
+        self.0.streams_gen.fetch_add(1, Ordering::Release);
     }
 }
 
@@ -291,12 +301,14 @@ impl DeviceInner {
     ) {
         let mut idle_since: Option<Instant> = None;
         let mut yields = 0u32;
+        let mut gen = None;
         loop {
             if done() {
+                snapshot.clear();
                 return;
             }
             let key = self.events.key();
-            self.snapshot(snapshot);
+            self.refresh(snapshot, &mut gen);
             let mut progressed = false;
             for s in snapshot.iter() {
                 progressed |= s.run_ready(self);
@@ -308,6 +320,7 @@ impl DeviceInner {
                 continue;
             }
             if done() {
+                snapshot.clear();
                 return;
             }
             let now = Instant::now();
@@ -346,15 +359,21 @@ impl DeviceInner {
         }
     }
 
-    fn snapshot(&self, out: &mut Vec<Arc<StreamInner>>) {
+    /// Re-reads the live streams into `out` unless none registered since
+    /// the generation in `seen` (None: read anyway).
+    fn refresh(&self, out: &mut Vec<Arc<StreamInner>>, seen: &mut Option<u64>) {
+        let gen = self.streams_gen.load(Ordering::Acquire);
+        if *seen == Some(gen) {
+            return;
+        }
         out.clear();
         let v = self.streams.lock().unwrap_or_else(|p| p.into_inner());
         out.extend(v.iter().filter_map(Weak::upgrade));
+        *seen = Some(gen);
     }
 
     pub(crate) fn has_work(&self) -> bool {
-        let v = self.streams.lock().unwrap_or_else(|p| p.into_inner());
-        v.iter().filter_map(Weak::upgrade).any(|s| !s.is_idle())
+        self.outstanding.load(Ordering::Acquire) > 0
     }
 }
 

@@ -24,21 +24,57 @@ use std::time::{Duration, Instant};
 
 pub(crate) struct StreamInner {
     id: u64,
-    queue: Mutex<VecDeque<Task>>,
+    queue: Mutex<Queue>,
     enqueued: AtomicU64,
     completed: AtomicU64,
     error: Mutex<Option<HcclError>>,
-    label: Mutex<(Option<Arc<OpLabel>>, u32)>,
+    /// The device's count of outstanding tasks (kept equal to the sum of
+    /// `enqueued - completed` over its live streams).
+    outstanding: Arc<AtomicU64>,
+}
+
+/// A stream's queued tasks and the label new tasks get: one lock covers
+/// both, so an enqueue takes a single lock.
+struct Queue {
+    tasks: VecDeque<Task>,
+    label: Option<Arc<OpLabel>>,
+    step: u32,
+}
+
+impl std::ops::Deref for Queue {
+    type Target = VecDeque<Task>;
+    fn deref(&self) -> &VecDeque<Task> {
+        &self.tasks
+    }
+}
+
+impl std::ops::DerefMut for Queue {
+    fn deref_mut(&mut self) -> &mut VecDeque<Task> {
+        &mut self.tasks
+    }
+}
+
+impl Drop for StreamInner {
+    fn drop(&mut self) {
+        // tasks of a dropped stream never run: stop counting them
+        let left = self
+            .enqueued
+            .load(Ordering::Acquire)
+            .saturating_sub(self.completed.load(Ordering::Acquire));
+        if left > 0 {
+            self.outstanding.fetch_sub(left, Ordering::AcqRel);
+        }
+    }
 }
 
 static NEXT_STREAM: AtomicU64 = AtomicU64::new(1);
 
-fn head_pending_since_unset(q: &VecDeque<Task>) -> bool {
+fn head_pending_since_unset(q: &Queue) -> bool {
     q.front().is_some_and(|h| h.pending_since.is_none())
 }
 
 impl StreamInner {
-    fn lock_queue(&self) -> std::sync::MutexGuard<'_, VecDeque<Task>> {
+    fn lock_queue(&self) -> std::sync::MutexGuard<'_, Queue> {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -99,6 +135,7 @@ impl StreamInner {
         drop(q);
         if done > 0 {
             self.completed.fetch_add(done, Ordering::AcqRel);
+            self.outstanding.fetch_sub(done, Ordering::AcqRel);
         }
         if let Some((task, e)) = failure {
             tracing::error!(error = %e, "stream task failed; discarding the stream's queued tasks");
@@ -122,6 +159,7 @@ impl StreamInner {
         let n = dropped.len() as u64 + 1;
         drop(dropped);
         self.completed.fetch_add(n, Ordering::AcqRel);
+        self.outstanding.fetch_sub(n, Ordering::AcqRel);
     }
 
     /// The head task, if it has started waiting.
@@ -203,11 +241,15 @@ impl Stream {
     pub fn new(device: &Device) -> Stream {
         let inner = Arc::new(StreamInner {
             id: NEXT_STREAM.fetch_add(1, Ordering::Relaxed),
-            queue: Mutex::new(VecDeque::with_capacity(64)),
+            queue: Mutex::new(Queue {
+                tasks: VecDeque::with_capacity(64),
+                label: None,
+                step: 0,
+            }),
             enqueued: AtomicU64::new(0),
             completed: AtomicU64::new(0),
             error: Mutex::new(None),
-            label: Mutex::new((None, 0)),
+            outstanding: device.0.outstanding.clone(),
         });
         device.register(&inner);
         Stream {
@@ -229,33 +271,30 @@ impl Stream {
     /// Labels the tasks enqueued from now on with `label` (op tag, algorithm,
     /// rank), for errors and timeouts.
     pub fn set_label(&self, label: Option<Arc<OpLabel>>) {
-        let mut l = self.inner.label.lock().unwrap_or_else(|p| p.into_inner());
-        *l = (label, 0);
+        let mut q = self.inner.lock_queue();
+        q.label = label;
+        q.step = 0;
     }
 
     /// Sets the algorithm step of tasks enqueued from now on.
     pub fn set_step(&self, step: u32) {
-        let mut l = self.inner.label.lock().unwrap_or_else(|p| p.into_inner());
-        l.1 = step;
+        self.inner.lock_queue().step = step;
     }
 
     /// Enqueues a task. Returns at once.
     pub fn enqueue(&self, kind: TaskKind) -> Result<()> {
-        let (label, step) = {
-            let l = self.inner.label.lock().unwrap_or_else(|p| p.into_inner());
-            (l.0.clone(), l.1)
-        };
-        let task = Task {
-            kind,
-            label,
-            step,
-            pending_since: None,
-        };
         // enqueued is bumped under the queue lock so a synchronizer never
         // waits for a count that no queued task will complete.
         {
             let mut q = self.inner.lock_queue();
+            let task = Task {
+                kind,
+                label: q.label.clone(),
+                step: q.step,
+                pending_since: None,
+            };
             q.push_back(task);
+            self.inner.outstanding.fetch_add(1, Ordering::AcqRel);
             self.inner.enqueued.fetch_add(1, Ordering::AcqRel);
         }
         if self.device.0.config.mode == ExecMode::Worker {
@@ -286,6 +325,9 @@ impl Stream {
         let removed: Vec<Task> = q.drain(keep..).collect();
         self.inner
             .enqueued
+            .fetch_sub(removable as u64, Ordering::AcqRel);
+        self.inner
+            .outstanding
             .fetch_sub(removable as u64, Ordering::AcqRel);
         drop(q);
         drop(removed);
