@@ -32,6 +32,8 @@ mod validate;
 pub use comm::{HcclComm, SendRecvItem, SendRecvKind};
 pub use hccl_framework::bootstrap::root_info::{RootInfo, HCCL_ROOT_INFO_BYTES};
 pub use hccl_framework::multi_process::read_root_file;
+/// Calibrated cost-model parameters (`hccl-test --calibrate`).
+pub use hccl_framework::tuning;
 pub use hccl_framework::{CommConfig, InProcGroup};
 pub use hccl_platform::{
     DataType, Device, DeviceBuffer, DeviceMem, Element, HcclError, HcclResult, ReduceOp, Result,

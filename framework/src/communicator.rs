@@ -141,7 +141,11 @@ impl Communicator {
             rank,
             size: topo.user_rank_size,
             name,
-            selector: Selector::new(config.executor_override.clone(), config.algo.clone()),
+            selector: Selector::with_cost(
+                config.executor_override.clone(),
+                config.algo.clone(),
+                config.cost.unwrap_or_default(),
+            ),
             registry: registry(),
             state: Mutex::new(CommState {
                 aborted: None,

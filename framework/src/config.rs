@@ -44,7 +44,7 @@ pub const DEFAULT_CONNECT_TIMEOUT_S: u64 = 120;
 pub const DEFAULT_EXEC_TIMEOUT_S: u64 = 1836;
 
 /// How a communicator is set up.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct CommConfig {
     /// Size of each of the CCL input and output buffers, bytes (`HCCL_BUFFSIZE` MB).
     pub buffer_size: usize,
@@ -80,6 +80,9 @@ pub struct CommConfig {
     /// The communicator's name (HCCL's `hcclCommName` config field);
     /// `None` = derived from the group's unique id.
     pub comm_name: Option<String>,
+    /// Calibrated cost-model parameters (`HCCL_RS_TUNING_FILE` or the
+    /// default tuning file; see `tuning.rs`); `None` = built-in defaults.
+    pub cost: Option<hccl_algorithm::cost::CostParams>,
 }
 
 impl Default for CommConfig {
@@ -99,6 +102,7 @@ impl Default for CommConfig {
             consistency_check: true,
             shm: true,
             comm_name: None,
+            cost: None,
         }
     }
 }
@@ -125,7 +129,10 @@ impl CommConfig {
     /// The configuration from `env`; unset variables take HCCL's defaults,
     /// malformed ones are a parameter error naming the variable.
     pub fn from_source(env: &(impl EnvSource + ?Sized)) -> Result<CommConfig> {
-        let mut c = CommConfig::default();
+        let mut c = CommConfig {
+            cost: crate::tuning::cost_params_from(env.get("HCCL_RS_TUNING_FILE"))?,
+            ..Default::default()
+        };
         if let Some(v) = env.get("HCCL_BUFFSIZE") {
             let mb = parse_u64("HCCL_BUFFSIZE", &v)?;
             if mb == 0 {

@@ -17,6 +17,7 @@ pub mod fabric;
 pub mod multi_process;
 pub mod resource_manager;
 pub mod selector;
+pub mod tuning;
 
 pub use communicator::{Communicator, InProcGroup};
 pub use config::{CommConfig, EnvSource};

@@ -72,10 +72,16 @@ impl Selector {
     /// A selector; `override_name` forces one executor for every op, `algo`
     /// is the parsed `HCCL_ALGO`.
     pub fn new(override_name: Option<String>, algo: AlgoConfig) -> Self {
+        Self::with_cost(override_name, algo, CostParams::default())
+    }
+
+    /// A selector whose cost model uses `cost` (e.g. calibrated by
+    /// `hccl-test --calibrate`).
+    pub fn with_cost(override_name: Option<String>, algo: AlgoConfig, cost: CostParams) -> Self {
         Selector {
             override_name,
             algo,
-            cost: CostParams::default(),
+            cost,
         }
     }
 
@@ -168,6 +174,10 @@ mod tests {
     use hccl_platform::{DataType, Device, DeviceConfig, DeviceMem, ReduceOp, Stream};
 
     fn pick(algo: &str, op: OpType, p: u32, count: u64) -> Result<String> {
+        pick_with(algo, op, p, count, CostParams::default())
+    }
+
+    fn pick_with(algo: &str, op: OpType, p: u32, count: u64, cost: CostParams) -> Result<String> {
         let device = Device::new(0, DeviceConfig::default());
         let param = OpParam::new(
             "t",
@@ -186,7 +196,29 @@ mod tests {
             AlgoConfig::parse(algo)?
         };
         let topo = TopoInfo::single_server(0, p)?;
-        Selector::new(None, algo).select(&param, &topo, hccl_algorithm::registry())
+        Selector::with_cost(None, algo, cost).select(&param, &topo, hccl_algorithm::registry())
+    }
+
+    /// Calibrated parameters change decisions: on a latency-bound machine
+    /// the 16 MiB reduce takes mesh's single step, on a bandwidth-bound one
+    /// the chain that spreads the reduction.
+    #[test]
+    fn calibrated_parameters_steer_the_choice() {
+        use hccl_algorithm::cost::LinkParams;
+        let latency_bound = CostParams {
+            level0: LinkParams::new(10_000.0, 1000.0),
+            level1: LinkParams::new(10_000.0, 1000.0),
+            gamma_us_per_byte: 1e-9,
+        };
+        let bandwidth_bound = CostParams {
+            level0: LinkParams::new(0.001, 0.01),
+            level1: LinkParams::new(0.001, 0.01),
+            gamma_us_per_byte: 1e-3,
+        };
+        let a = pick_with("", OpType::Reduce, 8, 4 << 20, latency_bound).unwrap();
+        let b = pick_with("", OpType::Reduce, 8, 4 << 20, bandwidth_bound).unwrap();
+        assert_ne!(a, b, "the tuning must be able to change the decision");
+        assert_eq!(b, "ReduceRingExecutor");
     }
 
     /// The cost model picks the rooted ring and RHD executors where their

@@ -2,5 +2,6 @@
 
 #![warn(missing_docs)]
 
+pub mod calibrate;
 pub mod check;
 pub mod perf;

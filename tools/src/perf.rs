@@ -31,7 +31,7 @@ pub struct PerfArgs {
     /// The collective: all_reduce, all_gather, all_gatherv, reduce_scatter,
     /// reduce_scatterv, broadcast, reduce, scatter, gather, alltoall,
     /// alltoallv, send_recv, barrier.
-    #[arg(required_unless_present = "list_executors")]
+    #[arg(required_unless_present_any = ["list_executors", "calibrate"])]
     pub op_name: Option<String>,
     /// Ranks (threads of this process).
     #[arg(short = 'p', long = "npus", default_value_t = 8)]
@@ -91,6 +91,15 @@ pub struct PerfArgs {
     /// Print the registered executor names, one per line, and exit.
     #[arg(long = "list-executors")]
     pub list_executors: bool,
+    /// Measure α and β of shared memory and TCP between two processes and
+    /// the reduce throughput, write them to the tuning file the selector
+    /// reads (see --tuning-file), and exit.
+    #[arg(long = "calibrate")]
+    pub calibrate: bool,
+    /// Where --calibrate writes (default: $HCCL_RS_TUNING_FILE, else
+    /// ~/.cache/hccl-rs/tuning.json).
+    #[arg(long = "tuning-file")]
+    pub tuning_file: Option<String>,
 }
 
 /// The registered executor names, sorted (`--list-executors`).
@@ -384,6 +393,9 @@ pub fn run_sweep(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
             writeln!(out, "{name}").map_err(io)?;
         }
         return Ok(());
+    }
+    if args.calibrate {
+        return crate::calibrate::run(args, out);
     }
     let op = PerfOp::parse(args.op_name.as_deref().unwrap_or_default())?;
     if let Some(name) = &args.algo {

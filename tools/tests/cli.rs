@@ -368,3 +368,57 @@ fn list_executors_prints_one_name_per_line_and_algo_forces_one() {
         String::from_utf8_lossy(&out.stderr).contains("--algo NoSuchExecutor: no such executor")
     );
 }
+
+#[test]
+fn calibrate_writes_a_tuning_file_that_communicators_read() {
+    let dir = std::env::temp_dir().join(format!("hccl-cal-{}", std::process::id()));
+    let path = dir.join("tuning.json");
+    let p = path.to_str().unwrap();
+    let out = hccl_test(&["--calibrate", "--tuning-file", p]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t = hccl_adapter::tuning::Tuning::load(&path).expect("a valid tuning file");
+    assert!(t.shm.alpha_us > 0.0 && t.shm.gbps > 0.0 && t.tcp.gbps > 0.0);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("level 0 (shared memory): alpha"));
+
+    // a communicator created with it runs; a missing file is a clear error
+    let run = |file: &str| {
+        Command::new(env!("CARGO_BIN_EXE_hccl-test"))
+            .args([
+                "all_reduce",
+                "-p",
+                "2",
+                "-b",
+                "1K",
+                "-e",
+                "1K",
+                "-n",
+                "2",
+                "-w",
+                "1",
+            ])
+            .env("HCCL_RS_TUNING_FILE", file)
+            .env("HCCL_EXEC_TIMEOUT", "60")
+            .output()
+            .expect("run hccl-test")
+    };
+    let ok = run(p);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let missing = dir.join("missing.json");
+    let bad = run(missing.to_str().unwrap());
+    assert_eq!(bad.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("cannot read tuning file") && err.contains("HCCL_RS_TUNING_FILE"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
