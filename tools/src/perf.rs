@@ -74,6 +74,12 @@ pub struct PerfArgs {
     /// per rank: shared memory on this host, as real jobs run).
     #[arg(long = "transport", default_value = "inproc", value_parser = ["inproc", "tcp", "process"])]
     pub transport: String,
+    /// With `--transport process`: declare the ranks as this many hosts
+    /// (consecutive blocks of ranks, via `HCCL_RS_HOST_ID`), so links inside
+    /// a block use shared memory and links between blocks TCP, and
+    /// hierarchical algorithms see several servers.
+    #[arg(long = "hosts", default_value_t = 1)]
+    pub hosts: u32,
     /// Internal: this process is rank N of a `--transport process` run.
     #[arg(long = "worker-rank", hide = true)]
     pub worker_rank: Option<u32>,
@@ -407,6 +413,17 @@ pub fn run_sweep(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
             )));
         }
     }
+    if args.hosts == 0 || args.hosts > args.npus.max(1) {
+        return Err(HcclError::para(format!(
+            "--hosts {} must be between 1 and the rank count {}",
+            args.hosts, args.npus
+        )));
+    }
+    if args.hosts > 1 && args.transport != "process" {
+        return Err(HcclError::para(
+            "--hosts needs --transport process (hosts are told apart per process)",
+        ));
+    }
     if op == PerfOp::SendRecv && args.npus < 2 {
         return Err(HcclError::para("send_recv needs at least 2 ranks (-p 2)"));
     }
@@ -575,6 +592,14 @@ fn launch_processes(args: &PerfArgs) -> Result<()> {
             .arg("--root-file")
             .arg(&root_file)
             .stdin(std::process::Stdio::null());
+        if args.hosts > 1 {
+            // consecutive blocks, sizes differing by at most one
+            let host = (r as u64 * args.hosts as u64 / args.npus as u64) as u32;
+            cmd.env(
+                "HCCL_RS_HOST_ID",
+                format!("hccl-test-{}-host{host}", std::process::id()),
+            );
+        }
         if r != 0 {
             cmd.stdout(std::process::Stdio::null());
         }

@@ -422,3 +422,75 @@ fn calibrate_writes_a_tuning_file_that_communicators_read() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Every primitive across processes at p = 2, 4, 8 (8 oversubscribes the 2
+/// cores), on one host (shared memory) and on two declared hosts (shared
+/// memory inside each, TCP between), results checked on every row.
+#[test]
+fn every_primitive_across_processes_at_2_4_8_ranks_on_one_and_two_hosts() {
+    let before = leftover_segments();
+    for (p, hosts) in [
+        ("2", "1"),
+        ("4", "1"),
+        ("8", "1"),
+        ("2", "2"),
+        ("5", "2"),
+        ("8", "2"),
+    ] {
+        for op in [
+            "all_reduce",
+            "all_gather",
+            "all_gatherv",
+            "reduce_scatter",
+            "reduce_scatterv",
+            "broadcast",
+            "reduce",
+            "scatter",
+            "gather",
+            "alltoall",
+            "alltoallv",
+            "send_recv",
+            "barrier",
+        ] {
+            let out = hccl_test(&[
+                op,
+                "-p",
+                p,
+                "-b",
+                "8K",
+                "-e",
+                "1M",
+                "-f",
+                "128",
+                "-n",
+                "2",
+                "-w",
+                "1",
+                "-r",
+                "1",
+                "--transport",
+                "process",
+                "--hosts",
+                hosts,
+            ]);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "{op} p={p} hosts={hosts}: {stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let rows: Vec<&str> = stdout.lines().skip(2).collect();
+            let want_rows = if op == "barrier" { 1 } else { 2 };
+            assert_eq!(rows.len(), want_rows, "{op} p={p} hosts={hosts}: {stdout}");
+            assert!(
+                rows.iter().all(|r| r.contains("success")),
+                "{op} p={p} hosts={hosts}: {stdout}"
+            );
+        }
+    }
+    assert_eq!(
+        leftover_segments(),
+        before,
+        "no /dev/shm segment may outlive the runs"
+    );
+}
