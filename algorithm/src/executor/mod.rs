@@ -4,7 +4,7 @@ pub(crate) mod all_reduce_rhd;
 pub(crate) mod all_reduce_ring;
 mod broadcast_ring;
 mod flat_request;
-mod hier;
+pub(crate) mod hier;
 mod mesh;
 mod op_base_loop;
 mod registry;

@@ -17,7 +17,7 @@
 //!   stream while a slave stream moves what each step delivered (or what
 //!   the next step needs) within the host.
 
-mod hosts;
+pub(crate) mod hosts;
 mod level1;
 mod pipeline;
 mod two_level;
