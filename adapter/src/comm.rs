@@ -43,6 +43,18 @@ impl HcclComm {
             .collect())
     }
 
+    /// Ranks in this process with a declared topology: rank i is on host
+    /// `rank_to_server[i]` (see [`InProcGroup::on_hosts`]), so the
+    /// hierarchical executors run as on several hosts. Rank i is at index i.
+    pub fn init_all_on_hosts(
+        rank_to_server: Vec<u32>,
+        config: CommConfig,
+    ) -> Result<Vec<HcclComm>> {
+        let n = rank_to_server.len() as u32;
+        let g = InProcGroup::on_hosts(rank_to_server, config)?;
+        (0..n).map(|r| Self::join(&g, r)).collect()
+    }
+
     /// HCCL's `HcclGetRootInfo`: call on the root rank, hand the result to
     /// every rank (MPI broadcast, a shared file, ...).
     pub fn get_root_info() -> Result<RootInfo> {

@@ -272,3 +272,263 @@ mod tests {
         assert!(terms(Algo::Star, OpType::AllReduce, 4, 8).is_none());
     }
 }
+
+/// The α-β-γ coefficients of one level: steps on the critical path, bytes
+/// the busiest rank sends on that level, bytes it reduces.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LevelTerms {
+    /// Steps (α count).
+    pub steps: f64,
+    /// Bytes the busiest rank sends (β volume).
+    pub bytes: f64,
+    /// Bytes the busiest rank reduces (γ volume).
+    pub reduce: f64,
+}
+
+/// Per-level terms of a hierarchical executor.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct HierTerms {
+    /// Intra-host (level 0).
+    pub level0: LevelTerms,
+    /// Inter-host (level 1).
+    pub level1: LevelTerms,
+}
+
+/// Level-1 steps on the critical path when the level-1 ops run in order,
+/// each taking `steps` and able to start once all its members finished
+/// their earlier ones (a rank of a small host, or an AHC owner of several
+/// runs, chains the groups it belongs to).
+fn chained_steps(ops: &[(Vec<u32>, f64)], p: usize) -> f64 {
+    let mut done = vec![0.0f64; p];
+    for (group, steps) in ops {
+        let start = group.iter().map(|&r| done[r as usize]).fold(0.0, f64::max);
+        for &r in group {
+            done[r as usize] = start + steps;
+        }
+    }
+    done.into_iter().fold(0.0, f64::max)
+}
+
+/// The per-level terms of the TwoLevel or AHC executor for `op` on hosts
+/// of the given sizes (ranks numbered host after host), with `level1` the
+/// inter-host allreduce (AllReduce; the other ops use a ring). `bytes` is
+/// the message as [`terms`] counts it (the allreduce vector; the gathered
+/// output of allgather; the input of reduce-scatter). Exact when the parts
+/// split evenly into 128-byte slices; `None` for ops the executors do not
+/// run.
+pub fn hier_terms(
+    kind: crate::executor::HierKind,
+    op: OpType,
+    level1: &dyn crate::executor::Level1Algorithm,
+    host_sizes: &[u32],
+    bytes: u64,
+) -> Option<HierTerms> {
+    use crate::executor::hier::hosts::{Hosts, Split};
+    use crate::executor::HierKind;
+    let map: Vec<u32> = host_sizes
+        .iter()
+        .enumerate()
+        .flat_map(|(h, &n)| std::iter::repeat_n(h as u32, n as usize))
+        .collect();
+    let p = map.len();
+    let hosts = Hosts::of(&crate::TopoInfo::new(0, map).ok()?);
+    let hn = hosts.count();
+    let n = bytes as f64;
+    let split = if kind == HierKind::Ahc {
+        Split::Lcm
+    } else {
+        Split::Index
+    };
+    let k = hosts.parts(split) as f64;
+    let mut t = HierTerms::default();
+    let max = |a: &mut f64, b: f64| *a = a.max(b);
+    match (kind, op) {
+        (HierKind::TwoLevel | HierKind::Ahc, OpType::AllReduce) => {
+            // level 0: ring reduce-scatter + allgather of owned parts
+            for h in 0..hn as usize {
+                let s = hosts.size(h);
+                let share = |j: u32| hosts.owned(h, j % s, split).len() as f64 * n / k;
+                max(&mut t.level0.steps, 2.0 * (s as f64 - 1.0));
+                if s > 1 {
+                    for j in 0..s {
+                        max(&mut t.level0.bytes, 2.0 * n - share(j) - share(j + 1));
+                        max(&mut t.level0.reduce, n - share(j));
+                    }
+                }
+            }
+            // level 1: one allreduce per run of parts, among its owners
+            let mut ops = Vec::new();
+            let mut sent = vec![(0.0, 0.0); p];
+            for run in hosts.runs(split) {
+                let (a, b, c) = level1.terms(hn, (run.len() as f64 * n / k) as u64);
+                let group = hosts.group(run.start, split);
+                for &r in &group {
+                    sent[r as usize].0 += b;
+                    sent[r as usize].1 += c;
+                }
+                ops.push((group, a));
+            }
+            t.level1.steps = chained_steps(&ops, p);
+            for (b, c) in sent {
+                max(&mut t.level1.bytes, b);
+                max(&mut t.level1.reduce, c);
+            }
+        }
+        (HierKind::TwoLevel, OpType::AllGather | OpType::ReduceScatter) => {
+            let block = n / p as f64;
+            let real = |i: u32| (0..hn as usize).filter(|&h| hosts.size(h) > i).count() as f64;
+            let region = |r: std::ops::Range<u32>| r.map(real).sum::<f64>() * block;
+            let gather = op == OpType::AllGather;
+            for h in 0..hn as usize {
+                let s = hosts.size(h);
+                max(&mut t.level0.steps, s as f64 - 1.0);
+                for j in 0..s {
+                    // a ring rank sends every slice but its right
+                    // neighbour's (allgather) or its own (reduce-scatter)
+                    let skip = if gather { (j + 1) % s } else { j };
+                    let sent = if s > 1 {
+                        n - region(hosts.owned(h, skip, split))
+                    } else {
+                        0.0
+                    };
+                    max(&mut t.level0.bytes, sent);
+                    if !gather {
+                        max(&mut t.level0.reduce, sent);
+                    }
+                }
+            }
+            let mut ops = Vec::new();
+            let mut sent = vec![0.0; p];
+            for i in 0..hosts.parts(split) {
+                let group = hosts.group(i, split);
+                for (h, &r) in group.iter().enumerate() {
+                    let skip = if gather { (h + 1) % hn as usize } else { h };
+                    let skipped = if hosts.size(skip) > i { block } else { 0.0 };
+                    if hn > 1 {
+                        sent[r as usize] += real(i) * block - skipped;
+                    }
+                }
+                ops.push((group, hn as f64 - 1.0));
+            }
+            t.level1.steps = chained_steps(&ops, p);
+            t.level1.bytes = sent.into_iter().fold(0.0, f64::max);
+            if !gather {
+                t.level1.reduce = t.level1.bytes;
+            }
+        }
+        _ => return None,
+    }
+    Some(t)
+}
+
+/// Predicted time in µs of a hierarchical executor from its per-level
+/// terms: the levels one after the other, except Pipeline, whose levels
+/// overlap (seed 002 §3.10: each of its H−1 ring steps costs the slower of
+/// a level-1 and a level-0 step, plus one level-0 step).
+pub fn predict_hier(
+    kind: crate::executor::HierKind,
+    t: &HierTerms,
+    hosts: u32,
+    c: &CostParams,
+) -> f64 {
+    let time = |l: &LevelTerms, k: &LinkParams| {
+        l.steps * k.alpha_us + l.bytes * k.beta_us_per_byte + l.reduce * c.gamma_us_per_byte
+    };
+    let (t0, t1) = (time(&t.level0, &c.level0), time(&t.level1, &c.level1));
+    if kind != crate::executor::HierKind::Pipeline || hosts <= 1 {
+        return t0 + t1;
+    }
+    let steps = hosts as f64 - 1.0;
+    steps * (t0 / (steps + 1.0)).max(t1 / steps) + t0 / (steps + 1.0)
+}
+
+#[cfg(test)]
+mod hier_tests {
+    use super::*;
+    use crate::executor::{HierKind, RingLevel1};
+    use crate::registry;
+    use crate::sim::{simulate, SimSpec};
+    use crate::topo::CommPlane;
+    use hccl_platform::{DataType, ReduceOp};
+
+    /// The simulator's steps and busiest-rank bytes per level agree with
+    /// [`hier_terms`] on even and uneven hosts.
+    #[test]
+    fn hierarchical_terms_match_the_simulator() {
+        let cases = [
+            (
+                "AllReduceTwoLevelExecutor",
+                HierKind::TwoLevel,
+                OpType::AllReduce,
+            ),
+            ("AllReduceAHCExecutor", HierKind::Ahc, OpType::AllReduce),
+            (
+                "AllGatherTwoLevelExecutor",
+                HierKind::TwoLevel,
+                OpType::AllGather,
+            ),
+            (
+                "ReduceScatterTwoLevelExecutor",
+                HierKind::TwoLevel,
+                OpType::ReduceScatter,
+            ),
+        ];
+        let topologies: &[&[u32]] = &[
+            &[2, 2],
+            &[4, 4],
+            &[2, 3],
+            &[1, 4],
+            &[3, 3, 2],
+            &[1, 1, 1],
+            &[5, 2, 7],
+        ];
+        for (name, kind, op) in cases {
+            for &hosts in topologies {
+                let p: u32 = hosts.iter().sum();
+                let h = hosts.len() as u64;
+                let lcm = (1..)
+                    .find(|l| hosts.iter().all(|&s| l % s as u64 == 0))
+                    .unwrap();
+                // every part, ring slice and block a whole number of 128-byte lines
+                let count = match op {
+                    OpType::AllReduce => 32 * lcm * h * p as u64,
+                    _ => 32,
+                };
+                let spec = SimSpec::op(op, p, count, DataType::Fp32, ReduceOp::Sum).on_hosts(hosts);
+                let r = simulate(registry(), name, &spec)
+                    .unwrap_or_else(|e| panic!("{name} {hosts:?}: {e}"));
+                let bytes = 4 * count * if op == OpType::AllReduce { 1 } else { p as u64 };
+                let t = hier_terms(kind, op, &RingLevel1, hosts, bytes).unwrap();
+                let ctx = format!("{name} hosts={hosts:?}");
+                let (l0, l1) = (CommPlane::Level0 as usize, CommPlane::Level1 as usize);
+                assert_eq!(
+                    r.plane_max_rank_bytes[l0] as f64, t.level0.bytes,
+                    "{ctx}: level-0 β"
+                );
+                assert_eq!(
+                    r.plane_max_rank_bytes[l1] as f64, t.level1.bytes,
+                    "{ctx}: level-1 β"
+                );
+                assert_eq!(r.plane_steps[l0] as f64, t.level0.steps, "{ctx}: level-0 α");
+                assert_eq!(r.plane_steps[l1] as f64, t.level1.steps, "{ctx}: level-1 α");
+            }
+        }
+    }
+
+    #[test]
+    fn pipeline_beats_two_level_when_levels_are_balanced() {
+        let t = hier_terms(
+            HierKind::TwoLevel,
+            OpType::AllGather,
+            &RingLevel1,
+            &[4, 4, 4, 4],
+            64 << 20,
+        )
+        .unwrap();
+        let c = CostParams::default();
+        assert!(
+            predict_hier(HierKind::Pipeline, &t, 4, &c)
+                < predict_hier(HierKind::TwoLevel, &t, 4, &c)
+        );
+    }
+}

@@ -14,9 +14,17 @@ use std::sync::{Arc, Mutex};
 
 /// A group of ranks that are threads of this process (HCCL's
 /// `HcclCommInitAll` case, or threads each calling init with one root).
+///
+/// Its ranks are on one host unless the group was made with
+/// [`InProcGroup::on_hosts`], which declares which (pretend) host each
+/// rank is on: the topology executors see then has levels, so the
+/// hierarchical (two-level, AHC, pipeline) executors can be run and tested
+/// for real without several machines. Links stay in-process.
 #[derive(Debug)]
 pub struct InProcGroup {
     size: u32,
+    /// Declared host of every rank (`None`: all on one host).
+    hosts: Option<Vec<u32>>,
     name: String,
     config: CommConfig,
     fabric: Arc<InProcFabric>,
@@ -37,6 +45,7 @@ impl InProcGroup {
         }
         Ok(Arc::new(InProcGroup {
             size,
+            hosts: None,
             name: config.comm_name.clone().unwrap_or_else(|| {
                 format!(
                     "inproc-{}-{}",
@@ -47,6 +56,16 @@ impl InProcGroup {
             config,
             fabric: InProcFabric::new(size),
         }))
+    }
+
+    /// A group whose rank r is declared to be on host `rank_to_server[r]`
+    /// (hosts numbered 0.. without gaps; uneven hosts allowed).
+    pub fn on_hosts(rank_to_server: Vec<u32>, config: CommConfig) -> Result<Arc<InProcGroup>> {
+        TopoInfo::new(0, rank_to_server.clone())?;
+        let g = Self::new(rank_to_server.len() as u32, config)?;
+        let mut g = Arc::try_unwrap(g).map_err(|_| HcclError::internal("new group is shared"))?;
+        g.hosts = Some(rank_to_server);
+        Ok(Arc::new(g))
     }
 
     /// Number of ranks.
@@ -73,8 +92,11 @@ impl InProcGroup {
             ],
             waker: device.waker(),
         })?;
-        let topo = TopoInfo::single_server(rank, self.size)?;
-        tracing::debug!(comm = %self.name, rank, size = self.size, "rank joined");
+        let topo = match &self.hosts {
+            Some(map) => TopoInfo::new(rank, map.clone())?,
+            None => TopoInfo::single_server(rank, self.size)?,
+        };
+        tracing::debug!(comm = %self.name, rank, size = self.size, servers = topo.server_num(), "rank joined");
         Ok(Communicator::assemble(
             self.name.clone(),
             topo,

@@ -9,6 +9,7 @@
 
 use crate::algo_env::AlgoConfig;
 use hccl_algorithm::cost::{predict, Algo, CostParams};
+use hccl_algorithm::executor::{hier_name, HierKind};
 use hccl_algorithm::{ExecutorRegistry, OpParam, OpType, TopoInfo};
 use hccl_platform::{HcclError, Result};
 
@@ -68,7 +69,47 @@ fn model_bytes(param: &OpParam, p: u32) -> u64 {
     }
 }
 
+/// The executor-name suffix of a level-1 algorithm as `HCCL_ALGO` names it.
+fn level1_suffix(choice: &str) -> Option<&'static str> {
+    Some(match choice {
+        "ring" => "",
+        "H-D_R" => "RHD",
+        "NHR" | "NHR_V1" => "NHR",
+        "NB" => "NB",
+        _ => return None,
+    })
+}
+
 impl Selector {
+    /// On a multi-host communicator, the hierarchical executor `HCCL_ALGO`
+    /// asks for: `level1:AHC`, `level1:pipeline`, or a level-1 algorithm
+    /// (`ring`, `H-D_R`, and `NHR`/`NB` once their level-1 allreduce is
+    /// registered) for the TwoLevel executor of the op, when one is
+    /// registered under [`hier_name`]. Otherwise `None` (the flat mapping
+    /// applies).
+    fn hierarchical_choice(
+        &self,
+        op: OpType,
+        topo: &TopoInfo,
+        registry: &ExecutorRegistry,
+    ) -> Option<(String, String)> {
+        if topo.server_num() <= 1 {
+            return None;
+        }
+        let choice = self.algo.for_op(op.name())?.level1.clone()?;
+        let name = match choice.as_str() {
+            "AHC" => hier_name(HierKind::Ahc, op, ""),
+            "pipeline" => hier_name(HierKind::Pipeline, op, ""),
+            other => hier_name(HierKind::TwoLevel, op, level1_suffix(other)?),
+        };
+        registry.contains(&name).then(|| {
+            (
+                name,
+                format!("HCCL_ALGO level1:{choice} on {} hosts", topo.server_num()),
+            )
+        })
+    }
+
     /// A selector; `override_name` forces one executor for every op, `algo`
     /// is the parsed `HCCL_ALGO`.
     pub fn new(override_name: Option<String>, algo: AlgoConfig) -> Self {
@@ -103,6 +144,8 @@ impl Selector {
         let bytes = model_bytes(param, p);
         let (name, why) = if let Some(n) = &self.override_name {
             (n.clone(), String::from("HCCL_RS_EXECUTOR"))
+        } else if let Some((n, why)) = self.hierarchical_choice(op, topo, registry) {
+            (n, why)
         } else if let Some(choice) = self.algo.for_op(op.name()).and_then(|l| {
             if multi_server {
                 l.level1.clone()
@@ -174,10 +217,26 @@ mod tests {
     use hccl_platform::{DataType, Device, DeviceConfig, DeviceMem, ReduceOp, Stream};
 
     fn pick(algo: &str, op: OpType, p: u32, count: u64) -> Result<String> {
-        pick_with(algo, op, p, count, CostParams::default())
+        pick_with(algo, op, count, vec![0; p as usize])
     }
 
-    fn pick_with(algo: &str, op: OpType, p: u32, count: u64, cost: CostParams) -> Result<String> {
+    /// The selection for `count` elements on ranks on hosts `map`.
+    fn pick_with(algo: &str, op: OpType, count: u64, map: Vec<u32>) -> Result<String> {
+        pick_full(algo, op, count, map, CostParams::default())
+    }
+
+    /// The selection on one host of `p` ranks with cost parameters `cost`.
+    fn pick_cost(algo: &str, op: OpType, p: u32, count: u64, cost: CostParams) -> Result<String> {
+        pick_full(algo, op, count, vec![0; p as usize], cost)
+    }
+
+    fn pick_full(
+        algo: &str,
+        op: OpType,
+        count: u64,
+        map: Vec<u32>,
+        cost: CostParams,
+    ) -> Result<String> {
         let device = Device::new(0, DeviceConfig::default());
         let param = OpParam::new(
             "t",
@@ -195,7 +254,7 @@ mod tests {
         } else {
             AlgoConfig::parse(algo)?
         };
-        let topo = TopoInfo::single_server(0, p)?;
+        let topo = TopoInfo::new(0, map)?;
         Selector::with_cost(None, algo, cost).select(&param, &topo, hccl_algorithm::registry())
     }
 
@@ -215,8 +274,8 @@ mod tests {
             level1: LinkParams::new(0.001, 0.01),
             gamma_us_per_byte: 1e-3,
         };
-        let a = pick_with("", OpType::Reduce, 8, 4 << 20, latency_bound).unwrap();
-        let b = pick_with("", OpType::Reduce, 8, 4 << 20, bandwidth_bound).unwrap();
+        let a = pick_cost("", OpType::Reduce, 8, 4 << 20, latency_bound).unwrap();
+        let b = pick_cost("", OpType::Reduce, 8, 4 << 20, bandwidth_bound).unwrap();
         assert_ne!(a, b, "the tuning must be able to change the decision");
         assert_eq!(b, "ReduceRingExecutor");
     }
@@ -244,6 +303,69 @@ mod tests {
                 "{op}"
             );
         }
+    }
+
+    fn pick_on(algo: &str, op: OpType, map: Vec<u32>) -> Result<String> {
+        pick_with(algo, op, 100, map)
+    }
+
+    /// HCCL_ALGO's level-1 names pick the hierarchical executors on
+    /// several hosts, and the flat ones on one host.
+    #[test]
+    fn hccl_algo_level1_selects_hierarchical_executors_across_hosts() {
+        let two = vec![0, 0, 1, 1, 1];
+        for (algo, op, name) in [
+            (
+                "level1:ring",
+                OpType::AllReduce,
+                "AllReduceTwoLevelExecutor",
+            ),
+            (
+                "level1:H-D_R",
+                OpType::AllReduce,
+                "AllReduceTwoLevelRHDExecutor",
+            ),
+            (
+                "level1:ring",
+                OpType::AllGather,
+                "AllGatherTwoLevelExecutor",
+            ),
+            (
+                "level1:ring",
+                OpType::ReduceScatter,
+                "ReduceScatterTwoLevelExecutor",
+            ),
+            ("level1:AHC", OpType::AllReduce, "AllReduceAHCExecutor"),
+            (
+                "level1:AHC",
+                OpType::ReduceScatter,
+                "ReduceScatterAHCExecutor",
+            ),
+            (
+                "level1:pipeline",
+                OpType::AllReduce,
+                "AllReducePipelineExecutor",
+            ),
+            (
+                "allgather=level1:pipeline",
+                OpType::AllGather,
+                "AllGatherPipelineExecutor",
+            ),
+            (
+                "level1:pipeline",
+                OpType::ReduceScatter,
+                "ReduceScatterPipelineExecutor",
+            ),
+            // no hierarchical variant: the flat mapping
+            ("level1:H-D_R", OpType::Broadcast, "BroadcastRHDExecutor"),
+        ] {
+            assert_eq!(pick_on(algo, op, two.clone()).unwrap(), name, "{algo} {op}");
+        }
+        // one host: level 1 does not apply
+        let flat = pick_on("level1:ring", OpType::AllReduce, vec![0; 4]).unwrap();
+        assert!(!flat.contains("TwoLevel"), "{flat}");
+        let e = pick_on("level1:AHC", OpType::AllGather, two).unwrap_err();
+        assert!(e.to_string().contains("'AHC' for allgather"), "{e}");
     }
 
     #[test]

@@ -193,6 +193,31 @@ fn two_declared_hosts_mix_shm_and_tcp() {
     }
 }
 
+/// The hierarchical executors across processes on two declared hosts:
+/// level 0 over shared memory, level 1 over TCP (the worker checks the
+/// allreduce and allgather results).
+#[test]
+fn hierarchical_executors_over_two_declared_hosts() {
+    for algo in [
+        "allreduce=level1:H-D_R/allgather=level1:ring",
+        "allreduce=level1:AHC/allgather=level1:pipeline",
+        "allreduce=level1:pipeline",
+    ] {
+        let n = 5u32;
+        let dir = tempdir("hier");
+        let r = wait(
+            spawn(n, "root_info", "collectives", &dir, |r| {
+                vec![
+                    ("HCCL_RS_HOST_ID".into(), format!("host{}", (r >= 2) as u32)),
+                    ("HCCL_ALGO".into(), algo.into()),
+                ]
+            }),
+            Duration::from_secs(120),
+        );
+        assert_all_ok(&r, &format!("two hosts (2 + 3 ranks), HCCL_ALGO={algo}"));
+    }
+}
+
 #[test]
 fn abort_fails_the_waiters_and_leaves_no_segment() {
     let dir = tempdir("abort");

@@ -457,3 +457,68 @@ fn rooted_and_peer_arguments_are_checked() {
     );
     assert!(s.query(), "nothing enqueued");
 }
+
+/// Declared topologies (host of each rank) for the hierarchical
+/// executors: p ∈ {2, 3, 4, 5, 8}, uneven hosts and hosts whose ranks are
+/// not numbered contiguously included.
+const TOPOLOGIES: &[&[u32]] = &[
+    &[0, 1],
+    &[0, 1, 1],
+    &[0, 0, 1, 1],
+    &[0, 1, 1, 1],
+    &[0, 0, 1, 1, 1],
+    &[0, 1, 0, 1, 1],
+    &[0, 0, 0, 1, 1, 1, 2, 2],
+    &[0, 1, 1, 1, 1, 1, 1, 1],
+];
+
+/// Runs the checks of `op` with `executor` forced on every declared topology.
+fn run_hier(executor: &'static str, op: &'static str) {
+    for &map in TOPOLOGIES {
+        let p = map.len() as u32;
+        let comms =
+            Arc::new(HcclComm::init_all_on_hosts(map.to_vec(), config(Some(executor))).unwrap());
+        run_ranks(p, Duration::from_secs(120), move |r| {
+            check_all(&comms[r as usize], Some(op));
+            let last = comms[r as usize].communicator().last_executor();
+            assert_eq!(last.as_deref(), Some(executor));
+        });
+    }
+}
+
+#[test]
+fn all_reduce_two_level() {
+    run_hier("AllReduceTwoLevelExecutor", "AllReduce");
+}
+#[test]
+fn all_reduce_two_level_rhd() {
+    run_hier("AllReduceTwoLevelRHDExecutor", "AllReduce");
+}
+#[test]
+fn all_gather_two_level() {
+    run_hier("AllGatherTwoLevelExecutor", "AllGather");
+}
+#[test]
+fn reduce_scatter_two_level() {
+    run_hier("ReduceScatterTwoLevelExecutor", "ReduceScatter");
+}
+#[test]
+fn all_reduce_ahc() {
+    run_hier("AllReduceAHCExecutor", "AllReduce");
+}
+#[test]
+fn reduce_scatter_ahc() {
+    run_hier("ReduceScatterAHCExecutor", "ReduceScatter");
+}
+#[test]
+fn all_reduce_pipeline() {
+    run_hier("AllReducePipelineExecutor", "AllReduce");
+}
+#[test]
+fn all_gather_pipeline() {
+    run_hier("AllGatherPipelineExecutor", "AllGather");
+}
+#[test]
+fn reduce_scatter_pipeline() {
+    run_hier("ReduceScatterPipelineExecutor", "ReduceScatter");
+}

@@ -16,7 +16,7 @@ use crate::op::{OpParam, OpType};
 use crate::resource::{AlgResourceRequest, AlgResourceResponse};
 use crate::template::Slice;
 use crate::topo::{CommPlane, SubCommInfo, TopoInfo};
-use hccl_platform::{DeviceMem, MemKind, Result};
+use hccl_platform::{DataType, DeviceMem, MemKind, ReduceOp, Result, Stream};
 
 /// RHD AllReduce over the flat plane.
 #[derive(Debug)]
@@ -32,43 +32,52 @@ impl AllReduceRhdExecutor {
     pub fn new(topo: &TopoInfo) -> Self {
         AllReduceRhdExecutor { topo: topo.clone() }
     }
+}
 
-    fn run_round(
-        &self,
-        param: &OpParam,
-        comm: &SubCommInfo,
-        w: &DeviceMem,
-        landing: &DeviceMem,
-    ) -> Result<()> {
-        let s = &param.stream;
-        let (r, p) = (comm.local_rank, comm.local_rank_size);
-        let m = core_size(p);
-        let log = m.trailing_zeros();
-        let n = w.len();
-        // fold-in
-        s.set_step(0);
-        if r >= m {
-            let l = comm.link(r - m)?;
-            step(s, None, Some((l, w, MemKind::CclOutput, 0)))?;
-            // wait for the result to be written back into W
-            s.set_step(1 + 2 * log);
-            return step(s, Some(l), None);
-        }
-        if r + m < p {
-            step(s, Some(comm.link(r + m)?), None)?;
-            reduce(s, w, &landing.range(0, n)?, param.dtype, param.reduce_op)?;
-        }
-        let groups = Groups::from_slices(&Slice::split(n, m as usize));
-        let how = (param.dtype, param.reduce_op);
-        halving(s, comm, m, &groups, w, landing, MemKind::CclOutput, how, 1)?;
-        doubling(s, comm, m, &groups, w, MemKind::CclInput, 1 + log)?;
-        // fold-out
-        s.set_step(1 + 2 * log);
-        if r + m < p {
-            step(s, None, Some((comm.link(r + m)?, w, MemKind::CclInput, 0)))?;
-        }
-        Ok(())
+/// One RHD allreduce among `comm`'s ranks of the bytes in `w` (this rank's
+/// CCL input at `base`, the same place on every rank), with `landing` (the
+/// CCL output at `base`, as long as `w`) taking the partner's halves. The
+/// result ends in `w`.
+pub(crate) fn rhd_all_reduce(
+    s: &Stream,
+    comm: &SubCommInfo,
+    (w, landing, base): (&DeviceMem, &DeviceMem, usize),
+    how: (DataType, ReduceOp),
+) -> Result<()> {
+    let (r, p) = (comm.local_rank, comm.local_rank_size);
+    if p <= 1 {
+        return Ok(());
     }
+    let m = core_size(p);
+    let log = m.trailing_zeros();
+    let n = w.len();
+    // fold-in
+    s.set_step(0);
+    if r >= m {
+        let l = comm.link(r - m)?;
+        step(s, None, Some((l, w, MemKind::CclOutput, base)))?;
+        // wait for the result to be written back into W
+        s.set_step(1 + 2 * log);
+        return step(s, Some(l), None);
+    }
+    if r + m < p {
+        step(s, Some(comm.link(r + m)?), None)?;
+        reduce(s, w, &landing.range(0, n)?, how.0, how.1)?;
+    }
+    let groups = Groups::from_slices(&Slice::split(n, m as usize));
+    let landing_at = (MemKind::CclOutput, base);
+    halving(s, comm, m, &groups, w, landing, landing_at, how, 1)?;
+    doubling(s, comm, m, &groups, w, (MemKind::CclInput, base), 1 + log)?;
+    // fold-out
+    s.set_step(1 + 2 * log);
+    if r + m < p {
+        step(
+            s,
+            None,
+            Some((comm.link(r + m)?, w, MemKind::CclInput, base)),
+        )?;
+    }
+    Ok(())
 }
 
 impl CollExecutor for AllReduceRhdExecutor {
@@ -91,7 +100,8 @@ impl CollExecutor for AllReduceRhdExecutor {
         run_op_base_loop(param, res, capacity, |chunk, res| {
             let w = res.ccl_input.range(0, chunk.bytes)?;
             s.memcpy_async(&w, &param.input.range(chunk.offset, chunk.bytes)?)?;
-            self.run_round(param, &comm, &w, &res.ccl_output)?;
+            let how = (param.dtype, param.reduce_op);
+            rhd_all_reduce(s, &comm, (&w, &res.ccl_output, 0), how)?;
             s.memcpy_async(&param.output.range(chunk.offset, chunk.bytes)?, &w)
         })
     }

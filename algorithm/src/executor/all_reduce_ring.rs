@@ -10,7 +10,7 @@ use crate::op::{OpParam, OpType};
 use crate::resource::{AlgResourceRequest, AlgResourceResponse};
 use crate::template::{RingAllGather, RingReduceScatter, Slice};
 use crate::topo::{CommPlane, SubCommInfo, TopoInfo};
-use hccl_platform::{DeviceMem, MemKind, Result};
+use hccl_platform::{DataType, DeviceMem, MemKind, ReduceOp, Result, Stream};
 
 /// Ring AllReduce over the flat (`Combine`) plane.
 #[derive(Debug)]
@@ -26,45 +26,45 @@ impl AllReduceRingExecutor {
     pub fn new(topo: &TopoInfo) -> Self {
         AllReduceRingExecutor { topo: topo.clone() }
     }
+}
 
-    /// Enqueues one allreduce of `bytes` bytes held in `input`, using `output`
-    /// (same size, addressed by peers as `output_kind` at `output_base`) as
-    /// the landing and gather buffer. The result ends in `output`.
-    fn run_ring(
-        &self,
-        param: &OpParam,
-        comm: &SubCommInfo,
-        input: &DeviceMem,
-        output: &DeviceMem,
-        output_kind: MemKind,
-        output_base: usize,
-    ) -> Result<()> {
-        let p = comm.local_rank_size as usize;
-        let r = comm.local_rank as usize;
-        let slices = Slice::split(input.len(), p);
-        RingReduceScatter {
-            input: input.clone(),
-            output: output.clone(),
-            output_kind,
-            output_base,
-            slices: slices.clone(),
-            dtype: param.dtype,
-            op: param.reduce_op,
-        }
-        .run(&param.stream, comm)?;
-        let mine = slices[r];
-        param.stream.memcpy_async(
+/// Enqueues one ring allreduce among `comm`'s ranks of the bytes held in
+/// `input`, using `output` (same size, addressed by peers as `output_kind`
+/// at `output_base`) as the landing and gather buffer. The result ends in
+/// `output`.
+pub(crate) fn ring_all_reduce(
+    stream: &Stream,
+    comm: &SubCommInfo,
+    (input, output): (&DeviceMem, &DeviceMem),
+    (output_kind, output_base): (MemKind, usize),
+    (dtype, op): (DataType, ReduceOp),
+) -> Result<()> {
+    let r = comm.local_rank as usize;
+    let slices = Slice::split(input.len(), comm.local_rank_size as usize);
+    RingReduceScatter {
+        input: input.clone(),
+        output: output.clone(),
+        output_kind,
+        output_base,
+        slices: slices.clone(),
+        dtype,
+        op,
+    }
+    .run(stream, comm)?;
+    let mine = slices[r];
+    if mine.len > 0 {
+        stream.memcpy_async(
             &output.range(mine.offset, mine.len)?,
             &input.range(mine.offset, mine.len)?,
         )?;
-        RingAllGather {
-            output: output.clone(),
-            output_kind,
-            output_base,
-            slices,
-        }
-        .run(&param.stream, comm)
     }
+    RingAllGather {
+        output: output.clone(),
+        output_kind,
+        output_base,
+        slices,
+    }
+    .run(stream, comm)
 }
 
 impl CollExecutor for AllReduceRingExecutor {
@@ -98,7 +98,8 @@ impl CollExecutor for AllReduceRingExecutor {
             let cin = res.ccl_input.range(0, chunk.bytes)?;
             let cout = res.ccl_output.range(0, chunk.bytes)?;
             stream.memcpy_async(&cin, &param.input.range(chunk.offset, chunk.bytes)?)?;
-            self.run_ring(param, &comm, &cin, &cout, MemKind::CclOutput, 0)?;
+            let how = (param.dtype, param.reduce_op);
+            ring_all_reduce(stream, &comm, (&cin, &cout), (MemKind::CclOutput, 0), how)?;
             stream.memcpy_async(&param.output.range(chunk.offset, chunk.bytes)?, &cout)
         })
     }

@@ -30,15 +30,9 @@ impl Named {
     }
 }
 
-/// A request for executor `name` running `want`: links on the `Combine`
-/// plane from this rank (sub-comm index `r` of `n`) to `peers(r, n)`.
-pub(crate) fn flat_request(
-    name: &str,
-    want: OpType,
-    param: &OpParam,
-    topo: &TopoInfo,
-    peers: impl Fn(u32, u32) -> Vec<u32>,
-) -> Result<AlgResourceRequest> {
+/// Checks that executor `name`, which runs `want` in op-base mode, was
+/// asked for that.
+pub(crate) fn check_op(name: &str, want: OpType, param: &OpParam) -> Result<()> {
     if param.op_type != want {
         return Err(HcclError::not_support(format!(
             "{name} runs {want}, not {}",
@@ -50,6 +44,19 @@ pub(crate) fn flat_request(
             "{name} supports op-base mode only; graph mode is not available yet"
         )));
     }
+    Ok(())
+}
+
+/// A request for executor `name` running `want`: links on the `Combine`
+/// plane from this rank (sub-comm index `r` of `n`) to `peers(r, n)`.
+pub(crate) fn flat_request(
+    name: &str,
+    want: OpType,
+    param: &OpParam,
+    topo: &TopoInfo,
+    peers: impl Fn(u32, u32) -> Vec<u32>,
+) -> Result<AlgResourceRequest> {
+    check_op(name, want, param)?;
     let mut req = AlgResourceRequest::default();
     let ranks = topo.plane_ranks(CommPlane::Combine);
     let n = ranks.len() as u32;

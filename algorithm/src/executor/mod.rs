@@ -1,22 +1,27 @@
 //! Executors: one op each, composed from templates.
 
-mod all_reduce_rhd;
-mod all_reduce_ring;
+pub(crate) mod all_reduce_rhd;
+pub(crate) mod all_reduce_ring;
 mod broadcast_ring;
 mod flat_request;
+pub(crate) mod hier;
 mod mesh;
 mod op_base_loop;
 mod registry;
-mod rhd;
+pub(crate) mod rhd;
 mod rhd_ops;
-mod ring_gather_scatter;
+pub(crate) mod ring_gather_scatter;
 mod ring_rooted;
-mod transfer;
+pub(crate) mod transfer;
 
 pub use all_reduce_rhd::AllReduceRhdExecutor;
 pub use all_reduce_ring::AllReduceRingExecutor;
 pub use broadcast_ring::BroadcastRingExecutor;
-pub(crate) use flat_request::{all_peers, flat_request, ring_peers, Named};
+pub(crate) use flat_request::{all_peers, check_op, flat_request, ring_peers, Named};
+pub use hier::{
+    builtin_level1, hier_executors, hier_name, register_level1, HierExecutor, HierKind,
+    Level1Algorithm, PipelineExecutor, RhdLevel1, RingLevel1,
+};
 pub use mesh::{MeshExecutor, MESH_EXECUTORS, PAIRWISE_EXECUTORS, STAR_EXECUTORS};
 pub use op_base_loop::{copy_through, round_capacity, run_op_base_loop, Chunk};
 pub use registry::{registry, ExecutorFactory, ExecutorRegistry};

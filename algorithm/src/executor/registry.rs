@@ -97,6 +97,7 @@ impl ExecutorRegistry {
                     .expect("built-in names are unique");
             }
         }
+        super::hier::register_builtins(&r).expect("built-in names are unique");
         r
     }
 
@@ -183,7 +184,7 @@ mod tests {
         assert_eq!(e.code(), hccl_platform::HcclResult::ENotFound);
         assert!(
             e.to_string().contains(
-                "known: AllGatherMeshExecutor, AllGatherRHDExecutor, AllGatherRingExecutor"
+                "known: AllGatherMeshExecutor, AllGatherPipelineExecutor, AllGatherRHDExecutor"
             ),
             "{e}"
         );

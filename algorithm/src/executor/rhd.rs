@@ -80,9 +80,9 @@ pub(super) fn reduce(
 /// Recursive halving among the m core ranks, on steps `first..first + log2 m`:
 /// at distance k = m/2, m/4, …, 1 core rank r keeps the half of its groups
 /// whose index bit k matches its own, sends the other half into the
-/// partner's `landing` (addressed by the peer as `landing_kind`, same
-/// offsets as `w`) and reduces the partner's half into `w`. Afterwards
-/// group r of `w` is reduced over the core.
+/// partner's `landing` (addressed by the peer as `landing_kind` at `base`
+/// plus the same offsets as in `w`) and reduces the partner's half into
+/// `w`. Afterwards group r of `w` is reduced over the core.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn halving(
     s: &Stream,
@@ -91,7 +91,7 @@ pub(super) fn halving(
     groups: &Groups,
     w: &DeviceMem,
     landing: &DeviceMem,
-    landing_kind: MemKind,
+    (landing_kind, base): (MemKind, usize),
     (dtype, op): (DataType, ReduceOp),
     first: u32,
 ) -> Result<()> {
@@ -109,7 +109,11 @@ pub(super) fn halving(
         let (go, gl) = groups.range(give.0, give.1);
         let (ko, kl) = groups.range(keep.0, keep.1);
         let l = comm.link(r ^ k)?;
-        step(s, Some(l), Some((l, &w.range(go, gl)?, landing_kind, go)))?;
+        step(
+            s,
+            Some(l),
+            Some((l, &w.range(go, gl)?, landing_kind, base + go)),
+        )?;
         reduce(s, &w.range(ko, kl)?, &landing.range(ko, kl)?, dtype, op)?;
         (lo, hi) = keep;
         k /= 2;
@@ -121,15 +125,15 @@ pub(super) fn halving(
 /// Recursive doubling among the m core ranks, on steps `first..first + log2 m`:
 /// core rank r starts holding group r of `w` and at distance k = 1, 2, …,
 /// m/2 writes the groups it holds into the partner's copy of `w`
-/// (addressed by the peer as `kind`, same offsets). Afterwards every core
-/// rank holds every group.
+/// (addressed by the peer as `kind` at `base` plus the same offsets).
+/// Afterwards every core rank holds every group.
 pub(super) fn doubling(
     s: &Stream,
     comm: &SubCommInfo,
     m: u32,
     groups: &Groups,
     w: &DeviceMem,
-    kind: MemKind,
+    (kind, base): (MemKind, usize),
     first: u32,
 ) -> Result<()> {
     let r = comm.local_rank;
@@ -139,7 +143,7 @@ pub(super) fn doubling(
         s.set_step(at);
         let (o, l) = groups.range(lo, hi);
         let link = comm.link(r ^ k)?;
-        step(s, Some(link), Some((link, &w.range(o, l)?, kind, o)))?;
+        step(s, Some(link), Some((link, &w.range(o, l)?, kind, base + o)))?;
         let size = hi - lo;
         lo = (lo / (2 * size)) * 2 * size;
         hi = lo + 2 * size;

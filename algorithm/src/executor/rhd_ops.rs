@@ -106,7 +106,7 @@ impl RhdExecutor {
                     &groups,
                     &wbuf,
                     &landing,
-                    MemKind::CclOutput,
+                    (MemKind::CclOutput, 0),
                     how,
                     1,
                 )?;
@@ -129,7 +129,7 @@ impl RhdExecutor {
                     if let Some(l) = partner {
                         step(s, Some(l), None)?;
                     }
-                    doubling(s, comm, m, &groups, &wbuf, MemKind::CclOutput, 1)?;
+                    doubling(s, comm, m, &groups, &wbuf, (MemKind::CclOutput, 0), 1)?;
                     s.set_step(1 + log);
                     if let Some(l) = partner {
                         step(s, None, Some((l, &wbuf, MemKind::CclOutput, 0)))?;

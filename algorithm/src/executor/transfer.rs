@@ -9,22 +9,29 @@ use hccl_platform::{DeviceMem, LinkHandle, MemKind, Result, Stream};
 pub(crate) type Send<'a> = (&'a LinkHandle, &'a DeviceMem, MemKind, usize);
 
 /// Enqueues one step: receive a transfer over `from` (if any) and send
-/// `send` (if any). The receiver acks first, so the sender only writes once
-/// the receiver has finished with the landing area; both acks go out before
-/// either side waits, so a rank that receives from its left and sends to
-/// its right in the same step cannot deadlock a chain or ring.
+/// `send` (if any). See [`exchange`].
 pub(crate) fn step(s: &Stream, from: Option<&LinkHandle>, send: Option<Send<'_>>) -> Result<()> {
-    if let Some(l) = from {
+    exchange(s, from.as_slice(), send.as_slice())
+}
+
+/// Enqueues one step with several peers at once: receive one transfer over
+/// each link of `from` and make each send of `sends`. The receiver acks
+/// first, so the sender only writes once the receiver has finished with
+/// the landing area; every ack goes out before any wait, so ranks that
+/// receive from some peers and send to others in the same step (a chain, a
+/// ring, a mesh) cannot deadlock.
+pub(crate) fn exchange(s: &Stream, from: &[&LinkHandle], sends: &[Send<'_>]) -> Result<()> {
+    for l in from {
         l.tx_ack(s)?;
     }
-    if let Some((l, src, kind, off)) = send {
+    for (l, src, kind, off) in sends {
         l.rx_ack(s)?;
-        l.tx_async(kind, off, src, s)?;
+        l.tx_async(*kind, *off, src, s)?;
     }
-    if let Some(l) = from {
+    for l in from {
         l.rx_wait_done(s)?;
     }
-    if let Some((l, ..)) = send {
+    for (l, ..) in sends {
         l.tx_wait_done(s)?;
     }
     Ok(())

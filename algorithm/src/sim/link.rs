@@ -2,6 +2,7 @@
 //! carries logical time, so the simulator can report traffic per link and
 //! the number of communication steps on the critical path.
 
+use crate::topo::CommPlane;
 use hccl_platform::link::{InProcLink, Link, LinkOp, LinkOpState};
 use hccl_platform::{MemKind, Result};
 use std::collections::VecDeque;
@@ -9,20 +10,43 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 
-/// Logical time of one rank: the number of data hand-offs on the longest
-/// chain that ends at this rank. Control signals (acks) carry the sender's
-/// time without adding to it, so a sender that must wait for a receiver's
-/// ack inherits the receiver's progress: op-base rounds count as steps.
-pub(crate) type Clock = Arc<AtomicU64>;
+/// Logical time: the number of data hand-offs on the longest chain that
+/// ends here, and how many of them went over each plane (so a two-level
+/// plan's critical path can be split into its level-0 and level-1 steps).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    /// Hand-offs on the chain.
+    pub total: u64,
+    /// Of those, per plane (`CommPlane as usize`).
+    pub planes: [u64; CommPlane::COUNT],
+}
+
+impl Stamp {
+    /// Moves to `other` if its chain is longer: the later of two events
+    /// inherits the longer chain (and its per-plane split).
+    pub(crate) fn merge(&mut self, other: Stamp) {
+        if other.total > self.total {
+            *self = other;
+        }
+    }
+}
+
+/// Logical time of one rank (see [`Stamp`]). Control signals (acks) carry
+/// the sender's time without adding to it, so a sender that must wait for a
+/// receiver's ack inherits the receiver's progress: op-base rounds count as
+/// steps.
+pub(crate) type Clock = Arc<Mutex<Stamp>>;
 
 /// Arrival times of transfers into one rank from one peer, in order.
-pub(crate) type Arrivals = Arc<Mutex<VecDeque<u64>>>;
+pub(crate) type Arrivals = Arc<Mutex<VecDeque<Stamp>>>;
 
 /// One end of a simulated link.
 #[derive(Debug)]
 pub(crate) struct SimLink {
     inner: InProcLink,
     local_clock: Clock,
+    /// The plane the link serves (`CommPlane as usize`).
+    plane: usize,
     /// Transfers this end sent, arriving at the peer (the peer pops them).
     outgoing: Arrivals,
     /// Transfers the peer sent to this end.
@@ -39,12 +63,14 @@ impl SimLink {
     pub(crate) fn new(
         inner: InProcLink,
         local_clock: Clock,
+        plane: CommPlane,
         (outgoing, incoming): (Arrivals, Arrivals),
         (outgoing_ctl, incoming_ctl): (Arrivals, Arrivals),
     ) -> Self {
         SimLink {
             inner,
             local_clock,
+            plane: plane as usize,
             outgoing,
             incoming,
             outgoing_ctl,
@@ -56,9 +82,13 @@ impl SimLink {
 }
 
 impl SimLink {
+    fn now(&self) -> std::sync::MutexGuard<'_, Stamp> {
+        self.local_clock.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn arrive(&self, from: &Arrivals) {
         if let Some(t) = from.lock().unwrap_or_else(|p| p.into_inner()).pop_front() {
-            self.local_clock.fetch_max(t, Ordering::Relaxed);
+            self.now().merge(t);
         }
     }
 }
@@ -83,7 +113,9 @@ impl Link for SimLink {
                 LinkOp::TxAsync { .. } | LinkOp::TxWithReduce { .. } => {
                     self.bytes.fetch_add(op.bytes() as u64, Ordering::Relaxed);
                     self.transfers.fetch_add(1, Ordering::Relaxed);
-                    let t = self.local_clock.load(Ordering::Relaxed) + 1;
+                    let mut t = *self.now();
+                    t.total += 1;
+                    t.planes[self.plane] += 1;
                     self.outgoing
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
@@ -91,7 +123,7 @@ impl Link for SimLink {
                 }
                 LinkOp::RxWaitDone => self.arrive(&self.incoming),
                 LinkOp::TxAck => {
-                    let t = self.local_clock.load(Ordering::Relaxed);
+                    let t = *self.now();
                     self.outgoing_ctl
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())

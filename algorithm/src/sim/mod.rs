@@ -31,9 +31,9 @@ use hccl_platform::{
     DataType, Device, DeviceConfig, DeviceMem, HcclError, LinkHandle, MemKind, Notify, OpLabel,
     ReduceOp, Stream,
 };
-use link::{Arrivals, Clock, SimLink};
+use link::{Arrivals, Clock, SimLink, Stamp};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// What to simulate.
@@ -96,6 +96,20 @@ impl SimSpec {
         }
     }
 
+    /// The same op on hosts of the given sizes: host 0 holds the first
+    /// `sizes[0]` ranks, host 1 the next `sizes[1]`, and so on (the ops'
+    /// rank count becomes the sum).
+    pub fn on_hosts(self, sizes: &[u32]) -> Self {
+        SimSpec {
+            rank_to_server: sizes
+                .iter()
+                .enumerate()
+                .flat_map(|(h, &n)| std::iter::repeat_n(h as u32, n as usize))
+                .collect(),
+            ..self
+        }
+    }
+
     /// Number of ranks.
     pub fn ranks(&self) -> u32 {
         self.rank_to_server.len() as u32
@@ -118,6 +132,12 @@ pub struct SimReport {
     pub link_transfers: BTreeMap<(u32, u32), u64>,
     /// Bytes sent per plane (`CommPlane as usize`).
     pub plane_bytes: [u64; CommPlane::COUNT],
+    /// Most bytes any one rank sent on each plane (the β volume per level).
+    pub plane_max_rank_bytes: [u64; CommPlane::COUNT],
+    /// How many of the critical path's `steps` went over each plane (the
+    /// α count per level). Where several chains are equally long, the one
+    /// reaching the lowest rank is reported.
+    pub plane_steps: [u64; CommPlane::COUNT],
     /// Most bytes any one rank sent (the β count's volume).
     pub max_rank_bytes_sent: u64,
     /// Bytes reduced by local reduce tasks, all ranks.
@@ -430,7 +450,7 @@ pub fn simulate(
             waker: device.waker(),
         });
         mems.push((ccl_in, ccl_out, scratch));
-        clocks.push(Arc::new(AtomicU64::new(0)));
+        clocks.push(Arc::default());
         let slaves = (0..req.stream_num)
             .map(|_| Stream::new(&device))
             .collect::<Vec<_>>();
@@ -487,12 +507,14 @@ pub fn simulate(
                                 Arc::new(SimLink::new(
                                     x,
                                     clocks[key.0 as usize].clone(),
+                                    planes[pi],
                                     (lo_to_hi.clone(), hi_to_lo.clone()),
                                     (ctl_lo_to_hi.clone(), ctl_hi_to_lo.clone()),
                                 )),
                                 Arc::new(SimLink::new(
                                     y,
                                     clocks[key.1 as usize].clone(),
+                                    planes[pi],
                                     (hi_to_lo, lo_to_hi),
                                     (ctl_hi_to_lo, ctl_lo_to_hi),
                                 )),
@@ -623,17 +645,22 @@ pub fn simulate(
         }
     }
 
+    let last = clocks
+        .iter()
+        .map(|c| *c.lock().unwrap_or_else(|p| p.into_inner()))
+        .fold(Stamp::default(), |mut a, b| {
+            a.merge(b);
+            a
+        });
     let mut report = SimReport {
         ranks: p,
-        steps: clocks
-            .iter()
-            .map(|c| c.load(Ordering::Relaxed))
-            .max()
-            .unwrap_or(0),
+        steps: last.total,
+        plane_steps: last.planes,
         checked,
         ..Default::default()
     };
     let mut sent = vec![0u64; p as usize];
+    let mut plane_sent = vec![[0u64; CommPlane::COUNT]; p as usize];
     for (key, (lo, hi)) in &pairs {
         let plane = link_plane[key] as usize;
         for (from, to, l) in [(key.0, key.1, lo), (key.1, key.0, hi)] {
@@ -645,9 +672,13 @@ pub fn simulate(
             }
             report.plane_bytes[plane] += b;
             sent[from as usize] += b;
+            plane_sent[from as usize][plane] += b;
         }
     }
     report.max_rank_bytes_sent = sent.into_iter().max().unwrap_or(0);
+    for (pl, max) in report.plane_max_rank_bytes.iter_mut().enumerate() {
+        *max = plane_sent.iter().map(|s| s[pl]).max().unwrap_or(0);
+    }
     for rank in &ranks {
         let st = rank.device.stats();
         report.tasks += st.tasks;

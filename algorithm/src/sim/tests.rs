@@ -520,3 +520,41 @@ fn forced_executor_for_another_op_is_an_error() {
         assert!(e.to_string().contains(&want), "{name}: {e}");
     }
 }
+
+/// Uneven two-level topologies (host sizes) every hierarchical executor
+/// must handle.
+const HOSTS: &[&[u32]] = &[
+    &[2, 3],
+    &[1, 4],
+    &[3, 3, 2],
+    &[4, 4],
+    &[1, 1, 1],
+    &[5, 2, 7],
+    &[2, 2],
+    &[3],
+    &[1, 2, 1, 3],
+];
+
+#[test]
+fn hierarchical_executors_on_uneven_hosts() {
+    for (name, op, _) in crate::executor::hier_executors() {
+        for &hosts in HOSTS {
+            let p: u32 = hosts.iter().sum();
+            for count in [
+                0u64,
+                1,
+                7,
+                (p as u64).saturating_sub(1),
+                p as u64 + 3,
+                300,
+                1025,
+            ] {
+                let spec =
+                    SimSpec::op(op, p, count, DataType::Int32, ReduceOp::Sum).on_hosts(hosts);
+                let r = simulate(registry(), &name, &spec)
+                    .unwrap_or_else(|e| panic!("{name} hosts={hosts:?} count={count}: {e}"));
+                assert!(r.checked || count == 0, "{name} {hosts:?}: not checked");
+            }
+        }
+    }
+}

@@ -24,6 +24,16 @@ pub struct RingAllGather {
 impl RingAllGather {
     /// Enqueues the allgather on `stream` over `comm`'s ring links.
     pub fn run(&self, stream: &Stream, comm: &SubCommInfo) -> Result<()> {
+        for s in 0..(comm.local_rank_size as usize).saturating_sub(1) {
+            self.step(stream, comm, s)?;
+        }
+        Ok(())
+    }
+
+    /// Enqueues step `s` (of p−1) alone, for executors that interleave the
+    /// ring with other work: afterwards the slice of sub-comm rank
+    /// (r−s−1) mod p has arrived.
+    pub fn step(&self, stream: &Stream, comm: &SubCommInfo, s: usize) -> Result<()> {
         let p = comm.local_rank_size as usize;
         let r = comm.local_rank as usize;
         if p <= 1 {
@@ -31,27 +41,25 @@ impl RingAllGather {
         }
         let left = comm.link(((r + p - 1) % p) as u32)?;
         let right = comm.link(((r + 1) % p) as u32)?;
-        for s in 0..p - 1 {
-            stream.set_step((p - 1 + s) as u32);
-            let tx = self.slices[(r + p - s) % p];
-            let rx = self.slices[(r + 2 * p - s - 1) % p];
-            left.tx_ack(stream)?;
-            right.rx_ack(stream)?;
-            right.tx_async(
-                self.output_kind,
-                self.output_base + tx.offset,
-                &self.output.range(tx.offset, tx.len)?,
-                stream,
-            )?;
-            left.rx_async(
-                self.output_kind,
-                self.output_base + rx.offset,
-                &self.output.range(rx.offset, rx.len)?,
-                stream,
-            )?;
-            left.rx_wait_done(stream)?;
-            right.tx_wait_done(stream)?;
-        }
+        stream.set_step((p - 1 + s) as u32);
+        let tx = self.slices[(r + p - s) % p];
+        let rx = self.slices[(r + 2 * p - s - 1) % p];
+        left.tx_ack(stream)?;
+        right.rx_ack(stream)?;
+        right.tx_async(
+            self.output_kind,
+            self.output_base + tx.offset,
+            &self.output.range(tx.offset, tx.len)?,
+            stream,
+        )?;
+        left.rx_async(
+            self.output_kind,
+            self.output_base + rx.offset,
+            &self.output.range(rx.offset, rx.len)?,
+            stream,
+        )?;
+        left.rx_wait_done(stream)?;
+        right.tx_wait_done(stream)?;
         Ok(())
     }
 }

@@ -32,6 +32,16 @@ pub struct RingReduceScatter {
 impl RingReduceScatter {
     /// Enqueues the reduce-scatter on `stream` over `comm`'s ring links.
     pub fn run(&self, stream: &Stream, comm: &SubCommInfo) -> Result<()> {
+        for s in 0..(comm.local_rank_size as usize).saturating_sub(1) {
+            self.step(stream, comm, s)?;
+        }
+        Ok(())
+    }
+
+    /// Enqueues step `s` (of p−1) alone, for executors that interleave the
+    /// ring with other work: it sends slice (r−s−1) mod p and reduces the
+    /// arriving partial of slice (r−s−2) mod p into `input`.
+    pub fn step(&self, stream: &Stream, comm: &SubCommInfo, s: usize) -> Result<()> {
         let p = comm.local_rank_size as usize;
         let r = comm.local_rank as usize;
         if p <= 1 {
@@ -39,35 +49,33 @@ impl RingReduceScatter {
         }
         let left = comm.link(((r + p - 1) % p) as u32)?;
         let right = comm.link(((r + 1) % p) as u32)?;
-        for s in 0..p - 1 {
-            stream.set_step(s as u32);
-            let tx = self.slices[(r + 2 * p - s - 1) % p];
-            let rx = self.slices[(r + 2 * p - s - 2) % p];
-            left.tx_ack(stream)?;
-            right.rx_ack(stream)?;
-            right.tx_async(
-                self.output_kind,
-                self.output_base + tx.offset,
-                &self.input.range(tx.offset, tx.len)?,
-                stream,
-            )?;
-            let landing = self.output.range(rx.offset, rx.len)?;
-            left.rx_async(
-                self.output_kind,
-                self.output_base + rx.offset,
+        stream.set_step(s as u32);
+        let tx = self.slices[(r + 2 * p - s - 1) % p];
+        let rx = self.slices[(r + 2 * p - s - 2) % p];
+        left.tx_ack(stream)?;
+        right.rx_ack(stream)?;
+        right.tx_async(
+            self.output_kind,
+            self.output_base + tx.offset,
+            &self.input.range(tx.offset, tx.len)?,
+            stream,
+        )?;
+        let landing = self.output.range(rx.offset, rx.len)?;
+        left.rx_async(
+            self.output_kind,
+            self.output_base + rx.offset,
+            &landing,
+            stream,
+        )?;
+        left.rx_wait_done(stream)?;
+        right.tx_wait_done(stream)?;
+        if rx.len > 0 {
+            stream.reduce_async(
+                &self.input.range(rx.offset, rx.len)?,
                 &landing,
-                stream,
+                self.dtype,
+                self.op,
             )?;
-            left.rx_wait_done(stream)?;
-            right.tx_wait_done(stream)?;
-            if rx.len > 0 {
-                stream.reduce_async(
-                    &self.input.range(rx.offset, rx.len)?,
-                    &landing,
-                    self.dtype,
-                    self.op,
-                )?;
-            }
         }
         Ok(())
     }

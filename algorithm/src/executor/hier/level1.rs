@@ -1,0 +1,118 @@
+//! Level-1 (inter-host) allreduce algorithms of the hierarchical executors,
+//! chosen by name.
+//!
+//! A two-level executor is built with one [`Level1Algorithm`]; the built-in
+//! ones are ring and RHD (`H-D_R`). Another crate (or branch) adds its own,
+//! e.g. NHR or NB, by implementing the trait and registering the executors
+//! that use it with [`super::register_level1`].
+
+use crate::cost::{terms, Algo};
+use crate::executor::all_reduce_rhd::rhd_all_reduce;
+use crate::executor::all_reduce_ring::ring_all_reduce;
+use crate::executor::rhd::partners;
+use crate::op::OpType;
+use crate::topo::SubCommInfo;
+use hccl_platform::{DataType, DeviceMem, MemKind, ReduceOp, Result, Stream};
+use std::sync::Arc;
+
+/// An allreduce among the ranks of one level-1 group.
+pub trait Level1Algorithm: Send + Sync + std::fmt::Debug {
+    /// The name `HCCL_ALGO` gives it on level 1 (`ring`, `H-D_R`, `NHR`, ...).
+    fn algo_name(&self) -> &'static str;
+
+    /// What executor names using it end with before `Executor`: empty for
+    /// ring (the default), else e.g. `RHD`, `NHR`.
+    fn suffix(&self) -> &'static str;
+
+    /// The sub-comm ranks that sub-comm rank `r` of `n` exchanges data with.
+    fn peers(&self, r: u32, n: u32) -> Vec<u32>;
+
+    /// Enqueues an allreduce among `comm` of `data` = (input, output,
+    /// base): `input` is this rank's CCL input at byte `base` (the same
+    /// place on every member); `output` is the CCL output at `base`, as
+    /// long as `input`, which peers may write into. The result must end in
+    /// `output`.
+    fn all_reduce(
+        &self,
+        stream: &Stream,
+        comm: &SubCommInfo,
+        data: (&DeviceMem, &DeviceMem, usize),
+        how: (DataType, ReduceOp),
+    ) -> Result<()>;
+
+    /// The cost model's (steps, bytes the busiest rank sends, bytes it
+    /// reduces) of one such allreduce of `bytes` bytes on `n` ranks.
+    fn terms(&self, n: u32, bytes: u64) -> (f64, f64, f64);
+}
+
+/// Level-1 ring: reduce-scatter then allgather around the group.
+#[derive(Debug)]
+pub struct RingLevel1;
+
+impl Level1Algorithm for RingLevel1 {
+    fn algo_name(&self) -> &'static str {
+        "ring"
+    }
+    fn suffix(&self) -> &'static str {
+        ""
+    }
+    fn peers(&self, r: u32, n: u32) -> Vec<u32> {
+        crate::executor::ring_peers(r, n)
+    }
+    fn all_reduce(
+        &self,
+        stream: &Stream,
+        comm: &SubCommInfo,
+        (input, output, base): (&DeviceMem, &DeviceMem, usize),
+        how: (DataType, ReduceOp),
+    ) -> Result<()> {
+        ring_all_reduce(
+            stream,
+            comm,
+            (input, output),
+            (MemKind::CclOutput, base),
+            how,
+        )
+    }
+    fn terms(&self, n: u32, bytes: u64) -> (f64, f64, f64) {
+        terms(Algo::Ring, OpType::AllReduce, n, bytes).unwrap_or_default()
+    }
+}
+
+/// Level-1 recursive halving/doubling (HCCL's `H-D_R`), for any group size.
+#[derive(Debug)]
+pub struct RhdLevel1;
+
+impl Level1Algorithm for RhdLevel1 {
+    fn algo_name(&self) -> &'static str {
+        "H-D_R"
+    }
+    fn suffix(&self) -> &'static str {
+        "RHD"
+    }
+    fn peers(&self, r: u32, n: u32) -> Vec<u32> {
+        partners(r, n)
+    }
+    fn all_reduce(
+        &self,
+        stream: &Stream,
+        comm: &SubCommInfo,
+        (input, output, base): (&DeviceMem, &DeviceMem, usize),
+        how: (DataType, ReduceOp),
+    ) -> Result<()> {
+        rhd_all_reduce(stream, comm, (input, output, base), how)?;
+        // RHD leaves the result in its working buffer
+        if !input.is_empty() {
+            stream.memcpy_async(output, input)?;
+        }
+        Ok(())
+    }
+    fn terms(&self, n: u32, bytes: u64) -> (f64, f64, f64) {
+        terms(Algo::Rhd, OpType::AllReduce, n, bytes).unwrap_or_default()
+    }
+}
+
+/// The built-in level-1 algorithms.
+pub fn builtin_level1() -> Vec<Arc<dyn Level1Algorithm>> {
+    vec![Arc::new(RingLevel1), Arc::new(RhdLevel1)]
+}

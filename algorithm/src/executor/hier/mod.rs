@@ -1,0 +1,141 @@
+//! Hierarchical executors: ops over hosts (level 0, intra-host) and the
+//! ranks that correspond across hosts (level 1, inter-host), for any host
+//! sizes, uneven ones included.
+//!
+//! - **TwoLevel** (HCCL's hierarchical executors): AllReduce = level-0
+//!   reduce-scatter → level-1 allreduce (a [`Level1Algorithm`]: ring,
+//!   RHD, or one registered later) → level-0 allgather; ReduceScatter =
+//!   level-0 reduce-scatter → level-1 ring reduce-scatter; AllGather =
+//!   level-1 ring allgather → level-0 allgather. Data is cut into as many
+//!   parts as the largest host has ranks; on a smaller host a rank owns
+//!   several parts and joins several level-1 groups (see `hosts.rs`).
+//! - **AHC** (seed 002 §3.9): AllReduce and ReduceScatter with the data
+//!   cut into LCM(host sizes) parts, so every rank owns the same share,
+//!   and the cross-host step between the "logical same-index" owners of
+//!   each run of parts.
+//! - **Pipeline** (seed 002 §3.10): the level-1 ring runs on the master
+//!   stream while a slave stream moves what each step delivered (or what
+//!   the next step needs) within the host.
+
+pub(crate) mod hosts;
+mod level1;
+mod pipeline;
+mod two_level;
+
+pub use level1::{builtin_level1, Level1Algorithm, RhdLevel1, RingLevel1};
+pub use pipeline::PipelineExecutor;
+pub use two_level::{HierExecutor, HierKind};
+
+use super::{CollExecutor, ExecutorFactory, ExecutorRegistry};
+use crate::op::OpType;
+use crate::topo::TopoInfo;
+use hccl_platform::Result;
+use std::sync::Arc;
+
+/// The op as executor names spell it (`AllReduce`, ...).
+fn op_prefix(op: OpType) -> &'static str {
+    match op {
+        OpType::AllReduce => "AllReduce",
+        OpType::AllGather => "AllGather",
+        OpType::ReduceScatter => "ReduceScatter",
+        OpType::Broadcast => "Broadcast",
+        OpType::Reduce => "Reduce",
+        OpType::Scatter => "Scatter",
+        OpType::Gather => "Gather",
+        OpType::AllToAll => "AllToAll",
+        OpType::AllToAllV => "AllToAllV",
+        OpType::AllGatherV => "AllGatherV",
+        OpType::ReduceScatterV => "ReduceScatterV",
+        OpType::Send => "Send",
+        OpType::Receive => "Receive",
+    }
+}
+
+/// The registered name of the `kind` executor for `op` with the level-1
+/// algorithm whose name suffix is `suffix` (empty for ring): e.g.
+/// `AllReduceTwoLevelExecutor`, `AllReduceTwoLevelRHDExecutor`,
+/// `ReduceScatterAHCExecutor`, `AllGatherPipelineExecutor`.
+pub fn hier_name(kind: HierKind, op: OpType, suffix: &str) -> String {
+    let kind = match kind {
+        HierKind::TwoLevel => "TwoLevel",
+        HierKind::Ahc => "AHC",
+        HierKind::Pipeline => "Pipeline",
+    };
+    format!("{}{kind}{suffix}Executor", op_prefix(op))
+}
+
+/// The (kind, op) pairs that take a level-1 allreduce algorithm.
+const WITH_LEVEL1: &[(HierKind, OpType)] = &[
+    (HierKind::TwoLevel, OpType::AllReduce),
+    (HierKind::Ahc, OpType::AllReduce),
+];
+
+/// The (kind, op) pairs whose level 1 is always a ring.
+const RING_ONLY: &[(HierKind, OpType)] = &[
+    (HierKind::TwoLevel, OpType::AllGather),
+    (HierKind::TwoLevel, OpType::ReduceScatter),
+    (HierKind::Ahc, OpType::ReduceScatter),
+    (HierKind::Pipeline, OpType::AllReduce),
+    (HierKind::Pipeline, OpType::AllGather),
+    (HierKind::Pipeline, OpType::ReduceScatter),
+];
+
+/// Registers the hierarchical executors that use `level1` for their
+/// inter-host allreduce (AllReduce TwoLevel and AHC), under
+/// [`hier_name`]`(kind, op, level1.suffix())`. This is how a level-1
+/// algorithm written elsewhere (NHR, NB) plugs in; `HCCL_ALGO`'s
+/// `level1:<algo_name>` then selects them on multi-host communicators.
+pub fn register_level1(
+    registry: &ExecutorRegistry,
+    level1: Arc<dyn Level1Algorithm>,
+) -> Result<()> {
+    for &(kind, op) in WITH_LEVEL1 {
+        let name = hier_name(kind, op, level1.suffix());
+        let (l1, n) = (level1.clone(), name.clone());
+        let f: ExecutorFactory = Arc::new(move |t: &TopoInfo| {
+            Box::new(HierExecutor::new(&n, op, kind, l1.clone(), t)) as Box<dyn CollExecutor>
+        });
+        registry.register(&name, f)?;
+    }
+    Ok(())
+}
+
+/// Registers every built-in hierarchical executor.
+pub(crate) fn register_builtins(registry: &ExecutorRegistry) -> Result<()> {
+    for l1 in builtin_level1() {
+        register_level1(registry, l1)?;
+    }
+    for &(kind, op) in RING_ONLY {
+        let name = hier_name(kind, op, "");
+        let n = name.clone();
+        let f: ExecutorFactory = match kind {
+            HierKind::Pipeline => Arc::new(move |t: &TopoInfo| {
+                Box::new(PipelineExecutor::new(&n, op, t)) as Box<dyn CollExecutor>
+            }),
+            _ => Arc::new(move |t: &TopoInfo| {
+                Box::new(HierExecutor::new(&n, op, kind, Arc::new(RingLevel1), t))
+                    as Box<dyn CollExecutor>
+            }),
+        };
+        registry.register(&name, f)?;
+    }
+    Ok(())
+}
+
+/// Every built-in hierarchical executor: (name, op, kind).
+pub fn hier_executors() -> Vec<(String, OpType, HierKind)> {
+    let mut v: Vec<(String, OpType, HierKind)> = builtin_level1()
+        .iter()
+        .flat_map(|l1| {
+            WITH_LEVEL1
+                .iter()
+                .map(move |&(k, op)| (hier_name(k, op, l1.suffix()), op, k))
+        })
+        .collect();
+    v.extend(
+        RING_ONLY
+            .iter()
+            .map(|&(k, op)| (hier_name(k, op, ""), op, k)),
+    );
+    v
+}
