@@ -56,6 +56,16 @@ pub fn executor_name(algo: Algo, op: OpType) -> Option<&'static str> {
         (Algo::Rhd, OpType::ReduceScatter) => "ReduceScatterRHDExecutor",
         (Algo::Rhd, OpType::Broadcast) => "BroadcastRHDExecutor",
         (Algo::Rhd, OpType::Reduce) => "ReduceRHDExecutor",
+        (Algo::Nhr, OpType::AllReduce) => "AllReduceNHRExecutor",
+        (Algo::Nhr, OpType::AllGather) => "AllGatherNHRExecutor",
+        (Algo::Nhr, OpType::ReduceScatter) => "ReduceScatterNHRExecutor",
+        (Algo::Nhr, OpType::Broadcast) => "BroadcastNHRExecutor",
+        (Algo::Nhr, OpType::Scatter) => "ScatterNHRExecutor",
+        (Algo::Nb, OpType::AllReduce) => "AllReduceNBExecutor",
+        (Algo::Nb, OpType::AllGather) => "AllGatherNBExecutor",
+        (Algo::Nb, OpType::ReduceScatter) => "ReduceScatterNBExecutor",
+        (Algo::Nb, OpType::Broadcast) => "BroadcastNBExecutor",
+        (Algo::Nb, OpType::Scatter) => "ScatterNBExecutor",
         _ => return None,
     })
 }
@@ -159,6 +169,9 @@ impl Selector {
                 "H-D_R" => Some(Algo::Rhd),
                 "pairwise" => Some(Algo::PairWise),
                 "star" => Some(Algo::Star),
+                // HCCL's NHR_V1 is an older NHR: the same algorithm here
+                "NHR" | "NHR_V1" => Some(Algo::Nhr),
+                "NB" => Some(Algo::Nb),
                 _ => None,
             };
             let level = if multi_server { "level1" } else { "level0" };
@@ -171,9 +184,16 @@ impl Selector {
         } else {
             let mut best: Option<(f64, Algo)> = None;
             let mut considered = Vec::new();
-            // Star after Mesh: for the rooted ops they cost the same in the
-            // model, and a tie keeps the first
-            for algo in [Algo::Ring, Algo::Mesh, Algo::Rhd, Algo::Star] {
+            // Star after Mesh and NB after NHR: they cost the same in the
+            // model, and a tie keeps the first (so does Ring over NHR at p = 2, 3)
+            for algo in [
+                Algo::Ring,
+                Algo::Mesh,
+                Algo::Rhd,
+                Algo::Star,
+                Algo::Nhr,
+                Algo::Nb,
+            ] {
                 if executor_name(algo, op).is_none() {
                     continue;
                 }
@@ -366,6 +386,77 @@ mod tests {
         assert!(!flat.contains("TwoLevel"), "{flat}");
         let e = pick_on("level1:AHC", OpType::AllGather, two).unwrap_err();
         assert!(e.to_string().contains("'AHC' for allgather"), "{e}");
+    }
+
+    /// NHR wins where the model says so: large allreduces on rank counts
+    /// where ring needs p−1 steps and RHD folds; at p = 2, 3 ring (first
+    /// in the tie) keeps it, and NB, costed the same, never displaces NHR.
+    #[test]
+    fn the_cost_model_picks_nhr_where_it_wins() {
+        for p in [5u32, 6, 12] {
+            assert_eq!(
+                pick("", OpType::AllReduce, p, 16 << 20).unwrap(),
+                "AllReduceNHRExecutor",
+                "p={p}"
+            );
+        }
+        // p = 2 and 3: ⌈log2 p⌉ = p − 1, a tie
+        for p in [2u32, 3] {
+            assert_eq!(
+                pick("", OpType::AllReduce, p, 16 << 20).unwrap(),
+                "AllReduceRingExecutor"
+            );
+        }
+        // small allreduce: one mesh step beats 2⌈log2 p⌉
+        assert_eq!(
+            pick("", OpType::AllReduce, 6, 4).unwrap(),
+            "AllReduceMeshExecutor"
+        );
+        // the mesh moves as little in one step for these
+        for op in [OpType::AllGather, OpType::ReduceScatter, OpType::Scatter] {
+            assert!(
+                pick("", op, 6, 1 << 20).unwrap().ends_with("MeshExecutor"),
+                "{op}"
+            );
+        }
+        let d = CostParams::default();
+        for (op, n) in [
+            (OpType::AllReduce, 1u64 << 26),
+            (OpType::Broadcast, 16 << 10),
+        ] {
+            let t = |a| predict(a, op, 12, n, d.level0, d.gamma_us_per_byte).unwrap();
+            assert!(t(Algo::Nhr) < t(Algo::Ring), "{op}");
+            assert_eq!(t(Algo::Nhr), t(Algo::Nb), "{op}");
+        }
+    }
+
+    #[test]
+    fn hccl_algo_nhr_and_nb_select_their_executors() {
+        for (algo, name) in [("NHR", "NHR"), ("NHR_V1", "NHR"), ("NB", "NB")] {
+            for (op, prefix) in [
+                (OpType::AllReduce, "AllReduce"),
+                (OpType::AllGather, "AllGather"),
+                (OpType::ReduceScatter, "ReduceScatter"),
+                (OpType::Broadcast, "Broadcast"),
+                (OpType::Scatter, "Scatter"),
+            ] {
+                assert_eq!(
+                    pick(&format!("level0:{algo}"), op, 5, 100).unwrap(),
+                    format!("{prefix}{name}Executor")
+                );
+            }
+            let e = pick(&format!("level0:{algo}"), OpType::Gather, 5, 100).unwrap_err();
+            assert!(
+                e.to_string().contains(&format!(
+                    "level0 algorithm '{algo}' for gather, which hccl-rs does not implement"
+                )),
+                "{e}"
+            );
+        }
+        assert_eq!(
+            pick("allgather=level0:NB", OpType::AllGather, 7, 100).unwrap(),
+            "AllGatherNBExecutor"
+        );
     }
 
     #[test]

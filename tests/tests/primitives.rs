@@ -286,7 +286,9 @@ fn run(p: u32, executor: Option<&'static str>) {
                     .trim_end_matches("Ring")
                     .trim_end_matches("RHD")
                     .trim_end_matches("Star")
-                    .trim_end_matches("PairWise");
+                    .trim_end_matches("PairWise")
+                    .trim_end_matches("NHR")
+                    .trim_end_matches("NB");
                 Box::leak(op.to_string().into_boxed_str()) as &str
             }),
         )
@@ -385,21 +387,62 @@ fn rooted_ring_star_rhd_forced_p8() {
     rooted_ring_star_rhd_forced(8);
 }
 
+/// The NHR and NB executors, each forced, on every rank count the issue
+/// names.
+fn nhr_nb_forced(p: u32) {
+    for algo in ["NHR", "NB"] {
+        for op in [
+            "AllReduce",
+            "AllGather",
+            "ReduceScatter",
+            "Broadcast",
+            "Scatter",
+        ] {
+            let name = format!("{op}{algo}Executor");
+            run(p, Some(Box::leak(name.into_boxed_str())));
+        }
+    }
+}
+
+#[test]
+fn nhr_nb_forced_p2() {
+    nhr_nb_forced(2);
+}
+#[test]
+fn nhr_nb_forced_p3() {
+    nhr_nb_forced(3);
+}
+#[test]
+fn nhr_nb_forced_p4() {
+    nhr_nb_forced(4);
+}
+#[test]
+fn nhr_nb_forced_p5() {
+    nhr_nb_forced(5);
+}
+#[test]
+fn nhr_nb_forced_p8() {
+    nhr_nb_forced(8);
+}
+
 #[test]
 fn a_forced_executor_for_another_op_is_a_clear_error() {
-    let comms = HcclComm::init_all_with(2, config(Some("ScatterRingExecutor"))).unwrap();
-    let s = comms[0].create_stream();
-    let m = DeviceMem::alloc(64).unwrap();
-    let e = comms[0]
-        .all_reduce_raw(&m, &m, 4, DataType::Int32, ReduceOp::Sum, &s)
-        .unwrap_err();
-    assert_eq!(e.code(), HcclResult::ENotSupport);
-    assert!(
-        e.to_string()
-            .contains("ScatterRingExecutor runs scatter, not allreduce"),
-        "{e}"
-    );
-    assert!(s.query(), "nothing enqueued");
+    for (name, op) in [
+        ("ScatterRingExecutor", "scatter"),
+        ("AllGatherNHRExecutor", "allgather"),
+        ("ScatterNBExecutor", "scatter"),
+    ] {
+        let comms = HcclComm::init_all_with(3, config(Some(name))).unwrap();
+        let s = comms[0].create_stream();
+        let m = DeviceMem::alloc(64).unwrap();
+        let e = comms[0]
+            .all_reduce_raw(&m, &m, 4, DataType::Int32, ReduceOp::Sum, &s)
+            .unwrap_err();
+        assert_eq!(e.code(), HcclResult::ENotSupport);
+        let want = format!("{name} runs {op}, not allreduce");
+        assert!(e.to_string().contains(&want), "{e}");
+        assert!(s.query(), "nothing enqueued");
+    }
 }
 
 #[test]

@@ -6,6 +6,8 @@ mod broadcast_ring;
 mod flat_request;
 pub(crate) mod hier;
 mod mesh;
+mod nonuniform;
+mod nonuniform_ops;
 mod op_base_loop;
 mod registry;
 pub(crate) mod rhd;
@@ -23,6 +25,7 @@ pub use hier::{
     Level1Algorithm, PipelineExecutor, RhdLevel1, RingLevel1,
 };
 pub use mesh::{MeshExecutor, MESH_EXECUTORS, PAIRWISE_EXECUTORS, STAR_EXECUTORS};
+pub use nonuniform_ops::{NonuniformExecutor, NB_EXECUTORS, NHR_EXECUTORS};
 pub use op_base_loop::{copy_through, round_capacity, run_op_base_loop, Chunk};
 pub use registry::{registry, ExecutorFactory, ExecutorRegistry};
 pub use rhd_ops::{RhdExecutor, RHD_EXECUTORS};

@@ -74,7 +74,7 @@ impl ExecutorRegistry {
         }
         // table-driven executors: one type serving several ops
         type Make = fn(&'static str, OpType, &TopoInfo) -> Box<dyn CollExecutor>;
-        let tables: [(&[(&'static str, OpType)], Make); 5] = [
+        let tables: [(&[(&'static str, OpType)], Make); 7] = [
             (super::PAIRWISE_EXECUTORS, |n, op, t| {
                 Box::new(MeshExecutor::pairwise(n, op, t))
             }),
@@ -86,6 +86,12 @@ impl ExecutorRegistry {
             }),
             (super::RHD_EXECUTORS, |n, op, t| {
                 Box::new(super::RhdExecutor::new(n, op, t))
+            }),
+            (super::NHR_EXECUTORS, |n, op, t| {
+                Box::new(super::NonuniformExecutor::nhr(n, op, t))
+            }),
+            (super::NB_EXECUTORS, |n, op, t| {
+                Box::new(super::NonuniformExecutor::nb(n, op, t))
             }),
             (MESH_EXECUTORS, |n, op, t| {
                 Box::new(MeshExecutor::new(n, op, t))
@@ -184,7 +190,7 @@ mod tests {
         assert_eq!(e.code(), hccl_platform::HcclResult::ENotFound);
         assert!(
             e.to_string().contains(
-                "known: AllGatherMeshExecutor, AllGatherPipelineExecutor, AllGatherRHDExecutor"
+                "known: AllGatherMeshExecutor, AllGatherNBExecutor, AllGatherNHRExecutor"
             ),
             "{e}"
         );

@@ -8,6 +8,10 @@ use hccl_platform::{DeviceMem, LinkHandle, MemKind, Result, Stream};
 /// buffer at `offset`.
 pub(crate) type Send<'a> = (&'a LinkHandle, &'a DeviceMem, MemKind, usize);
 
+/// One piece of a multi-piece send: `src` (local) into the peer's `kind`
+/// buffer at `offset`.
+pub(crate) type Piece = (DeviceMem, MemKind, usize);
+
 /// Enqueues one step: receive a transfer over `from` (if any) and send
 /// `send` (if any). See [`exchange`].
 pub(crate) fn step(s: &Stream, from: Option<&LinkHandle>, send: Option<Send<'_>>) -> Result<()> {
@@ -32,6 +36,34 @@ pub(crate) fn exchange(s: &Stream, from: &[&LinkHandle], sends: &[Send<'_>]) -> 
         l.rx_wait_done(s)?;
     }
     for (l, ..) in sends {
+        l.tx_wait_done(s)?;
+    }
+    Ok(())
+}
+
+/// [`step`] for data that is not contiguous: receive `n` transfers over
+/// `from` and send every piece over the send link, all under one ack, so
+/// the pieces cost one handshake and count as one step.
+pub(crate) fn step_pieces(
+    s: &Stream,
+    from: Option<(&LinkHandle, usize)>,
+    send: Option<(&LinkHandle, &[Piece])>,
+) -> Result<()> {
+    if let Some((l, _)) = from {
+        l.tx_ack(s)?;
+    }
+    if let Some((l, pieces)) = send {
+        l.rx_ack(s)?;
+        for (src, kind, off) in pieces {
+            l.tx_async(*kind, *off, src, s)?;
+        }
+    }
+    if let Some((l, n)) = from {
+        for _ in 0..n {
+            l.rx_wait_done(s)?;
+        }
+    }
+    if let Some((l, _)) = send {
         l.tx_wait_done(s)?;
     }
     Ok(())

@@ -354,8 +354,8 @@ fn check_case(name: &str, op: OpType, p: u32, count: u64, root: u32) -> SimRepor
 }
 
 #[test]
-fn rooted_ring_star_and_rhd_every_rank_count() {
-    for (name, op) in rooted_and_rhd_cases() {
+fn rooted_ring_star_rhd_and_nonuniform_every_rank_count() {
+    for (name, op) in rooted_and_rhd_cases().into_iter().chain(nonuniform_cases()) {
         for p in 1..=33u32 {
             // roots inside and (for RHD, p not a power of two) outside the core
             let mut roots = vec![0, p / 2, p - 1];
@@ -370,8 +370,8 @@ fn rooted_ring_star_and_rhd_every_rank_count() {
 }
 
 #[test]
-fn rooted_ring_star_and_rhd_every_dtype_and_op() {
-    for (name, op) in rooted_and_rhd_cases() {
+fn rooted_ring_star_rhd_and_nonuniform_every_dtype_and_op() {
+    for (name, op) in rooted_and_rhd_cases().into_iter().chain(nonuniform_cases()) {
         for dtype in DataType::ALL {
             for rop in ReduceOp::ALL {
                 let mut spec = SimSpec::op(op, 6, 333, dtype, rop);
@@ -384,8 +384,8 @@ fn rooted_ring_star_and_rhd_every_dtype_and_op() {
 }
 
 #[test]
-fn rooted_ring_star_and_rhd_run_in_rounds_with_small_ccl_buffers() {
-    for (name, op) in rooted_and_rhd_cases() {
+fn rooted_ring_star_rhd_and_nonuniform_run_in_rounds_with_small_ccl_buffers() {
+    for (name, op) in rooted_and_rhd_cases().into_iter().chain(nonuniform_cases()) {
         for p in [3u32, 5, 8] {
             let mut spec = SimSpec::op(op, p, 1000, DataType::Int16, ReduceOp::Max);
             spec.root = p - 2;
@@ -508,7 +508,7 @@ fn ring_scatter_and_gather_take_p_minus_1_steps_over_ring_links() {
 
 #[test]
 fn forced_executor_for_another_op_is_an_error() {
-    for (name, op) in rooted_and_rhd_cases() {
+    for (name, op) in rooted_and_rhd_cases().into_iter().chain(nonuniform_cases()) {
         let other = if op == OpType::Gather {
             OpType::AllReduce
         } else {
@@ -554,6 +554,110 @@ fn hierarchical_executors_on_uneven_hosts() {
                 let r = simulate(registry(), &name, &spec)
                     .unwrap_or_else(|e| panic!("{name} hosts={hosts:?} count={count}: {e}"));
                 assert!(r.checked || count == 0, "{name} {hosts:?}: not checked");
+            }
+        }
+    }
+}
+
+/// The NHR and NB executors (issue 3's third batch).
+fn nonuniform_cases() -> Vec<(&'static str, OpType)> {
+    crate::executor::NHR_EXECUTORS
+        .iter()
+        .chain(crate::executor::NB_EXECUTORS)
+        .copied()
+        .collect()
+}
+
+fn rooted(op: OpType) -> bool {
+    matches!(op, OpType::Broadcast | OpType::Scatter)
+}
+
+/// ⌈log2 p⌉.
+fn ceil_log2(p: u32) -> u64 {
+    (32 - (p - 1).leading_zeros()) as u64
+}
+
+#[test]
+fn nhr_and_nb_at_scale() {
+    for (name, op) in nonuniform_cases() {
+        // allgather and reduce-scatter move p² blocks: few elements at scale
+        for (p, counts) in [
+            (64u32, &[5u64, 1001][..]),
+            (127, &[5, 1001]),
+            (128, &[5, 1001]),
+            (1000, &[3]),
+        ] {
+            for &count in counts {
+                let roots: &[u32] = if rooted(op) { &[0, 1, p - 1] } else { &[0] };
+                for &root in roots {
+                    check_case(name, op, p, count, root);
+                }
+            }
+        }
+    }
+}
+
+/// Longest path of the scatter trees: a block at offset d from the root
+/// takes one hop per set bit of d (both families decompose d in binary).
+fn scatter_depth(p: u32) -> u64 {
+    (1..p).map(|d| d.count_ones() as u64).max().unwrap_or(0)
+}
+
+/// ⌈log2 p⌉ steps per phase on the critical path; the rooted ops' trees
+/// are as deep as their longest block path, and the root sends once per
+/// step (to a different peer each time).
+#[test]
+fn nhr_and_nb_step_counts() {
+    for (name, op) in nonuniform_cases() {
+        for p in (2..=33u32).chain([64, 127, 128, 1000]) {
+            let k = ceil_log2(p);
+            // enough elements that no block is empty, few enough to be quick
+            let count = match op {
+                OpType::AllReduce | OpType::Broadcast => 32 * p as u64,
+                _ => 2,
+            };
+            let roots: &[u32] = if rooted(op) { &[0, p / 3, p - 1] } else { &[0] };
+            for &root in roots {
+                let r = check_case(name, op, p, count, root);
+                let want = match op {
+                    OpType::AllReduce => 2 * k,
+                    OpType::Broadcast => k + scatter_depth(p),
+                    OpType::Scatter => scatter_depth(p),
+                    _ => k,
+                };
+                assert_eq!(r.steps, want, "{name} p={p} root={root}");
+                if op == OpType::Scatter {
+                    // one sequential send per step from the root
+                    let from_root = r.link_bytes.keys().filter(|(f, _)| *f == root).count();
+                    assert_eq!(from_root as u64, k, "{name} p={p} root={root}");
+                }
+                if p.is_power_of_two() {
+                    let per_phase = if matches!(op, OpType::AllReduce | OpType::Broadcast) {
+                        2 * k
+                    } else {
+                        k
+                    };
+                    assert_eq!(r.steps, per_phase, "{name} p={p}");
+                }
+            }
+        }
+    }
+}
+
+/// NHR talks to ranks at distances 2^k only, NB likewise; every rank
+/// sends the optimum (p−1)/p of an allreduce phase's data.
+#[test]
+fn nhr_and_nb_use_power_of_two_distances() {
+    for (name, op) in nonuniform_cases() {
+        for p in [5u32, 12, 33] {
+            let r = check_case(name, op, p, 64 * p as u64, 1);
+            for &(from, to) in r.link_bytes.keys() {
+                let d = (to + p - from) % p;
+                let back = p - d;
+                assert!(
+                    d.is_power_of_two() || back.is_power_of_two(),
+                    "{name} p={p}: {from}->{to}"
+                );
             }
         }
     }

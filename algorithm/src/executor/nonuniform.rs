@@ -1,0 +1,324 @@
+//! Building blocks of the NHR and NB executors (seed 002 §3.7, §3.8): a
+//! reduce-scatter in ⌈log2 p⌉ steps for any rank count p, its mirror
+//! allgather, and the scatter that follows the reduce-scatter's trees
+//! backwards from a root.
+//!
+//! The data is cut into p blocks, block b ending at rank b. Every step k is
+//! a ring at distance δ: rank x sends to x + δ and receives from x − δ
+//! (mod p), so a rank talks to at most 2⌈log2 p⌉ peers whatever the root.
+//! What a rank sends at a step is decided by each block's offset from the
+//! sender, d = (b − x) mod p:
+//!
+//! - **NHR** (nonuniform hierarchical ring) halves the distance,
+//!   δ = 2^(K−1), …, 2, 1, and sends the window of offsets [δ, δ + c) with
+//!   c = min(δ, p − δ): afterwards the rank keeps offsets [0, δ). Windows
+//!   are contiguous (at most one wrap), the slicing is nonuniform when p is
+//!   not a power of two (p = 5: 1, 2, 1 blocks), and every block's path
+//!   from rank x is the binary expansion of d: a spanning tree per block.
+//! - **NB** (nonuniform Bruck) doubles the distance, δ = 2^k, and sends the
+//!   offsets whose lowest set bit is k: ⌊(p − 1 + 2^k) / 2^(k+1)⌋ blocks
+//!   at step k (the seed's volume rule; they sum to p − 1 for any p),
+//!   strided in memory.
+//!
+//! Either way each rank sends p − 1 blocks in total, the optimum. The
+//! allgather runs the reduce-scatter's steps backwards with every transfer
+//! reversed (the transpose of a valid reduce-scatter is a valid allgather),
+//! so it sends exactly what the reduce-scatter received.
+
+use super::rhd::{reduce, Groups};
+use super::transfer::{step_pieces, Piece};
+use crate::topo::SubCommInfo;
+use hccl_platform::{DataType, DeviceMem, MemKind, ReduceOp, Result, Stream};
+
+/// Which nonuniform algorithm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Family {
+    /// Distance halving, contiguous windows.
+    Nhr,
+    /// Distance doubling, blocks by lowest set bit of their offset.
+    Nb,
+}
+
+/// ⌈log2 p⌉: the number of steps of one reduce-scatter or allgather.
+pub(super) fn steps(p: u32) -> u32 {
+    if p <= 1 {
+        0
+    } else {
+        32 - (p - 1).leading_zeros()
+    }
+}
+
+/// Every peer rank `r` of `p` talks to: x ± 2^k for k < ⌈log2 p⌉.
+pub(super) fn peers(r: u32, p: u32) -> Vec<u32> {
+    let mut v: Vec<u32> = (0..steps(p))
+        .flat_map(|k| {
+            let d = (1u32 << k) % p;
+            [(r + d) % p, (r + p - d) % p]
+        })
+        .filter(|&q| q != r)
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+impl Family {
+    /// The ring distance of reduce-scatter step `k` (of `steps(p)`).
+    pub(super) fn delta(self, k: u32, p: u32) -> u32 {
+        match self {
+            Family::Nhr => 1 << (steps(p) - 1 - k),
+            Family::Nb => 1 << k,
+        }
+    }
+
+    /// Whether, at reduce-scatter step `k`, a rank sends its partial of the
+    /// block at offset `d` (from itself) on to the rank δ ahead.
+    pub(super) fn sends(self, k: u32, p: u32, d: u32) -> bool {
+        let delta = self.delta(k, p);
+        match self {
+            Family::Nhr => d >= delta && d < delta + delta.min(p - delta),
+            Family::Nb => d != 0 && d.trailing_zeros() == k,
+        }
+    }
+
+    /// Blocks rank `x` sends (to x + δ) and receives (from x − δ) at
+    /// reduce-scatter step `k`, ascending.
+    fn blocks(self, k: u32, p: u32, x: u32) -> (Vec<u32>, Vec<u32>) {
+        let delta = self.delta(k, p);
+        let from = (x + p - delta) % p;
+        let pick = |who: u32| -> Vec<u32> {
+            (0..p)
+                .filter(|&b| self.sends(k, p, (b + p - who) % p))
+                .collect()
+        };
+        (pick(x), pick(from))
+    }
+
+    /// Per reduce-scatter step, the blocks rank `x` sends and receives when
+    /// a scatter from `root` follows the reduce-scatter trees backwards:
+    /// block b travels from the root along the path the reduce-scatter
+    /// takes from the root to b, so it moves once per hop and the root
+    /// sends each other block once.
+    fn scatter_blocks(self, p: u32, root: u32, x: u32) -> Vec<(Vec<u32>, Vec<u32>)> {
+        let n = steps(p);
+        let mut out = vec![(Vec::new(), Vec::new()); n as usize];
+        for b in 0..p {
+            let mut holder = root;
+            for k in 0..n {
+                if self.sends(k, p, (b + p - holder) % p) {
+                    let next = (holder + self.delta(k, p)) % p;
+                    if holder == x {
+                        out[k as usize].0.push(b);
+                    }
+                    if next == x {
+                        out[k as usize].1.push(b);
+                    }
+                    holder = next;
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Byte ranges of `blocks` (ascending) in the layout `groups`: runs of
+/// consecutive blocks merge into one range, empty ranges are dropped (the
+/// peer computes the same list, so both sides agree on the count).
+fn ranges(groups: &Groups, blocks: &[u32]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < blocks.len() {
+        let mut j = i + 1;
+        while j < blocks.len() && blocks[j] == blocks[j - 1] + 1 {
+            j += 1;
+        }
+        let (off, len) = groups.range(blocks[i], blocks[j - 1] + 1);
+        if len > 0 {
+            out.push((off, len));
+        }
+        i = j;
+    }
+    out
+}
+
+/// One step of a plan: the ring distance, whether data flows to x + δ
+/// (reduce-scatter, scatter) or to x − δ (allgather), the blocks sent and
+/// the blocks received.
+type PlanStep = (u32, bool, Vec<u32>, Vec<u32>);
+
+/// Enqueues `plan` on steps `first..`: each step sends its blocks of `w`
+/// into the peer's `kind` buffer (same offsets) and receives its blocks
+/// from the other side; `after` gets the byte ranges that arrived.
+#[allow(clippy::too_many_arguments)]
+fn run_plan(
+    s: &Stream,
+    comm: &SubCommInfo,
+    groups: &Groups,
+    w: &DeviceMem,
+    kind: MemKind,
+    first: u32,
+    plan: impl Iterator<Item = PlanStep>,
+    mut after: impl FnMut(&[(usize, usize)]) -> Result<()>,
+) -> Result<()> {
+    let (r, p) = (comm.local_rank, comm.local_rank_size);
+    for (i, (delta, forward, send, recv)) in plan.enumerate() {
+        s.set_step(first + i as u32);
+        let (ahead, behind) = ((r + delta) % p, (r + p - delta) % p);
+        let (to, from) = if forward {
+            (ahead, behind)
+        } else {
+            (behind, ahead)
+        };
+        let recv = ranges(groups, &recv);
+        let pieces = ranges(groups, &send)
+            .into_iter()
+            .map(|(off, len)| Ok((w.range(off, len)?, kind, off)))
+            .collect::<Result<Vec<Piece>>>()?;
+        let from = if recv.is_empty() {
+            None
+        } else {
+            Some((comm.link(from)?, recv.len()))
+        };
+        let to = if pieces.is_empty() {
+            None
+        } else {
+            Some((comm.link(to)?, &pieces[..]))
+        };
+        step_pieces(s, from, to)?;
+        after(&recv)?;
+    }
+    Ok(())
+}
+
+/// The reduce-scatter over the blocks `groups` of `w`, on steps
+/// `first..first + ⌈log2 p⌉`: partials land in the receiver's `landing`
+/// (addressed by the peer as `landing_kind`, same offsets as `w`) and are
+/// reduced into `w`. Afterwards block r of `w` is reduced over all ranks.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn reduce_scatter(
+    s: &Stream,
+    comm: &SubCommInfo,
+    fam: Family,
+    groups: &Groups,
+    w: &DeviceMem,
+    (landing, landing_kind): (&DeviceMem, MemKind),
+    (dtype, op): (DataType, ReduceOp),
+    first: u32,
+) -> Result<()> {
+    let (r, p) = (comm.local_rank, comm.local_rank_size);
+    let plan = (0..steps(p)).map(|k| {
+        let (send, recv) = fam.blocks(k, p, r);
+        (fam.delta(k, p), true, send, recv)
+    });
+    run_plan(s, comm, groups, w, landing_kind, first, plan, |got| {
+        for &(off, len) in got {
+            reduce(s, &w.range(off, len)?, &landing.range(off, len)?, dtype, op)?;
+        }
+        Ok(())
+    })
+}
+
+/// The allgather over the blocks `groups` of `w` (addressed by peers as
+/// `kind`), on steps `first..first + ⌈log2 p⌉`: rank r starts holding
+/// block r and ends holding every block.
+pub(super) fn all_gather(
+    s: &Stream,
+    comm: &SubCommInfo,
+    fam: Family,
+    groups: &Groups,
+    w: &DeviceMem,
+    kind: MemKind,
+    first: u32,
+) -> Result<()> {
+    let (r, p) = (comm.local_rank, comm.local_rank_size);
+    // the reduce-scatter backwards: send what it received, receive what it sent
+    let plan = (0..steps(p)).rev().map(|k| {
+        let (rs_send, rs_recv) = fam.blocks(k, p, r);
+        (fam.delta(k, p), false, rs_recv, rs_send)
+    });
+    run_plan(s, comm, groups, w, kind, first, plan, |_| Ok(()))
+}
+
+/// The scatter from `root` over the blocks `groups` of `w` (addressed by
+/// peers as `kind`), on steps `first..first + ⌈log2 p⌉`: the root starts
+/// holding every block, rank r ends holding (at least) block r.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn scatter(
+    s: &Stream,
+    comm: &SubCommInfo,
+    fam: Family,
+    groups: &Groups,
+    w: &DeviceMem,
+    kind: MemKind,
+    root: u32,
+    first: u32,
+) -> Result<()> {
+    let (r, p) = (comm.local_rank, comm.local_rank_size);
+    let plan = (0..)
+        .zip(fam.scatter_blocks(p, root, r))
+        .map(|(k, (send, recv))| (fam.delta(k, p), true, send, recv));
+    run_plan(s, comm, groups, w, kind, first, plan, |_| Ok(()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every block offset 1..p is sent exactly once along each block's
+    /// path, so each rank sends p − 1 blocks in total; NB follows the
+    /// seed's per-step volume rule.
+    #[test]
+    fn volumes_and_paths() {
+        for p in 2..=70u32 {
+            for fam in [Family::Nhr, Family::Nb] {
+                let n = steps(p);
+                let mut total = 0;
+                for k in 0..n {
+                    let (send, recv) = fam.blocks(k, p, 0);
+                    assert_eq!(send.len(), recv.len(), "{fam:?} p={p} k={k}");
+                    assert!(!send.is_empty(), "{fam:?} p={p} k={k}: an idle step");
+                    if fam == Family::Nb {
+                        let want = (p - 1 + (1 << k)) / (1 << (k + 1));
+                        assert_eq!(send.len() as u32, want, "NB p={p} k={k}");
+                    }
+                    total += send.len() as u32;
+                }
+                assert_eq!(total, p - 1, "{fam:?} p={p}");
+                // the path of every offset from 0 reaches it
+                for d in 1..p {
+                    let mut at = 0u32;
+                    for k in 0..n {
+                        if fam.sends(k, p, (d + p - at) % p) {
+                            at = (at + fam.delta(k, p)) % p;
+                        }
+                    }
+                    assert_eq!(at, d, "{fam:?} p={p}: offset {d} never arrives");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn peers_are_symmetric_and_few() {
+        for p in 1..=40u32 {
+            for r in 0..p {
+                let v = peers(r, p);
+                assert!(v.len() as u32 <= 2 * steps(p));
+                for q in v {
+                    assert!(peers(q, p).contains(&r), "p={p}: {r}->{q} not mirrored");
+                }
+            }
+        }
+        assert_eq!(steps(1), 0);
+        assert_eq!(steps(5), 3);
+        assert_eq!(steps(8), 3);
+        assert_eq!(steps(1000), 10);
+    }
+
+    #[test]
+    fn ranges_merge_runs_and_drop_empties() {
+        let g = Groups::from_sizes([4, 4, 0, 4]);
+        assert_eq!(ranges(&g, &[0, 1, 3]), vec![(0, 8), (8, 4)]);
+        assert_eq!(ranges(&g, &[2]), vec![]);
+    }
+}

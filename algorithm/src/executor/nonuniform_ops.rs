@@ -1,0 +1,192 @@
+//! The NHR and NB executors: AllReduce, AllGather, ReduceScatter,
+//! Broadcast and Scatter for any rank count in ⌈log2 p⌉ steps per phase
+//! (building blocks and the two algorithms in `nonuniform.rs`).
+//!
+//! - **ReduceScatter** / **AllGather**: one phase over p blocks, one rank
+//!   window each, laid out in rank order in a CCL buffer per op-base round.
+//! - **AllReduce**: reduce-scatter then allgather over the round's bytes
+//!   cut into p slices, in the CCL input (partials land in the CCL output).
+//! - **Scatter**: the root's p windows follow the reduce-scatter trees
+//!   backwards, each block once per hop.
+//! - **Broadcast**: scatter of the root's data cut into p slices, then
+//!   allgather (seed 002: 2⌈log2 p⌉ steps, 2(p−1)/p of the data per rank).
+
+use super::nonuniform::{all_gather, peers, reduce_scatter, scatter, Family};
+use super::rhd::Groups;
+use super::ring_gather_scatter::{per_rank_window, slots};
+use super::{round_capacity, run_op_base_loop, CollExecutor, Named};
+use crate::op::{OpParam, OpType};
+use crate::resource::{AlgResourceRequest, AlgResourceResponse};
+use crate::template::Slice;
+use crate::topo::{CommPlane, SubCommInfo, TopoInfo};
+use hccl_platform::{DeviceMem, HcclError, MemKind, Result};
+
+/// The NHR executors: (registered name, op).
+pub const NHR_EXECUTORS: &[(&str, OpType)] = &[
+    ("AllReduceNHRExecutor", OpType::AllReduce),
+    ("AllGatherNHRExecutor", OpType::AllGather),
+    ("ReduceScatterNHRExecutor", OpType::ReduceScatter),
+    ("BroadcastNHRExecutor", OpType::Broadcast),
+    ("ScatterNHRExecutor", OpType::Scatter),
+];
+
+/// The NB executors: (registered name, op).
+pub const NB_EXECUTORS: &[(&str, OpType)] = &[
+    ("AllReduceNBExecutor", OpType::AllReduce),
+    ("AllGatherNBExecutor", OpType::AllGather),
+    ("ReduceScatterNBExecutor", OpType::ReduceScatter),
+    ("BroadcastNBExecutor", OpType::Broadcast),
+    ("ScatterNBExecutor", OpType::Scatter),
+];
+
+/// An NHR or NB executor for one op over the flat plane.
+#[derive(Debug)]
+pub struct NonuniformExecutor {
+    named: Named,
+    fam: Family,
+}
+
+impl NonuniformExecutor {
+    /// The NHR executor registered as `name` for `op` (one of [`NHR_EXECUTORS`]).
+    pub fn nhr(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
+        NonuniformExecutor {
+            named: Named::new(name, op, topo),
+            fam: Family::Nhr,
+        }
+    }
+
+    /// The NB executor registered as `name` for `op` (one of [`NB_EXECUTORS`]).
+    pub fn nb(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
+        NonuniformExecutor {
+            named: Named::new(name, op, topo),
+            fam: Family::Nb,
+        }
+    }
+
+    /// ReduceScatter, AllGather and Scatter: rounds of one window per rank
+    /// block, the p windows in rank order.
+    fn windows(
+        &self,
+        param: &OpParam,
+        comm: &SubCommInfo,
+        res: &AlgResourceResponse,
+    ) -> Result<()> {
+        let s = &param.stream;
+        let (r, p) = (comm.local_rank, comm.local_rank_size);
+        let (c, u) = (param.count, param.dtype.size() as u64);
+        let b = |e: u64| (e * u) as usize;
+        let n = per_rank_window(res, p as u64, u)?;
+        for i in 0..c.div_ceil(n) {
+            let (e0, w) = (i * n, n.min(c - i * n));
+            let groups = Groups::from_slices(&slots(p as u64, w, u));
+            let all = b(p as u64 * w);
+            // rank q's window in a user buffer of p blocks, and in the CCL buffer
+            let user = |mem: &DeviceMem, q: u32| mem.range(b(q as u64 * c + e0), b(w));
+            let slot = |mem: &DeviceMem, q: u32| mem.range(groups.start(q), b(w));
+            match self.named.op {
+                OpType::ReduceScatter => {
+                    let wbuf = res.ccl_input.range(0, all)?;
+                    for q in 0..p {
+                        s.memcpy_async(&slot(&wbuf, q)?, &user(&param.input, q)?)?;
+                    }
+                    let landing = (&res.ccl_output, MemKind::CclOutput);
+                    let how = (param.dtype, param.reduce_op);
+                    reduce_scatter(s, comm, self.fam, &groups, &wbuf, landing, how, 0)?;
+                    s.memcpy_async(&param.output.range(b(e0), b(w))?, &slot(&wbuf, r)?)?;
+                }
+                OpType::AllGather => {
+                    let wbuf = res.ccl_output.range(0, all)?;
+                    s.memcpy_async(&slot(&wbuf, r)?, &param.input.range(b(e0), b(w))?)?;
+                    all_gather(s, comm, self.fam, &groups, &wbuf, MemKind::CclOutput, 0)?;
+                    for q in 0..p {
+                        s.memcpy_async(&user(&param.output, q)?, &slot(&wbuf, q)?)?;
+                    }
+                }
+                _ => {
+                    let wbuf = res.ccl_output.range(0, all)?;
+                    let root = param.root;
+                    if r == root {
+                        for q in 0..p {
+                            s.memcpy_async(&slot(&wbuf, q)?, &user(&param.input, q)?)?;
+                        }
+                    }
+                    scatter(
+                        s,
+                        comm,
+                        self.fam,
+                        &groups,
+                        &wbuf,
+                        MemKind::CclOutput,
+                        root,
+                        0,
+                    )?;
+                    s.memcpy_async(&param.output.range(b(e0), b(w))?, &slot(&wbuf, r)?)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// AllReduce and Broadcast: rounds of the message cut into p slices.
+    fn sliced(&self, param: &OpParam, comm: &SubCommInfo, res: &AlgResourceResponse) -> Result<()> {
+        let s = &param.stream;
+        let (r, p) = (comm.local_rank, comm.local_rank_size);
+        let fam = self.fam;
+        let after = super::nonuniform::steps(p);
+        let capacity = round_capacity(res);
+        run_op_base_loop(param, res, capacity, |chunk, res| {
+            let groups = Groups::from_slices(&Slice::split(chunk.bytes, p as usize));
+            let user_out = param.output.range(chunk.offset, chunk.bytes)?;
+            if self.named.op == OpType::AllReduce {
+                let w = res.ccl_input.range(0, chunk.bytes)?;
+                s.memcpy_async(&w, &param.input.range(chunk.offset, chunk.bytes)?)?;
+                let landing = (&res.ccl_output, MemKind::CclOutput);
+                let how = (param.dtype, param.reduce_op);
+                reduce_scatter(s, comm, fam, &groups, &w, landing, how, 0)?;
+                all_gather(s, comm, fam, &groups, &w, MemKind::CclInput, after)?;
+                return s.memcpy_async(&user_out, &w);
+            }
+            // broadcast: the root's buffer is its input and output
+            let w = res.ccl_output.range(0, chunk.bytes)?;
+            if r == param.root {
+                s.memcpy_async(&w, &user_out)?;
+            }
+            scatter(s, comm, fam, &groups, &w, MemKind::CclOutput, param.root, 0)?;
+            all_gather(s, comm, fam, &groups, &w, MemKind::CclOutput, after)?;
+            if r != param.root {
+                s.memcpy_async(&user_out, &w)?;
+            }
+            Ok(())
+        })
+    }
+}
+
+impl CollExecutor for NonuniformExecutor {
+    fn name(&self) -> &str {
+        self.named.name
+    }
+
+    fn calc_res_request(&self, param: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
+        super::flat_request(self.named.name, self.named.op, param, topo, peers)
+    }
+
+    fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+        if param.count == 0 {
+            return Ok(());
+        }
+        if self.named.topo.user_rank_size == 1 {
+            return super::copy_through(param, param.input_bytes() as usize);
+        }
+        let comm = res.sub_comm(CommPlane::Combine, 0)?;
+        match self.named.op {
+            OpType::AllGather | OpType::ReduceScatter | OpType::Scatter => {
+                self.windows(param, &comm, res)
+            }
+            OpType::AllReduce | OpType::Broadcast => self.sliced(param, &comm, res),
+            op => Err(HcclError::internal(format!(
+                "{} cannot run {op}",
+                self.named.name
+            ))),
+        }
+    }
+}
