@@ -4,16 +4,7 @@ use hccl_platform::{DataType, DeviceMem, HcclError, Result};
 
 /// Bytes of `count` elements of `dtype`, or a parameter error on overflow.
 pub(crate) fn bytes_of(count: u64, dtype: DataType) -> Result<usize> {
-    count
-        .checked_mul(dtype.size() as u64)
-        .and_then(|b| usize::try_from(b).ok())
-        .filter(|b| *b <= isize::MAX as usize)
-        .ok_or_else(|| {
-            HcclError::para(format!(
-                "count {count} of {dtype} ({} bytes each) overflows the address space",
-                dtype.size()
-            ))
-        })
+    dtype.bytes_of(count)
 }
 
 /// Checks that `mem` (named `what`, e.g. "sendBuf") can hold `bytes`.

@@ -60,6 +60,21 @@ impl DataType {
         }
     }
 
+    /// Bytes of `count` elements, or a parameter error when that overflows
+    /// the address space (the check every entry point makes first).
+    pub fn bytes_of(self, count: u64) -> Result<usize> {
+        count
+            .checked_mul(self.size() as u64)
+            .and_then(|b| usize::try_from(b).ok())
+            .filter(|b| *b <= isize::MAX as usize)
+            .ok_or_else(|| {
+                HcclError::para(format!(
+                    "count {count} of {self} ({} bytes each) overflows the address space",
+                    self.size()
+                ))
+            })
+    }
+
     /// HCCL's numeric code for this type.
     pub const fn code(self) -> u32 {
         self as u32

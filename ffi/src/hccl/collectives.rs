@@ -11,15 +11,7 @@ use std::sync::Arc;
 
 /// Bytes of `count` elements of `dtype` (overflow → `HCCL_E_PARA`).
 fn bytes(count: u64, dtype: DataType) -> Result<usize> {
-    count
-        .checked_mul(dtype.size() as u64)
-        .and_then(|b| usize::try_from(b).ok())
-        .filter(|b| *b <= isize::MAX as usize)
-        .ok_or_else(|| {
-            HcclError::para(format!(
-                "count {count} of {dtype} overflows the address space"
-            ))
-        })
+    dtype.bytes_of(count)
 }
 
 fn dtype(code: HcclDataType) -> Result<DataType> {
@@ -340,6 +332,28 @@ pub extern "C" fn HcclAlltoAllV(
     })
 }
 
+/// One point-to-point call: `send` (HcclSend) or receive (HcclRecv).
+#[allow(clippy::too_many_arguments)]
+fn p2p(
+    send: bool,
+    buf: *mut c_void,
+    count: u64,
+    dataType: HcclDataType,
+    peer: u32,
+    comm: HcclComm,
+    stream: aclrtStream,
+) -> Result<()> {
+    let dt = dtype(dataType)?;
+    let (c, s) = target(comm, stream)?;
+    let what = if send { "sendBuf" } else { "recvBuf" };
+    let m = resolve(&[arg(what, buf, bytes(count, dt)?)])?;
+    if send {
+        c.comm.send_raw(&m[0], count, dt, peer, &s)
+    } else {
+        c.comm.recv_raw(&m[0], count, dt, peer, &s)
+    }
+}
+
 /// `HcclSend`.
 #[no_mangle]
 pub extern "C" fn HcclSend(
@@ -351,10 +365,7 @@ pub extern "C" fn HcclSend(
     stream: aclrtStream,
 ) -> HcclResult {
     hccl("HcclSend", || {
-        let dt = dtype(dataType)?;
-        let (c, s) = target(comm, stream)?;
-        let m = resolve(&[arg("sendBuf", sendBuf, bytes(count, dt)?)])?;
-        c.comm.send_raw(&m[0], count, dt, destRank, &s)
+        p2p(true, sendBuf, count, dataType, destRank, comm, stream)
     })
 }
 
@@ -369,10 +380,7 @@ pub extern "C" fn HcclRecv(
     stream: aclrtStream,
 ) -> HcclResult {
     hccl("HcclRecv", || {
-        let dt = dtype(dataType)?;
-        let (c, s) = target(comm, stream)?;
-        let m = resolve(&[arg("recvBuf", recvBuf, bytes(count, dt)?)])?;
-        c.comm.recv_raw(&m[0], count, dt, srcRank, &s)
+        p2p(false, recvBuf, count, dataType, srcRank, comm, stream)
     })
 }
 
