@@ -86,9 +86,9 @@ pub enum LinkOp {
     /// Wait until this side's transfers have completed.
     TxWaitDone,
     /// Send this rank's op descriptor to the peer.
-    TxDesc(OpDesc),
+    TxDesc(Box<OpDesc>),
     /// Receive the peer's op descriptor and check it against this one.
-    RxDesc(OpDesc),
+    RxDesc(Box<OpDesc>),
     /// Wait until the peer's next transfer into this rank has completed.
     RxWaitDone,
 }
@@ -280,18 +280,18 @@ impl LinkHandle {
     /// Enqueues the consistency handshake: send `desc`, then receive the
     /// peer's and fail with HCCL's inconsistency error if they differ.
     pub fn exchange_desc(&self, desc: OpDesc, stream: &Stream) -> Result<()> {
-        self.push(stream, LinkOp::TxDesc(desc))?;
-        self.push(stream, LinkOp::RxDesc(desc))
+        self.push(stream, LinkOp::TxDesc(Box::new(desc)))?;
+        self.push(stream, LinkOp::RxDesc(Box::new(desc)))
     }
 
     /// Enqueues sending this rank's op descriptor.
     pub fn tx_desc(&self, desc: OpDesc, stream: &Stream) -> Result<()> {
-        self.push(stream, LinkOp::TxDesc(desc))
+        self.push(stream, LinkOp::TxDesc(Box::new(desc)))
     }
 
     /// Enqueues receiving the peer's op descriptor and checking it against `desc`.
     pub fn rx_desc(&self, desc: OpDesc, stream: &Stream) -> Result<()> {
-        self.push(stream, LinkOp::RxDesc(desc))
+        self.push(stream, LinkOp::RxDesc(Box::new(desc)))
     }
 
     /// Enqueues `TxWaitDone`.

@@ -39,6 +39,9 @@ struct Queue {
     tasks: VecDeque<Task>,
     label: Option<Arc<OpLabel>>,
     step: u32,
+    /// Since when the head task has been waiting (only the head can wait,
+    /// so one field serves the queue instead of one per task).
+    head_since: Option<Instant>,
 }
 
 impl std::ops::Deref for Queue {
@@ -69,10 +72,6 @@ impl Drop for StreamInner {
 
 static NEXT_STREAM: AtomicU64 = AtomicU64::new(1);
 
-fn head_pending_since_unset(q: &Queue) -> bool {
-    q.front().is_some_and(|h| h.pending_since.is_none())
-}
-
 impl StreamInner {
     fn lock_queue(&self) -> std::sync::MutexGuard<'_, Queue> {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
@@ -101,6 +100,7 @@ impl StreamInner {
                 q = self.lock_queue();
                 match r {
                     Poll::Ready(Ok(())) => {
+                        q.head_since = None;
                         dev.stats.record(&task);
                         done += 1;
                         continue;
@@ -117,16 +117,15 @@ impl StreamInner {
             match r {
                 Poll::Ready(Ok(())) => {
                     let task = q.pop_front().expect("head exists");
+                    q.head_since = None;
                     dev.stats.record(&task);
                     drop(task);
                     done += 1;
                 }
                 Poll::Ready(Err(e)) => break Some((q.pop_front().expect("head exists"), e)),
                 Poll::Pending => {
-                    if head_pending_since_unset(&q) {
-                        if let Some(h) = q.front_mut() {
-                            h.pending_since = Some(Instant::now());
-                        }
+                    if q.head_since.is_none() {
+                        q.head_since = Some(Instant::now());
                     }
                     break None;
                 }
@@ -155,7 +154,11 @@ impl StreamInner {
                 *err = Some(e);
             }
         }
-        let dropped: Vec<Task> = self.lock_queue().drain(..).collect();
+        let dropped: Vec<Task> = {
+            let mut q = self.lock_queue();
+            q.head_since = None;
+            q.drain(..).collect()
+        };
         let n = dropped.len() as u64 + 1;
         drop(dropped);
         self.completed.fetch_add(n, Ordering::AcqRel);
@@ -193,10 +196,10 @@ impl StreamInner {
             return Ok(None);
         };
         let mut q = self.lock_queue();
-        let Some(head) = q.front() else {
+        if q.is_empty() {
             return Ok(None);
-        };
-        let Some(since) = head.pending_since else {
+        }
+        let Some(since) = q.head_since else {
             return Ok(None);
         };
         let deadline = since + timeout;
@@ -204,6 +207,7 @@ impl StreamInner {
             return Ok(Some(deadline));
         }
         let task = q.pop_front().expect("head exists");
+        q.head_since = None;
         drop(q);
         let e = task.timeout_error(now - since);
         tracing::error!(error = %e, "task timed out");
@@ -245,6 +249,7 @@ impl Stream {
                 tasks: VecDeque::with_capacity(64),
                 label: None,
                 step: 0,
+                head_since: None,
             }),
             enqueued: AtomicU64::new(0),
             completed: AtomicU64::new(0),
@@ -291,7 +296,6 @@ impl Stream {
                 kind,
                 label: q.label.clone(),
                 step: q.step,
-                pending_since: None,
             };
             q.push_back(task);
             self.inner.outstanding.fetch_add(1, Ordering::AcqRel);
@@ -323,6 +327,9 @@ impl Stream {
         let removable = after.min(q.len());
         let keep = q.len() - removable;
         let removed: Vec<Task> = q.drain(keep..).collect();
+        if keep == 0 {
+            q.head_since = None;
+        }
         self.inner
             .enqueued
             .fetch_sub(removable as u64, Ordering::AcqRel);

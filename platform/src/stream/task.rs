@@ -7,7 +7,7 @@ use crate::mem::{copy_mem, reduce_mem, PinnedMem};
 use crate::notify::Notify;
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A host function run in stream order.
 pub type HostCallback = Box<dyn FnOnce() -> Result<()> + Send>;
@@ -98,7 +98,6 @@ pub struct Task {
     pub(crate) kind: TaskKind,
     pub(crate) label: Option<Arc<OpLabel>>,
     pub(crate) step: u32,
-    pub(crate) pending_since: Option<Instant>,
 }
 
 impl Task {
