@@ -635,6 +635,9 @@ pub fn simulate(
             checked = true;
             let mut got = vec![0u8; want.len()];
             rank.output.copy_to_host_bytes(&mut got)?;
+            if got == want {
+                continue; // one memcmp; find the offset only on a mismatch
+            }
             if let Some(offset) = got.iter().zip(want.iter()).position(|(g, w)| g != w) {
                 return Err(SimFailure::WrongResult {
                     rank: r as u32,
