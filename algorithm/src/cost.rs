@@ -493,23 +493,30 @@ mod hier_tests {
     /// [`hier_terms`] on even and uneven hosts.
     #[test]
     fn hierarchical_terms_match_the_simulator() {
+        use crate::executor::{Level1Algorithm, NonuniformLevel1, RhdLevel1};
+        let (ring, rhd): (&dyn Level1Algorithm, &dyn Level1Algorithm) = (&RingLevel1, &RhdLevel1);
+        let (nhr, nb): (&dyn Level1Algorithm, &dyn Level1Algorithm) =
+            (&NonuniformLevel1::NHR, &NonuniformLevel1::NB);
+        let (two, ahc) = (HierKind::TwoLevel, HierKind::Ahc);
         let cases = [
-            (
-                "AllReduceTwoLevelExecutor",
-                HierKind::TwoLevel,
-                OpType::AllReduce,
-            ),
-            ("AllReduceAHCExecutor", HierKind::Ahc, OpType::AllReduce),
-            (
-                "AllGatherTwoLevelExecutor",
-                HierKind::TwoLevel,
-                OpType::AllGather,
-            ),
+            ("AllReduceTwoLevelExecutor", two, OpType::AllReduce, ring),
+            ("AllReduceAHCExecutor", ahc, OpType::AllReduce, ring),
+            ("AllGatherTwoLevelExecutor", two, OpType::AllGather, ring),
             (
                 "ReduceScatterTwoLevelExecutor",
-                HierKind::TwoLevel,
+                two,
                 OpType::ReduceScatter,
+                ring,
             ),
+            ("AllReduceTwoLevelNHRExecutor", two, OpType::AllReduce, nhr),
+            ("AllReduceTwoLevelNBExecutor", two, OpType::AllReduce, nb),
+            ("AllReduceAHCNHRExecutor", ahc, OpType::AllReduce, nhr),
+            ("AllReduceAHCNBExecutor", ahc, OpType::AllReduce, nb),
+        ];
+        // RHD's halves split evenly only on powers of two (see above)
+        let rhd_cases = [
+            ("AllReduceTwoLevelRHDExecutor", two, OpType::AllReduce, rhd),
+            ("AllReduceAHCRHDExecutor", ahc, OpType::AllReduce, rhd),
         ];
         let topologies: &[&[u32]] = &[
             &[2, 2],
@@ -519,9 +526,13 @@ mod hier_tests {
             &[3, 3, 2],
             &[1, 1, 1],
             &[5, 2, 7],
+            &[2, 1, 2, 1, 2],
         ];
-        for (name, kind, op) in cases {
+        for (name, kind, op, level1) in cases.into_iter().chain(rhd_cases) {
             for &hosts in topologies {
+                if level1.suffix() == "RHD" && !hosts.len().is_power_of_two() {
+                    continue;
+                }
                 let p: u32 = hosts.iter().sum();
                 let h = hosts.len() as u64;
                 let lcm = (1..)
@@ -536,7 +547,7 @@ mod hier_tests {
                 let r = simulate(registry(), name, &spec)
                     .unwrap_or_else(|e| panic!("{name} {hosts:?}: {e}"));
                 let bytes = 4 * count * if op == OpType::AllReduce { 1 } else { p as u64 };
-                let t = hier_terms(kind, op, &RingLevel1, hosts, bytes).unwrap();
+                let t = hier_terms(kind, op, level1, hosts, bytes).unwrap();
                 let ctx = format!("{name} hosts={hosts:?}");
                 let (l0, l1) = (CommPlane::Level0 as usize, CommPlane::Level1 as usize);
                 assert_eq!(

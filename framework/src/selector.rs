@@ -93,9 +93,8 @@ fn level1_suffix(choice: &str) -> Option<&'static str> {
 impl Selector {
     /// On a multi-host communicator, the hierarchical executor `HCCL_ALGO`
     /// asks for: `level1:AHC`, `level1:pipeline`, or a level-1 algorithm
-    /// (`ring`, `H-D_R`, and `NHR`/`NB` once their level-1 allreduce is
-    /// registered) for the TwoLevel executor of the op, when one is
-    /// registered under [`hier_name`]. Otherwise `None` (the flat mapping
+    /// (`ring`, `H-D_R`, `NHR`/`NHR_V1`, `NB`) for the TwoLevel executor
+    /// of the op, when one is registered under [`hier_name`]. Otherwise `None` (the flat mapping
     /// applies).
     fn hierarchical_choice(
         &self,
@@ -346,6 +345,21 @@ mod tests {
                 "AllReduceTwoLevelRHDExecutor",
             ),
             (
+                "level1:NHR",
+                OpType::AllReduce,
+                "AllReduceTwoLevelNHRExecutor",
+            ),
+            (
+                "level1:NHR_V1",
+                OpType::AllReduce,
+                "AllReduceTwoLevelNHRExecutor",
+            ),
+            (
+                "level1:NB",
+                OpType::AllReduce,
+                "AllReduceTwoLevelNBExecutor",
+            ),
+            (
                 "level1:ring",
                 OpType::AllGather,
                 "AllGatherTwoLevelExecutor",
@@ -378,6 +392,8 @@ mod tests {
             ),
             // no hierarchical variant: the flat mapping
             ("level1:H-D_R", OpType::Broadcast, "BroadcastRHDExecutor"),
+            ("level1:NHR", OpType::AllGather, "AllGatherNHRExecutor"),
+            ("level1:NB", OpType::Scatter, "ScatterNBExecutor"),
         ] {
             assert_eq!(pick_on(algo, op, two.clone()).unwrap(), name, "{algo} {op}");
         }

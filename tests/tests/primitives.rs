@@ -538,6 +538,22 @@ fn all_reduce_two_level_rhd() {
     run_hier("AllReduceTwoLevelRHDExecutor", "AllReduce");
 }
 #[test]
+fn all_reduce_two_level_nhr() {
+    run_hier("AllReduceTwoLevelNHRExecutor", "AllReduce");
+}
+#[test]
+fn all_reduce_two_level_nb() {
+    run_hier("AllReduceTwoLevelNBExecutor", "AllReduce");
+}
+#[test]
+fn all_reduce_ahc_nhr() {
+    run_hier("AllReduceAHCNHRExecutor", "AllReduce");
+}
+#[test]
+fn all_reduce_ahc_nb() {
+    run_hier("AllReduceAHCNBExecutor", "AllReduce");
+}
+#[test]
 fn all_gather_two_level() {
     run_hier("AllGatherTwoLevelExecutor", "AllGather");
 }

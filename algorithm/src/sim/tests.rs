@@ -662,3 +662,38 @@ fn nhr_and_nb_use_power_of_two_distances() {
         }
     }
 }
+
+/// NHR and NB as the level-1 allreduce of TwoLevel and AHC: registered
+/// under their names (so `hierarchical_executors_on_uneven_hosts` checks
+/// them on every uneven host set with awkward counts), and on five
+/// hosts their level 1 takes 2⌈log2 5⌉ = 6 steps where the ring takes
+/// 2(5 − 1) = 8, with no more bytes per rank.
+#[test]
+fn nhr_and_nb_as_level1_of_hierarchical_allreduce() {
+    let names = [
+        "AllReduceTwoLevelNHRExecutor",
+        "AllReduceTwoLevelNBExecutor",
+        "AllReduceAHCNHRExecutor",
+        "AllReduceAHCNBExecutor",
+    ];
+    let known: Vec<String> = crate::executor::hier_executors()
+        .into_iter()
+        .map(|(n, ..)| n)
+        .collect();
+    let l1 = CommPlane::Level1 as usize;
+    for name in names {
+        assert!(known.iter().any(|k| k == name), "{name} not registered");
+        let ring = name.replace("NHR", "").replace("NB", "");
+        let five: &[u32] = &[2, 2, 2, 2, 2];
+        let spec =
+            SimSpec::op(OpType::AllReduce, 10, 1280, DataType::Fp32, ReduceOp::Sum).on_hosts(five);
+        let a = simulate(registry(), name, &spec).unwrap();
+        let b = simulate(registry(), &ring, &spec).unwrap();
+        assert_eq!(a.plane_steps[l1], 6, "{name}");
+        assert_eq!(b.plane_steps[l1], 8, "{ring}");
+        assert_eq!(
+            a.plane_max_rank_bytes[l1], b.plane_max_rank_bytes[l1],
+            "{name}"
+        );
+    }
+}
