@@ -581,3 +581,26 @@ fn all_gather_pipeline() {
 fn reduce_scatter_pipeline() {
     run_hier("ReduceScatterPipelineExecutor", "ReduceScatter");
 }
+
+/// Without a forced executor or HCCL_ALGO, declared hosts let the cost
+/// model pick a hierarchical executor for large messages (Pipeline with
+/// the default parameters, on 4 + 4 and 2 + 3 ranks); the data is checked
+/// for every count, the executor after the largest one.
+#[test]
+fn default_selection_across_declared_hosts() {
+    for map in [&[0u32, 0, 0, 0, 1, 1, 1, 1][..], &[0, 0, 1, 1, 1]] {
+        let p = map.len() as u32;
+        let comms = Arc::new(HcclComm::init_all_on_hosts(map.to_vec(), config(None)).unwrap());
+        run_ranks(p, Duration::from_secs(120), move |r| {
+            for (op, name) in [
+                ("AllReduce", "AllReducePipelineExecutor"),
+                ("AllGather", "AllGatherPipelineExecutor"),
+                ("ReduceScatter", "ReduceScatterPipelineExecutor"),
+            ] {
+                check_all(&comms[r as usize], Some(op));
+                let last = comms[r as usize].communicator().last_executor();
+                assert_eq!(last.as_deref(), Some(name), "hosts {map:?}");
+            }
+        });
+    }
+}
