@@ -196,24 +196,22 @@ impl Selector {
             sizes[s as usize] += 1;
         }
         let mut out = Vec::new();
-        {
-            let level1 = builtin_level1();
-            let with_level1 = [HierKind::TwoLevel, HierKind::Ahc]
-                .into_iter()
-                .flat_map(|k| level1.iter().map(move |l| (k, l.as_ref())));
-            for (kind, l1) in with_level1.chain([(HierKind::Pipeline, &RingLevel1 as _)]) {
-                // only AllReduce takes a level-1 algorithm; the other ops
-                // are registered under the ring's (empty) suffix
-                if op != OpType::AllReduce && !l1.suffix().is_empty() {
-                    continue;
-                }
-                let name = hier_name(kind, op, l1.suffix());
-                if !registry.contains(&name) {
-                    continue;
-                }
-                if let Some(t) = predict_hier_op(kind, op, l1, &sizes, bytes, &self.cost) {
-                    out.push((name, t));
-                }
+        let level1 = builtin_level1();
+        let with_level1 = [HierKind::TwoLevel, HierKind::Ahc]
+            .into_iter()
+            .flat_map(|k| level1.iter().map(move |l| (k, l.as_ref())));
+        for (kind, l1) in with_level1.chain([(HierKind::Pipeline, &RingLevel1 as _)]) {
+            // only AllReduce takes a level-1 algorithm; the other ops
+            // are registered under the ring's (empty) suffix
+            if op != OpType::AllReduce && !l1.suffix().is_empty() {
+                continue;
+            }
+            let name = hier_name(kind, op, l1.suffix());
+            if !registry.contains(&name) {
+                continue;
+            }
+            if let Some(t) = predict_hier_op(kind, op, l1, &sizes, bytes, &self.cost) {
+                out.push((name, t));
             }
         }
         let ranked: Ranked = out.into();
