@@ -480,6 +480,39 @@ pub fn predict_hier(
     steps * (t0 / (steps + 1.0)).max(t1 / steps) + t0 / (steps + 1.0)
 }
 
+/// Predicted time in µs of the `kind` executor for `op` on hosts of
+/// `host_sizes` ranks, with `level1` as the inter-host allreduce of
+/// TwoLevel and AHC AllReduce (the other ops run a level-1 ring): level 0
+/// priced with `c.level0`, level 1 with `c.level1` ([`hier_terms`], then
+/// [`predict_hier`]). Pipeline moves what TwoLevel moves with a level-1
+/// ring, its levels overlapped; its AllReduce is its ReduceScatter then
+/// its AllGather of the same bytes (seed 002 §3.10: twice the pipelined
+/// phase). `None` for pairs no hierarchical executor runs.
+pub fn predict_hier_op(
+    kind: crate::executor::HierKind,
+    op: OpType,
+    level1: &dyn crate::executor::Level1Algorithm,
+    host_sizes: &[u32],
+    bytes: u64,
+    c: &CostParams,
+) -> Option<f64> {
+    use crate::executor::{HierKind, RingLevel1};
+    let hosts = host_sizes.len() as u32;
+    if kind != HierKind::Pipeline {
+        let t = hier_terms(kind, op, level1, host_sizes, bytes)?;
+        return Some(predict_hier(kind, &t, hosts, c));
+    }
+    let phase = |op| {
+        let t = hier_terms(HierKind::TwoLevel, op, &RingLevel1, host_sizes, bytes)?;
+        Some(predict_hier(kind, &t, hosts, c))
+    };
+    match op {
+        OpType::AllReduce => Some(phase(OpType::ReduceScatter)? + phase(OpType::AllGather)?),
+        OpType::AllGather | OpType::ReduceScatter => phase(op),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod hier_tests {
     use super::*;
@@ -493,23 +526,30 @@ mod hier_tests {
     /// [`hier_terms`] on even and uneven hosts.
     #[test]
     fn hierarchical_terms_match_the_simulator() {
+        use crate::executor::{Level1Algorithm, NonuniformLevel1, RhdLevel1};
+        let (ring, rhd): (&dyn Level1Algorithm, &dyn Level1Algorithm) = (&RingLevel1, &RhdLevel1);
+        let (nhr, nb): (&dyn Level1Algorithm, &dyn Level1Algorithm) =
+            (&NonuniformLevel1::NHR, &NonuniformLevel1::NB);
+        let (two, ahc) = (HierKind::TwoLevel, HierKind::Ahc);
         let cases = [
-            (
-                "AllReduceTwoLevelExecutor",
-                HierKind::TwoLevel,
-                OpType::AllReduce,
-            ),
-            ("AllReduceAHCExecutor", HierKind::Ahc, OpType::AllReduce),
-            (
-                "AllGatherTwoLevelExecutor",
-                HierKind::TwoLevel,
-                OpType::AllGather,
-            ),
+            ("AllReduceTwoLevelExecutor", two, OpType::AllReduce, ring),
+            ("AllReduceAHCExecutor", ahc, OpType::AllReduce, ring),
+            ("AllGatherTwoLevelExecutor", two, OpType::AllGather, ring),
             (
                 "ReduceScatterTwoLevelExecutor",
-                HierKind::TwoLevel,
+                two,
                 OpType::ReduceScatter,
+                ring,
             ),
+            ("AllReduceTwoLevelNHRExecutor", two, OpType::AllReduce, nhr),
+            ("AllReduceTwoLevelNBExecutor", two, OpType::AllReduce, nb),
+            ("AllReduceAHCNHRExecutor", ahc, OpType::AllReduce, nhr),
+            ("AllReduceAHCNBExecutor", ahc, OpType::AllReduce, nb),
+        ];
+        // RHD's halves split evenly only on powers of two (see above)
+        let rhd_cases = [
+            ("AllReduceTwoLevelRHDExecutor", two, OpType::AllReduce, rhd),
+            ("AllReduceAHCRHDExecutor", ahc, OpType::AllReduce, rhd),
         ];
         let topologies: &[&[u32]] = &[
             &[2, 2],
@@ -519,9 +559,13 @@ mod hier_tests {
             &[3, 3, 2],
             &[1, 1, 1],
             &[5, 2, 7],
+            &[2, 1, 2, 1, 2],
         ];
-        for (name, kind, op) in cases {
+        for (name, kind, op, level1) in cases.into_iter().chain(rhd_cases) {
             for &hosts in topologies {
+                if level1.suffix() == "RHD" && !hosts.len().is_power_of_two() {
+                    continue;
+                }
                 let p: u32 = hosts.iter().sum();
                 let h = hosts.len() as u64;
                 let lcm = (1..)
@@ -536,7 +580,7 @@ mod hier_tests {
                 let r = simulate(registry(), name, &spec)
                     .unwrap_or_else(|e| panic!("{name} {hosts:?}: {e}"));
                 let bytes = 4 * count * if op == OpType::AllReduce { 1 } else { p as u64 };
-                let t = hier_terms(kind, op, &RingLevel1, hosts, bytes).unwrap();
+                let t = hier_terms(kind, op, level1, hosts, bytes).unwrap();
                 let ctx = format!("{name} hosts={hosts:?}");
                 let (l0, l1) = (CommPlane::Level0 as usize, CommPlane::Level1 as usize);
                 assert_eq!(
@@ -551,6 +595,34 @@ mod hier_tests {
                 assert_eq!(r.plane_steps[l1] as f64, t.level1.steps, "{ctx}: level-1 α");
             }
         }
+    }
+
+    /// Pipeline AllReduce is priced as its two pipelined phases; ops
+    /// without a hierarchical executor have no prediction; on two hosts of
+    /// four a large allreduce costs less hierarchically than a flat ring
+    /// whose every step crosses hosts.
+    #[test]
+    fn predict_hier_op_covers_the_hierarchical_executors() {
+        let c = CostParams::default();
+        let sizes = [4u32, 4];
+        let n = 64u64 << 20;
+        let at = |kind, op| predict_hier_op(kind, op, &RingLevel1, &sizes, n, &c);
+        let pipe = |op| at(HierKind::Pipeline, op).unwrap();
+        let sum = pipe(OpType::ReduceScatter) + pipe(OpType::AllGather);
+        assert_eq!(pipe(OpType::AllReduce), sum);
+        assert!(at(HierKind::TwoLevel, OpType::Broadcast).is_none());
+        assert!(at(HierKind::Ahc, OpType::AllGather).is_none());
+        let two = at(HierKind::TwoLevel, OpType::AllReduce).unwrap();
+        let flat = predict(
+            Algo::Ring,
+            OpType::AllReduce,
+            8,
+            n,
+            c.level1,
+            c.gamma_us_per_byte,
+        )
+        .unwrap();
+        assert!(two < flat, "two-level {two} vs flat ring {flat}");
     }
 
     #[test]

@@ -4,14 +4,18 @@
 //! `HCCL_ALGO` for the op and the level that matters for the topology
 //! (level 1 when the communicator spans servers, else level 0); otherwise
 //! the α-β-γ cost model picks the cheapest implemented algorithm for the op
-//! and message size. The decision is logged at debug level with the
-//! predicted time of each candidate.
+//! and message size: the flat ones, and on several servers also the
+//! hierarchical ones (TwoLevel with each built-in level-1 algorithm, AHC,
+//! Pipeline), each level priced with its own link parameters. The decision
+//! is logged at debug level with the predicted time of each candidate.
 
 use crate::algo_env::AlgoConfig;
-use hccl_algorithm::cost::{predict, Algo, CostParams};
-use hccl_algorithm::executor::{hier_name, HierKind};
+use hccl_algorithm::cost::{predict, predict_hier_op, Algo, CostParams};
+use hccl_algorithm::executor::{builtin_level1, hier_name, HierKind, RingLevel1};
 use hccl_algorithm::{ExecutorRegistry, OpParam, OpType, TopoInfo};
 use hccl_platform::{HcclError, Result};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 /// Picks an executor name for an op. The framework only ever handles names;
 /// the registry turns them into executors.
@@ -20,7 +24,28 @@ pub struct Selector {
     override_name: Option<String>,
     algo: AlgoConfig,
     cost: CostParams,
+    hier_memo: Arc<Mutex<HierMemo>>,
 }
+
+/// A candidate of the cost model: executor name and predicted µs.
+type Candidate = (String, f64);
+
+/// Hierarchical candidates, shared from the memo.
+type Ranked = Arc<[Candidate]>;
+
+/// The hierarchical predictions made so far, per (op, model bytes), for
+/// the topology they were made on. Predicting them walks every host and
+/// part for every candidate, too much to redo on every op call; a
+/// communicator's ops repeat a few sizes.
+#[derive(Debug, Default)]
+struct HierMemo {
+    rank_to_server: Vec<u32>,
+    ranked: HashMap<(OpType, u64), Ranked>,
+}
+
+/// Entries kept before the memo starts over (a size sweep must not grow it
+/// without bound).
+const HIER_MEMO_CAP: usize = 256;
 
 /// The executor implementing `algo` for `op`, if there is one.
 pub fn executor_name(algo: Algo, op: OpType) -> Option<&'static str> {
@@ -90,12 +115,22 @@ fn level1_suffix(choice: &str) -> Option<&'static str> {
     })
 }
 
+/// The log line's reason for a cost-model pick: its predicted time and
+/// every candidate's, e.g. `cost model: predicted 12.0us
+/// (AllReduceRingExecutor=20.5us, AllReduceMeshExecutor=12.0us, ...)`.
+fn cost_reason(t: f64, considered: &[Candidate]) -> String {
+    let c: Vec<String> = considered
+        .iter()
+        .map(|(name, t)| format!("{name}={t:.1}us"))
+        .collect();
+    format!("cost model: predicted {t:.1}us ({})", c.join(", "))
+}
+
 impl Selector {
     /// On a multi-host communicator, the hierarchical executor `HCCL_ALGO`
     /// asks for: `level1:AHC`, `level1:pipeline`, or a level-1 algorithm
-    /// (`ring`, `H-D_R`, and `NHR`/`NB` once their level-1 allreduce is
-    /// registered) for the TwoLevel executor of the op, when one is
-    /// registered under [`hier_name`]. Otherwise `None` (the flat mapping
+    /// (`ring`, `H-D_R`, `NHR`/`NHR_V1`, `NB`) for the TwoLevel executor
+    /// of the op, when one is registered under [`hier_name`]. Otherwise `None` (the flat mapping
     /// applies).
     fn hierarchical_choice(
         &self,
@@ -133,7 +168,117 @@ impl Selector {
             override_name,
             algo,
             cost,
+            hier_memo: Arc::default(),
         }
+    }
+
+    /// The hierarchical executors registered for `op` on the multi-server
+    /// `topo`, with their predicted times for `bytes` (see the module
+    /// docs). Ties keep the earlier candidate:
+    /// TwoLevel (ring, RHD, NHR, NB level 1), then AHC, then Pipeline.
+    fn hier_candidates(
+        &self,
+        op: OpType,
+        topo: &TopoInfo,
+        bytes: u64,
+        registry: &ExecutorRegistry,
+    ) -> Ranked {
+        let mut memo = self.hier_memo.lock().unwrap_or_else(|p| p.into_inner());
+        if memo.rank_to_server != topo.rank_to_server {
+            memo.rank_to_server = topo.rank_to_server.clone();
+            memo.ranked.clear();
+        }
+        if let Some(r) = memo.ranked.get(&(op, bytes)) {
+            return r.clone();
+        }
+        let mut sizes = vec![0u32; topo.server_num() as usize];
+        for &s in &topo.rank_to_server {
+            sizes[s as usize] += 1;
+        }
+        let mut out = Vec::new();
+        let level1 = builtin_level1();
+        let with_level1 = [HierKind::TwoLevel, HierKind::Ahc]
+            .into_iter()
+            .flat_map(|k| level1.iter().map(move |l| (k, l.as_ref())));
+        for (kind, l1) in with_level1.chain([(HierKind::Pipeline, &RingLevel1 as _)]) {
+            // only AllReduce takes a level-1 algorithm; the other ops
+            // are registered under the ring's (empty) suffix
+            if op != OpType::AllReduce && !l1.suffix().is_empty() {
+                continue;
+            }
+            let name = hier_name(kind, op, l1.suffix());
+            if !registry.contains(&name) {
+                continue;
+            }
+            if let Some(t) = predict_hier_op(kind, op, l1, &sizes, bytes, &self.cost) {
+                out.push((name, t));
+            }
+        }
+        let ranked: Ranked = out.into();
+        if memo.ranked.len() >= HIER_MEMO_CAP {
+            memo.ranked.clear();
+        }
+        memo.ranked.insert((op, bytes), ranked.clone());
+        ranked
+    }
+
+    /// The cost model's pick for `op` of `bytes` (as the formulas count
+    /// them) on `topo`: the executor name, its predicted µs, and every
+    /// candidate with its prediction, flat ones first.
+    fn by_cost(
+        &self,
+        op: OpType,
+        topo: &TopoInfo,
+        bytes: u64,
+        registry: &ExecutorRegistry,
+    ) -> Result<(String, f64, Vec<Candidate>)> {
+        let p = topo.user_rank_size;
+        // a flat algorithm on several servers crosses them at every step:
+        // priced with the inter-server link
+        let link = if topo.server_num() > 1 {
+            self.cost.level1
+        } else {
+            self.cost.level0
+        };
+        let mut considered: Vec<Candidate> = Vec::new();
+        // Star after Mesh and NB after NHR: they cost the same in the
+        // model, and a tie keeps the first (so does Ring over NHR at p = 2, 3)
+        for algo in [
+            Algo::Ring,
+            Algo::Mesh,
+            Algo::Rhd,
+            Algo::Star,
+            Algo::Nhr,
+            Algo::Nb,
+        ] {
+            let Some(name) = executor_name(algo, op) else {
+                continue;
+            };
+            let t = predict(algo, op, p, bytes, link, self.cost.gamma_us_per_byte)
+                .unwrap_or(f64::INFINITY);
+            considered.push((name.to_owned(), t));
+        }
+        if topo.server_num() > 1 {
+            considered.extend(
+                self.hier_candidates(op, topo, bytes, registry)
+                    .iter()
+                    .cloned(),
+            );
+        }
+        let best =
+            considered
+                .iter()
+                .enumerate()
+                .fold(None, |best: Option<(usize, f64)>, (i, &(_, t))| {
+                    if best.is_none_or(|(_, bt)| t < bt) {
+                        Some((i, t))
+                    } else {
+                        best
+                    }
+                });
+        let (i, t) =
+            best.ok_or_else(|| HcclError::not_support(format!("no executor implements {op}")))?;
+        Ok((considered[i].0.clone(), t, considered))
     }
 
     /// The executor name for `param` on `topo`, checked against `registry`.
@@ -146,11 +291,6 @@ impl Selector {
         let op = param.op_type;
         let p = topo.user_rank_size;
         let multi_server = topo.server_num() > 1;
-        let link = if multi_server {
-            self.cost.level1
-        } else {
-            self.cost.level0
-        };
         let bytes = model_bytes(param, p);
         let (name, why) = if let Some(n) = &self.override_name {
             (n.clone(), String::from("HCCL_RS_EXECUTOR"))
@@ -182,43 +322,15 @@ impl Selector {
             })?;
             (name.to_owned(), format!("HCCL_ALGO {level}:{choice}"))
         } else {
-            let mut best: Option<(f64, Algo)> = None;
-            let mut considered = Vec::new();
-            // Star after Mesh and NB after NHR: they cost the same in the
-            // model, and a tie keeps the first (so does Ring over NHR at p = 2, 3)
-            for algo in [
-                Algo::Ring,
-                Algo::Mesh,
-                Algo::Rhd,
-                Algo::Star,
-                Algo::Nhr,
-                Algo::Nb,
-            ] {
-                if executor_name(algo, op).is_none() {
-                    continue;
-                }
-                let t = predict(algo, op, p, bytes, link, self.cost.gamma_us_per_byte)
-                    .unwrap_or(f64::INFINITY);
-                considered.push((algo, t));
-                if best.is_none_or(|(bt, _)| t < bt) {
-                    best = Some((t, algo));
-                }
-            }
-            let (t, algo) =
-                best.ok_or_else(|| HcclError::not_support(format!("no executor implements {op}")))?;
-            let name = executor_name(algo, op).expect("filtered above");
+            let (name, t, considered) = self.by_cost(op, topo, bytes, registry)?;
             // formatting the reason costs more than the selection: only
             // when it will be logged
             let why = if tracing::enabled!(tracing::Level::DEBUG) {
-                let c: Vec<String> = considered
-                    .iter()
-                    .map(|(a, t)| format!("{a:?}={t:.1}us"))
-                    .collect();
-                format!("cost model: predicted {t:.1}us ({})", c.join(", "))
+                cost_reason(t, &considered)
             } else {
                 String::new()
             };
-            (name.to_owned(), why)
+            (name, why)
         };
         if !registry.contains(&name) {
             return Err(HcclError::not_found(format!(
@@ -235,6 +347,7 @@ impl Selector {
 mod tests {
     use super::*;
     use hccl_platform::{DataType, Device, DeviceConfig, DeviceMem, ReduceOp, Stream};
+    use std::sync::{Arc, Mutex};
 
     fn pick(algo: &str, op: OpType, p: u32, count: u64) -> Result<String> {
         pick_with(algo, op, count, vec![0; p as usize])
@@ -257,18 +370,7 @@ mod tests {
         map: Vec<u32>,
         cost: CostParams,
     ) -> Result<String> {
-        let device = Device::new(0, DeviceConfig::default());
-        let param = OpParam::new(
-            "t",
-            op,
-            Stream::new(&device),
-            DeviceMem::null(),
-            DeviceMem::null(),
-            count,
-            DataType::Fp32,
-            ReduceOp::Sum,
-            0,
-        );
+        let param = param(op, count);
         let algo = if algo.is_empty() {
             AlgoConfig::default()
         } else {
@@ -346,6 +448,21 @@ mod tests {
                 "AllReduceTwoLevelRHDExecutor",
             ),
             (
+                "level1:NHR",
+                OpType::AllReduce,
+                "AllReduceTwoLevelNHRExecutor",
+            ),
+            (
+                "level1:NHR_V1",
+                OpType::AllReduce,
+                "AllReduceTwoLevelNHRExecutor",
+            ),
+            (
+                "level1:NB",
+                OpType::AllReduce,
+                "AllReduceTwoLevelNBExecutor",
+            ),
+            (
                 "level1:ring",
                 OpType::AllGather,
                 "AllGatherTwoLevelExecutor",
@@ -378,6 +495,8 @@ mod tests {
             ),
             // no hierarchical variant: the flat mapping
             ("level1:H-D_R", OpType::Broadcast, "BroadcastRHDExecutor"),
+            ("level1:NHR", OpType::AllGather, "AllGatherNHRExecutor"),
+            ("level1:NB", OpType::Scatter, "ScatterNBExecutor"),
         ] {
             assert_eq!(pick_on(algo, op, two.clone()).unwrap(), name, "{algo} {op}");
         }
@@ -480,5 +599,156 @@ mod tests {
             pick("scatter=level0:ring", OpType::Scatter, 4, 100).unwrap(),
             "ScatterRingExecutor"
         );
+    }
+
+    /// A (non-null) op param for `count` fp32 elements.
+    fn param(op: OpType, count: u64) -> OpParam {
+        let device = Device::new(0, DeviceConfig::default());
+        OpParam::new(
+            "t",
+            op,
+            Stream::new(&device),
+            DeviceMem::null(),
+            DeviceMem::null(),
+            count,
+            DataType::Fp32,
+            ReduceOp::Sum,
+            0,
+        )
+    }
+
+    fn is_hier(name: &str) -> bool {
+        ["TwoLevel", "AHC", "Pipeline"]
+            .iter()
+            .any(|k| name.contains(k))
+    }
+
+    /// Without HCCL_ALGO, several hosts put the hierarchical executors in
+    /// the ranking: small messages stay on the flat mesh (one inter-host
+    /// step beats a level-0 phase plus level-1 steps), large ones go
+    /// hierarchical, Pipeline first since it overlaps the levels, and
+    /// TwoLevel/AHC beat every flat algorithm except the 2 + 3
+    /// reduce-scatter, where one rank carries two parts. One selector serves
+    /// both topologies (its memo follows the topology).
+    #[test]
+    fn the_cost_model_ranks_hierarchical_executors_across_hosts() {
+        let reg = hccl_algorithm::registry();
+        let sel = Selector::new(None, AlgoConfig::default());
+        for map in [vec![0, 0, 0, 0, 1, 1, 1, 1], vec![0, 0, 1, 1, 1]] {
+            let topo = TopoInfo::new(0, map.clone()).unwrap();
+            for (op, prefix) in [
+                (OpType::AllReduce, "AllReduce"),
+                (OpType::AllGather, "AllGather"),
+                (OpType::ReduceScatter, "ReduceScatter"),
+            ] {
+                let small = sel.select(&param(op, 4), &topo, reg).unwrap();
+                assert_eq!(small, format!("{prefix}MeshExecutor"), "{map:?} {op}");
+                let large = sel.select(&param(op, 16 << 20), &topo, reg).unwrap();
+                assert_eq!(large, format!("{prefix}PipelineExecutor"), "{map:?} {op}");
+                let bytes = model_bytes(&param(op, 16 << 20), topo.user_rank_size);
+                let (_, t, considered) = sel.by_cost(op, &topo, bytes, reg).unwrap();
+                let best = |hier: bool| {
+                    considered
+                        .iter()
+                        .filter(|(n, _)| is_hier(n) == hier && !n.contains("Pipeline"))
+                        .map(|&(_, t)| t)
+                        .fold(f64::INFINITY, f64::min)
+                };
+                assert!(t < best(true), "{map:?} {op}: pipeline wins");
+                // on 2 + 3 ranks the TwoLevel reduce-scatter's stand-in
+                // rank sends and reduces two parts: the flat mesh beats it
+                if map.len() == 5 && op == OpType::ReduceScatter {
+                    assert!(best(true) > best(false), "{map:?} {op}: {considered:?}");
+                } else {
+                    assert!(best(true) < best(false), "{map:?} {op}: {considered:?}");
+                }
+                let fresh = Selector::new(None, AlgoConfig::default());
+                assert_eq!(
+                    fresh.select(&param(op, 16 << 20), &topo, reg).unwrap(),
+                    large
+                );
+            }
+            // every level-1 algorithm of TwoLevel and AHC is ranked for allreduce
+            let (.., considered) = sel.by_cost(OpType::AllReduce, &topo, 1 << 20, reg).unwrap();
+            for name in [
+                "AllReduceTwoLevelExecutor",
+                "AllReduceTwoLevelRHDExecutor",
+                "AllReduceTwoLevelNHRExecutor",
+                "AllReduceTwoLevelNBExecutor",
+                "AllReduceAHCExecutor",
+                "AllReduceAHCNHRExecutor",
+                "AllReducePipelineExecutor",
+            ] {
+                assert!(considered.iter().any(|(n, _)| n == name), "{name}");
+            }
+        }
+        // one host: flat candidates only
+        let one = TopoInfo::new(0, vec![0; 8]).unwrap();
+        let (.., considered) = sel.by_cost(OpType::AllReduce, &one, 64 << 20, reg).unwrap();
+        assert!(
+            considered.iter().all(|(n, _)| !is_hier(n)),
+            "{considered:?}"
+        );
+    }
+
+    /// A writer the test's tracing subscriber appends to.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// The debug log line of a cost-model decision names the chosen
+    /// executor and every candidate's predicted time, hierarchical ones
+    /// included.
+    #[test]
+    fn the_decision_log_names_predicted_times() {
+        let out = Captured::default();
+        let w = out.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .with_writer(move || w.clone())
+            .finish();
+        let topo = TopoInfo::new(0, vec![0, 0, 0, 0, 1, 1, 1, 1]).unwrap();
+        let name = tracing::subscriber::with_default(subscriber, || {
+            Selector::new(None, AlgoConfig::default())
+                .select(
+                    &param(OpType::AllReduce, 16 << 20),
+                    &topo,
+                    hccl_algorithm::registry(),
+                )
+                .unwrap()
+        });
+        let log = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        let line = log
+            .lines()
+            .find(|l| l.contains("selected executor"))
+            .unwrap_or_else(|| panic!("no decision line in {log:?}"));
+        assert!(line.contains(&format!("executor={name}")), "{line}");
+        assert!(line.contains("reason=cost model: predicted "), "{line}");
+        for candidate in [
+            "AllReduceRingExecutor=",
+            "AllReduceMeshExecutor=",
+            "AllReduceTwoLevelNHRExecutor=",
+            "AllReduceAHCNBExecutor=",
+            "AllReducePipelineExecutor=",
+        ] {
+            let at = line
+                .find(candidate)
+                .unwrap_or_else(|| panic!("{candidate}: {line}"));
+            let time = &line[at + candidate.len()..];
+            let end = time.find("us").unwrap_or_else(|| panic!("{line}"));
+            time[..end]
+                .parse::<f64>()
+                .unwrap_or_else(|e| panic!("{candidate} {e}: {line}"));
+        }
     }
 }

@@ -538,6 +538,22 @@ fn all_reduce_two_level_rhd() {
     run_hier("AllReduceTwoLevelRHDExecutor", "AllReduce");
 }
 #[test]
+fn all_reduce_two_level_nhr() {
+    run_hier("AllReduceTwoLevelNHRExecutor", "AllReduce");
+}
+#[test]
+fn all_reduce_two_level_nb() {
+    run_hier("AllReduceTwoLevelNBExecutor", "AllReduce");
+}
+#[test]
+fn all_reduce_ahc_nhr() {
+    run_hier("AllReduceAHCNHRExecutor", "AllReduce");
+}
+#[test]
+fn all_reduce_ahc_nb() {
+    run_hier("AllReduceAHCNBExecutor", "AllReduce");
+}
+#[test]
 fn all_gather_two_level() {
     run_hier("AllGatherTwoLevelExecutor", "AllGather");
 }
@@ -564,4 +580,27 @@ fn all_gather_pipeline() {
 #[test]
 fn reduce_scatter_pipeline() {
     run_hier("ReduceScatterPipelineExecutor", "ReduceScatter");
+}
+
+/// Without a forced executor or HCCL_ALGO, declared hosts let the cost
+/// model pick a hierarchical executor for large messages (Pipeline with
+/// the default parameters, on 4 + 4 and 2 + 3 ranks); the data is checked
+/// for every count, the executor after the largest one.
+#[test]
+fn default_selection_across_declared_hosts() {
+    for map in [&[0u32, 0, 0, 0, 1, 1, 1, 1][..], &[0, 0, 1, 1, 1]] {
+        let p = map.len() as u32;
+        let comms = Arc::new(HcclComm::init_all_on_hosts(map.to_vec(), config(None)).unwrap());
+        run_ranks(p, Duration::from_secs(120), move |r| {
+            for (op, name) in [
+                ("AllReduce", "AllReducePipelineExecutor"),
+                ("AllGather", "AllGatherPipelineExecutor"),
+                ("ReduceScatter", "ReduceScatterPipelineExecutor"),
+            ] {
+                check_all(&comms[r as usize], Some(op));
+                let last = comms[r as usize].communicator().last_executor();
+                assert_eq!(last.as_deref(), Some(name), "hosts {map:?}");
+            }
+        });
+    }
 }

@@ -22,7 +22,7 @@ pub use broadcast_ring::BroadcastRingExecutor;
 pub(crate) use flat_request::{all_peers, check_op, flat_request, ring_peers, Named};
 pub use hier::{
     builtin_level1, hier_executors, hier_name, register_level1, HierExecutor, HierKind,
-    Level1Algorithm, PipelineExecutor, RhdLevel1, RingLevel1,
+    Level1Algorithm, NonuniformLevel1, PipelineExecutor, RhdLevel1, RingLevel1,
 };
 pub use mesh::{MeshExecutor, MESH_EXECUTORS, PAIRWISE_EXECUTORS, STAR_EXECUTORS};
 pub use nonuniform_ops::{NonuniformExecutor, NB_EXECUTORS, NHR_EXECUTORS};

@@ -27,6 +27,7 @@
 
 use super::rhd::{reduce, Groups};
 use super::transfer::{step_pieces, Piece};
+use crate::template::Slice;
 use crate::topo::SubCommInfo;
 use hccl_platform::{DataType, DeviceMem, MemKind, ReduceOp, Result, Stream};
 
@@ -146,16 +147,20 @@ fn ranges(groups: &Groups, blocks: &[u32]) -> Vec<(usize, usize)> {
 /// the blocks received.
 type PlanStep = (u32, bool, Vec<u32>, Vec<u32>);
 
+/// Where peers write: their `kind` buffer at `base` plus the offset the
+/// data has in `w` (every rank keeps `w` at the same place).
+pub(super) type At = (MemKind, usize);
+
 /// Enqueues `plan` on steps `first..`: each step sends its blocks of `w`
-/// into the peer's `kind` buffer (same offsets) and receives its blocks
-/// from the other side; `after` gets the byte ranges that arrived.
+/// into the peer's buffer at `at` (same offsets) and receives its blocks
+/// from the other side; `after` gets the byte ranges (in `w`) that arrived.
 #[allow(clippy::too_many_arguments)]
 fn run_plan(
     s: &Stream,
     comm: &SubCommInfo,
     groups: &Groups,
     w: &DeviceMem,
-    kind: MemKind,
+    (kind, base): At,
     first: u32,
     plan: impl Iterator<Item = PlanStep>,
     mut after: impl FnMut(&[(usize, usize)]) -> Result<()>,
@@ -172,7 +177,7 @@ fn run_plan(
         let recv = ranges(groups, &recv);
         let pieces = ranges(groups, &send)
             .into_iter()
-            .map(|(off, len)| Ok((w.range(off, len)?, kind, off)))
+            .map(|(off, len)| Ok((w.range(off, len)?, kind, base + off)))
             .collect::<Result<Vec<Piece>>>()?;
         let from = if recv.is_empty() {
             None
@@ -192,7 +197,7 @@ fn run_plan(
 
 /// The reduce-scatter over the blocks `groups` of `w`, on steps
 /// `first..first + ⌈log2 p⌉`: partials land in the receiver's `landing`
-/// (addressed by the peer as `landing_kind`, same offsets as `w`) and are
+/// (same offsets as `w`; addressed by the peer at `landing_at`) and are
 /// reduced into `w`. Afterwards block r of `w` is reduced over all ranks.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn reduce_scatter(
@@ -201,7 +206,7 @@ pub(super) fn reduce_scatter(
     fam: Family,
     groups: &Groups,
     w: &DeviceMem,
-    (landing, landing_kind): (&DeviceMem, MemKind),
+    (landing, landing_at): (&DeviceMem, At),
     (dtype, op): (DataType, ReduceOp),
     first: u32,
 ) -> Result<()> {
@@ -210,7 +215,7 @@ pub(super) fn reduce_scatter(
         let (send, recv) = fam.blocks(k, p, r);
         (fam.delta(k, p), true, send, recv)
     });
-    run_plan(s, comm, groups, w, landing_kind, first, plan, |got| {
+    run_plan(s, comm, groups, w, landing_at, first, plan, |got| {
         for &(off, len) in got {
             reduce(s, &w.range(off, len)?, &landing.range(off, len)?, dtype, op)?;
         }
@@ -218,8 +223,8 @@ pub(super) fn reduce_scatter(
     })
 }
 
-/// The allgather over the blocks `groups` of `w` (addressed by peers as
-/// `kind`), on steps `first..first + ⌈log2 p⌉`: rank r starts holding
+/// The allgather over the blocks `groups` of `w` (addressed by peers at
+/// `at`), on steps `first..first + ⌈log2 p⌉`: rank r starts holding
 /// block r and ends holding every block.
 pub(super) fn all_gather(
     s: &Stream,
@@ -227,7 +232,7 @@ pub(super) fn all_gather(
     fam: Family,
     groups: &Groups,
     w: &DeviceMem,
-    kind: MemKind,
+    at: At,
     first: u32,
 ) -> Result<()> {
     let (r, p) = (comm.local_rank, comm.local_rank_size);
@@ -236,11 +241,38 @@ pub(super) fn all_gather(
         let (rs_send, rs_recv) = fam.blocks(k, p, r);
         (fam.delta(k, p), false, rs_recv, rs_send)
     });
-    run_plan(s, comm, groups, w, kind, first, plan, |_| Ok(()))
+    run_plan(s, comm, groups, w, at, first, plan, |_| Ok(()))
+}
+
+/// The allreduce of the bytes in `w` (this rank's CCL input at `base`,
+/// the same place on every rank) cut into p slices: reduce-scatter with
+/// partials landing in `landing` (the CCL output at `base`, as long as
+/// `w`), then allgather, 2⌈log2 p⌉ steps. The result ends in `w`. The
+/// flat AllReduce and the hierarchical executors' level 1 both run this.
+pub(super) fn all_reduce(
+    s: &Stream,
+    comm: &SubCommInfo,
+    fam: Family,
+    (w, landing, base): (&DeviceMem, &DeviceMem, usize),
+    how: (DataType, ReduceOp),
+) -> Result<()> {
+    let p = comm.local_rank_size;
+    let groups = Groups::from_slices(&Slice::split(w.len(), p as usize));
+    let landing = (landing, (MemKind::CclOutput, base));
+    reduce_scatter(s, comm, fam, &groups, w, landing, how, 0)?;
+    all_gather(
+        s,
+        comm,
+        fam,
+        &groups,
+        w,
+        (MemKind::CclInput, base),
+        steps(p),
+    )
 }
 
 /// The scatter from `root` over the blocks `groups` of `w` (addressed by
-/// peers as `kind`), on steps `first..first + ⌈log2 p⌉`: the root starts
+/// peers at `at`), on steps `first..first + ⌈log2 p⌉`: the root starts
 /// holding every block, rank r ends holding (at least) block r.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn scatter(
@@ -249,7 +281,7 @@ pub(super) fn scatter(
     fam: Family,
     groups: &Groups,
     w: &DeviceMem,
-    kind: MemKind,
+    at: At,
     root: u32,
     first: u32,
 ) -> Result<()> {
@@ -257,7 +289,7 @@ pub(super) fn scatter(
     let plan = (0..)
         .zip(fam.scatter_blocks(p, root, r))
         .map(|(k, (send, recv))| (fam.delta(k, p), true, send, recv));
-    run_plan(s, comm, groups, w, kind, first, plan, |_| Ok(()))
+    run_plan(s, comm, groups, w, at, first, plan, |_| Ok(()))
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 //! - **Broadcast**: scatter of the root's data cut into p slices, then
 //!   allgather (seed 002: 2⌈log2 p⌉ steps, 2(p−1)/p of the data per rank).
 
-use super::nonuniform::{all_gather, peers, reduce_scatter, scatter, Family};
+use super::nonuniform::{all_gather, all_reduce, peers, reduce_scatter, scatter, Family};
 use super::rhd::Groups;
 use super::ring_gather_scatter::{per_rank_window, slots};
 use super::{round_capacity, run_op_base_loop, CollExecutor, Named};
@@ -89,7 +89,7 @@ impl NonuniformExecutor {
                     for q in 0..p {
                         s.memcpy_async(&slot(&wbuf, q)?, &user(&param.input, q)?)?;
                     }
-                    let landing = (&res.ccl_output, MemKind::CclOutput);
+                    let landing = (&res.ccl_output, (MemKind::CclOutput, 0));
                     let how = (param.dtype, param.reduce_op);
                     reduce_scatter(s, comm, self.fam, &groups, &wbuf, landing, how, 0)?;
                     s.memcpy_async(&param.output.range(b(e0), b(w))?, &slot(&wbuf, r)?)?;
@@ -97,7 +97,15 @@ impl NonuniformExecutor {
                 OpType::AllGather => {
                     let wbuf = res.ccl_output.range(0, all)?;
                     s.memcpy_async(&slot(&wbuf, r)?, &param.input.range(b(e0), b(w))?)?;
-                    all_gather(s, comm, self.fam, &groups, &wbuf, MemKind::CclOutput, 0)?;
+                    all_gather(
+                        s,
+                        comm,
+                        self.fam,
+                        &groups,
+                        &wbuf,
+                        (MemKind::CclOutput, 0),
+                        0,
+                    )?;
                     for q in 0..p {
                         s.memcpy_async(&user(&param.output, q)?, &slot(&wbuf, q)?)?;
                     }
@@ -116,7 +124,7 @@ impl NonuniformExecutor {
                         self.fam,
                         &groups,
                         &wbuf,
-                        MemKind::CclOutput,
+                        (MemKind::CclOutput, 0),
                         root,
                         0,
                     )?;
@@ -135,24 +143,31 @@ impl NonuniformExecutor {
         let after = super::nonuniform::steps(p);
         let capacity = round_capacity(res);
         run_op_base_loop(param, res, capacity, |chunk, res| {
-            let groups = Groups::from_slices(&Slice::split(chunk.bytes, p as usize));
             let user_out = param.output.range(chunk.offset, chunk.bytes)?;
             if self.named.op == OpType::AllReduce {
                 let w = res.ccl_input.range(0, chunk.bytes)?;
                 s.memcpy_async(&w, &param.input.range(chunk.offset, chunk.bytes)?)?;
-                let landing = (&res.ccl_output, MemKind::CclOutput);
                 let how = (param.dtype, param.reduce_op);
-                reduce_scatter(s, comm, fam, &groups, &w, landing, how, 0)?;
-                all_gather(s, comm, fam, &groups, &w, MemKind::CclInput, after)?;
+                all_reduce(s, comm, fam, (&w, &res.ccl_output, 0), how)?;
                 return s.memcpy_async(&user_out, &w);
             }
+            let groups = Groups::from_slices(&Slice::split(chunk.bytes, p as usize));
             // broadcast: the root's buffer is its input and output
             let w = res.ccl_output.range(0, chunk.bytes)?;
             if r == param.root {
                 s.memcpy_async(&w, &user_out)?;
             }
-            scatter(s, comm, fam, &groups, &w, MemKind::CclOutput, param.root, 0)?;
-            all_gather(s, comm, fam, &groups, &w, MemKind::CclOutput, after)?;
+            scatter(
+                s,
+                comm,
+                fam,
+                &groups,
+                &w,
+                (MemKind::CclOutput, 0),
+                param.root,
+                0,
+            )?;
+            all_gather(s, comm, fam, &groups, &w, (MemKind::CclOutput, 0), after)?;
             if r != param.root {
                 s.memcpy_async(&user_out, &w)?;
             }

@@ -58,17 +58,6 @@ fn ring_allreduce_every_dtype_and_op() {
 }
 
 #[test]
-fn ring_allreduce_at_scale() {
-    for p in [64u32, 127, 128, 1000] {
-        for count in [5u64, 4099] {
-            let spec = SimSpec::all_reduce(p, count, DataType::Fp32, ReduceOp::Sum);
-            let r = ring(&spec).unwrap_or_else(|e| panic!("p={p} count={count}: {e}"));
-            check_ring_report(p, count, DataType::Fp32, &r);
-        }
-    }
-}
-
-#[test]
 fn op_base_chunks_multiply_steps() {
     // a CCL buffer of 1 KiB forces 4 chunks of a 4 KiB allreduce
     let mut spec = SimSpec::all_reduce(4, 1024, DataType::Fp32, ReduceOp::Max);
@@ -398,26 +387,6 @@ fn rooted_ring_star_rhd_and_nonuniform_run_in_rounds_with_small_ccl_buffers() {
     }
 }
 
-#[test]
-fn rhd_ops_at_scale() {
-    for &(name, op) in crate::executor::RHD_EXECUTORS {
-        // fewer than p elements at 1,000 ranks: allgather and reduce-scatter
-        // move p² blocks, which is what makes large counts slow to simulate
-        for (p, counts) in [
-            (64u32, &[5u64, 1001][..]),
-            (127, &[5, 1001]),
-            (128, &[5, 1001]),
-            (1000, &[3]),
-        ] {
-            for &count in counts {
-                for root in [0, p - 1] {
-                    check_case(name, op, p, count, root);
-                }
-            }
-        }
-    }
-}
-
 /// Critical-path steps of the RHD broadcast/reduce trees as the simulator
 /// counts them (a rank's sends overlap; a hop waits for the data it
 /// forwards and for the receiver to be ready), computed here from the
@@ -577,26 +546,6 @@ fn ceil_log2(p: u32) -> u64 {
     (32 - (p - 1).leading_zeros()) as u64
 }
 
-#[test]
-fn nhr_and_nb_at_scale() {
-    for (name, op) in nonuniform_cases() {
-        // allgather and reduce-scatter move p² blocks: few elements at scale
-        for (p, counts) in [
-            (64u32, &[5u64, 1001][..]),
-            (127, &[5, 1001]),
-            (128, &[5, 1001]),
-            (1000, &[3]),
-        ] {
-            for &count in counts {
-                let roots: &[u32] = if rooted(op) { &[0, 1, p - 1] } else { &[0] };
-                for &root in roots {
-                    check_case(name, op, p, count, root);
-                }
-            }
-        }
-    }
-}
-
 /// Longest path of the scatter trees: a block at offset d from the root
 /// takes one hop per set bit of d (both families decompose d in binary).
 fn scatter_depth(p: u32) -> u64 {
@@ -661,4 +610,122 @@ fn nhr_and_nb_use_power_of_two_distances() {
             }
         }
     }
+}
+
+/// NHR and NB as the level-1 allreduce of TwoLevel and AHC: registered
+/// under their names (so `hierarchical_executors_on_uneven_hosts` checks
+/// them on every uneven host set with awkward counts), and on five
+/// hosts their level 1 takes 2⌈log2 5⌉ = 6 steps where the ring takes
+/// 2(5 − 1) = 8, with no more bytes per rank.
+#[test]
+fn nhr_and_nb_as_level1_of_hierarchical_allreduce() {
+    let names = [
+        "AllReduceTwoLevelNHRExecutor",
+        "AllReduceTwoLevelNBExecutor",
+        "AllReduceAHCNHRExecutor",
+        "AllReduceAHCNBExecutor",
+    ];
+    let known: Vec<String> = crate::executor::hier_executors()
+        .into_iter()
+        .map(|(n, ..)| n)
+        .collect();
+    let l1 = CommPlane::Level1 as usize;
+    for name in names {
+        assert!(known.iter().any(|k| k == name), "{name} not registered");
+        let ring = name.replace("NHR", "").replace("NB", "");
+        let five: &[u32] = &[2, 2, 2, 2, 2];
+        let spec =
+            SimSpec::op(OpType::AllReduce, 10, 1280, DataType::Fp32, ReduceOp::Sum).on_hosts(five);
+        let a = simulate(registry(), name, &spec).unwrap();
+        let b = simulate(registry(), &ring, &spec).unwrap();
+        assert_eq!(a.plane_steps[l1], 6, "{name}");
+        assert_eq!(b.plane_steps[l1], 8, "{ring}");
+        assert_eq!(
+            a.plane_max_rank_bytes[l1], b.plane_max_rank_bytes[l1],
+            "{name}"
+        );
+    }
+}
+
+/// Rank counts of the algorithms meant for scale, with their small,
+/// awkward counts: none, one (fewer than p), and not divisible by p.
+/// Allgather-like ops move p² blocks and a ring p² tasks, so a few
+/// elements at 1,000 ranks is what keeps the simulation fast.
+const SCALE: &[(u32, &[u64])] = &[
+    (64, &[0, 1, 65]),
+    (127, &[0, 1, 128]),
+    (128, &[0, 1, 129]),
+    (1000, &[0, 3]),
+];
+
+/// Checks every (executor, op) of `cases` at every [`SCALE`] rank count
+/// and count, rooted ops from the last rank (outside the RHD core when p
+/// is not a power of two); `extra` sees each report.
+fn at_scale(cases: &[(&str, OpType)], mut extra: impl FnMut(&str, u32, u64, &SimReport)) {
+    for &(name, op) in cases {
+        for &(p, counts) in SCALE {
+            let root = if matches!(
+                op,
+                OpType::AllReduce | OpType::AllGather | OpType::ReduceScatter
+            ) {
+                0
+            } else {
+                p - 1
+            };
+            for &count in counts {
+                let r = check_case(name, op, p, count, root);
+                extra(name, p, count, &r);
+            }
+        }
+    }
+}
+
+/// Every ring pair at scale; the allreduce also keeps its step and byte
+/// counts.
+#[test]
+fn ring_ops_at_scale() {
+    let cases: Vec<(&str, OpType)> = [
+        (AllReduceRingExecutor::NAME, OpType::AllReduce),
+        (
+            crate::executor::AllGatherRingExecutor::NAME,
+            OpType::AllGather,
+        ),
+        (
+            crate::executor::ReduceScatterRingExecutor::NAME,
+            OpType::ReduceScatter,
+        ),
+        (
+            crate::executor::BroadcastRingExecutor::NAME,
+            OpType::Broadcast,
+        ),
+    ]
+    .into_iter()
+    .chain(crate::executor::RING_ROOTED_EXECUTORS.iter().copied())
+    .collect();
+    assert_eq!(cases.len(), 7);
+    at_scale(&cases, |name, p, count, r| {
+        if name == AllReduceRingExecutor::NAME {
+            check_ring_report(p, count, DataType::Fp32, r);
+        }
+    });
+}
+
+/// Every RHD pair at scale (fold-in/out at 127 and 1,000).
+#[test]
+fn rhd_ops_at_scale() {
+    let mut cases = vec![(
+        crate::executor::AllReduceRhdExecutor::NAME,
+        OpType::AllReduce,
+    )];
+    cases.extend(crate::executor::RHD_EXECUTORS.iter().copied());
+    assert_eq!(cases.len(), 5);
+    at_scale(&cases, |_, _, _, _| {});
+}
+
+/// Every NHR and NB pair at scale.
+#[test]
+fn nhr_and_nb_at_scale() {
+    let cases = nonuniform_cases();
+    assert_eq!(cases.len(), 10);
+    at_scale(&cases, |_, _, _, _| {});
 }

@@ -2,13 +2,14 @@
 //! chosen by name.
 //!
 //! A two-level executor is built with one [`Level1Algorithm`]; the built-in
-//! ones are ring and RHD (`H-D_R`). Another crate (or branch) adds its own,
-//! e.g. NHR or NB, by implementing the trait and registering the executors
-//! that use it with [`super::register_level1`].
+//! ones are ring, RHD (`H-D_R`), NHR and NB. Another crate adds its own by
+//! implementing the trait and registering the executors that use it with
+//! [`super::register_level1`].
 
 use crate::cost::{terms, Algo};
 use crate::executor::all_reduce_rhd::rhd_all_reduce;
 use crate::executor::all_reduce_ring::ring_all_reduce;
+use crate::executor::nonuniform::{self, Family};
 use crate::executor::rhd::partners;
 use crate::op::OpType;
 use crate::topo::SubCommInfo;
@@ -43,6 +44,15 @@ pub trait Level1Algorithm: Send + Sync + std::fmt::Debug {
     /// The cost model's (steps, bytes the busiest rank sends, bytes it
     /// reduces) of one such allreduce of `bytes` bytes on `n` ranks.
     fn terms(&self, n: u32, bytes: u64) -> (f64, f64, f64);
+}
+
+/// Moves the result of an allreduce that ends in its working buffer (the
+/// CCL input: RHD, NHR, NB) to the CCL output, where the trait promises it.
+fn result_to_output(stream: &Stream, input: &DeviceMem, output: &DeviceMem) -> Result<()> {
+    if input.is_empty() {
+        return Ok(());
+    }
+    stream.memcpy_async(output, input)
 }
 
 /// Level-1 ring: reduce-scatter then allgather around the group.
@@ -101,18 +111,66 @@ impl Level1Algorithm for RhdLevel1 {
         how: (DataType, ReduceOp),
     ) -> Result<()> {
         rhd_all_reduce(stream, comm, (input, output, base), how)?;
-        // RHD leaves the result in its working buffer
-        if !input.is_empty() {
-            stream.memcpy_async(output, input)?;
-        }
-        Ok(())
+        result_to_output(stream, input, output)
     }
     fn terms(&self, n: u32, bytes: u64) -> (f64, f64, f64) {
         terms(Algo::Rhd, OpType::AllReduce, n, bytes).unwrap_or_default()
     }
 }
 
+/// Level-1 NHR or NB (seed 002 §3.7, §3.8): the flat executors'
+/// reduce-scatter + allgather plans among the hosts, ⌈log2 H⌉ steps per
+/// phase for any host count H, where a ring needs H − 1 and RHD folds.
+#[derive(Debug)]
+pub struct NonuniformLevel1 {
+    fam: Family,
+}
+
+impl NonuniformLevel1 {
+    /// Level-1 NHR (`HCCL_ALGO` `level1:NHR`).
+    pub const NHR: NonuniformLevel1 = NonuniformLevel1 { fam: Family::Nhr };
+    /// Level-1 NB (`HCCL_ALGO` `level1:NB`).
+    pub const NB: NonuniformLevel1 = NonuniformLevel1 { fam: Family::Nb };
+}
+
+impl Level1Algorithm for NonuniformLevel1 {
+    fn algo_name(&self) -> &'static str {
+        match self.fam {
+            Family::Nhr => "NHR",
+            Family::Nb => "NB",
+        }
+    }
+    fn suffix(&self) -> &'static str {
+        self.algo_name()
+    }
+    fn peers(&self, r: u32, n: u32) -> Vec<u32> {
+        nonuniform::peers(r, n)
+    }
+    fn all_reduce(
+        &self,
+        stream: &Stream,
+        comm: &SubCommInfo,
+        (input, output, base): (&DeviceMem, &DeviceMem, usize),
+        how: (DataType, ReduceOp),
+    ) -> Result<()> {
+        nonuniform::all_reduce(stream, comm, self.fam, (input, output, base), how)?;
+        result_to_output(stream, input, output)
+    }
+    fn terms(&self, n: u32, bytes: u64) -> (f64, f64, f64) {
+        let algo = match self.fam {
+            Family::Nhr => Algo::Nhr,
+            Family::Nb => Algo::Nb,
+        };
+        terms(algo, OpType::AllReduce, n, bytes).unwrap_or_default()
+    }
+}
+
 /// The built-in level-1 algorithms.
 pub fn builtin_level1() -> Vec<Arc<dyn Level1Algorithm>> {
-    vec![Arc::new(RingLevel1), Arc::new(RhdLevel1)]
+    vec![
+        Arc::new(RingLevel1),
+        Arc::new(RhdLevel1),
+        Arc::new(NonuniformLevel1::NHR),
+        Arc::new(NonuniformLevel1::NB),
+    ]
 }

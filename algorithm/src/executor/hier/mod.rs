@@ -4,7 +4,7 @@
 //!
 //! - **TwoLevel** (HCCL's hierarchical executors): AllReduce = level-0
 //!   reduce-scatter → level-1 allreduce (a [`Level1Algorithm`]: ring,
-//!   RHD, or one registered later) → level-0 allgather; ReduceScatter =
+//!   RHD, NHR, NB, or one registered later) → level-0 allgather; ReduceScatter =
 //!   level-0 reduce-scatter → level-1 ring reduce-scatter; AllGather =
 //!   level-1 ring allgather → level-0 allgather. Data is cut into as many
 //!   parts as the largest host has ranks; on a smaller host a rank owns
@@ -22,7 +22,7 @@ mod level1;
 mod pipeline;
 mod two_level;
 
-pub use level1::{builtin_level1, Level1Algorithm, RhdLevel1, RingLevel1};
+pub use level1::{builtin_level1, Level1Algorithm, NonuniformLevel1, RhdLevel1, RingLevel1};
 pub use pipeline::PipelineExecutor;
 pub use two_level::{HierExecutor, HierKind};
 
@@ -83,7 +83,7 @@ const RING_ONLY: &[(HierKind, OpType)] = &[
 /// Registers the hierarchical executors that use `level1` for their
 /// inter-host allreduce (AllReduce TwoLevel and AHC), under
 /// [`hier_name`]`(kind, op, level1.suffix())`. This is how a level-1
-/// algorithm written elsewhere (NHR, NB) plugs in; `HCCL_ALGO`'s
+/// algorithm (the built-in NHR and NB, or one written elsewhere) plugs in; `HCCL_ALGO`'s
 /// `level1:<algo_name>` then selects them on multi-host communicators.
 pub fn register_level1(
     registry: &ExecutorRegistry,
