@@ -140,6 +140,9 @@ pub(crate) struct DeviceInner {
     pub(crate) done: EventCount,
     /// Held by whoever is driving.
     pub(crate) driver: Mutex<Vec<Arc<StreamInner>>>,
+    /// The stream generation the driver's snapshot holds between
+    /// `poll_once` calls (`u64::MAX`: none). Only touched under `driver`.
+    poll_gen: AtomicU64,
 }
 
 /// A rank's execution context: its streams and their driver. Cheap to clone.
@@ -180,6 +183,7 @@ impl Device {
             events: waker,
             done: EventCount::new(),
             driver: Mutex::new(Vec::new()),
+            poll_gen: AtomicU64::new(u64::MAX),
         }));
         if mode == ExecMode::Worker {
             spawn_worker(&dev);
@@ -217,7 +221,13 @@ impl Device {
             return false;
         };
         let mut progressed = false;
-        let mut gen = None;
+        // a single-thread driver of many devices (the simulator) calls this
+        // millions of times: keep the snapshot between calls and re-read
+        // the stream list only when it changed
+        let mut gen = match self.0.poll_gen.load(Ordering::Relaxed) {
+            u64::MAX => None,
+            g => Some(g),
+        };
         loop {
             self.0.refresh(&mut snap, &mut gen);
             let mut round = false;
@@ -229,7 +239,9 @@ impl Device {
             }
             progressed = true;
         }
-        snap.clear();
+        self.0
+            .poll_gen
+            .store(gen.unwrap_or(u64::MAX), Ordering::Relaxed);
         drop(snap);
         if progressed {
             self.0.done.notify();
@@ -305,6 +317,7 @@ impl DeviceInner {
         loop {
             if done() {
                 snapshot.clear();
+                self.poll_gen.store(u64::MAX, Ordering::Relaxed);
                 return;
             }
             let key = self.events.key();
@@ -321,6 +334,7 @@ impl DeviceInner {
             }
             if done() {
                 snapshot.clear();
+                self.poll_gen.store(u64::MAX, Ordering::Relaxed);
                 return;
             }
             let now = Instant::now();
