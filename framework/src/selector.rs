@@ -41,6 +41,21 @@ type Ranked = Arc<[Candidate]>;
 struct HierMemo {
     rank_to_server: Vec<u32>,
     ranked: HashMap<(OpType, u64), Ranked>,
+    /// The cost model's final choice (flat or hierarchical, checked
+    /// registered), so a repeated op skips the model and the registry.
+    chosen: HashMap<(OpType, u64), Arc<str>>,
+}
+
+impl HierMemo {
+    /// Starts over when the topology differs from the one memoised.
+    fn for_topo(&mut self, topo: &TopoInfo) -> &mut Self {
+        if self.rank_to_server != topo.rank_to_server {
+            self.rank_to_server = topo.rank_to_server.clone();
+            self.ranked.clear();
+            self.chosen.clear();
+        }
+        self
+    }
 }
 
 /// Entries kept before the memo starts over (a size sweep must not grow it
@@ -183,11 +198,8 @@ impl Selector {
         bytes: u64,
         registry: &ExecutorRegistry,
     ) -> Ranked {
-        let mut memo = self.hier_memo.lock().unwrap_or_else(|p| p.into_inner());
-        if memo.rank_to_server != topo.rank_to_server {
-            memo.rank_to_server = topo.rank_to_server.clone();
-            memo.ranked.clear();
-        }
+        let mut guard = self.hier_memo.lock().unwrap_or_else(|p| p.into_inner());
+        let memo = guard.for_topo(topo);
         if let Some(r) = memo.ranked.get(&(op, bytes)) {
             return r.clone();
         }
@@ -292,6 +304,7 @@ impl Selector {
         let p = topo.user_rank_size;
         let multi_server = topo.server_num() > 1;
         let bytes = model_bytes(param, p);
+        let mut from_cost = false;
         let (name, why) = if let Some(n) = &self.override_name {
             (n.clone(), String::from("HCCL_RS_EXECUTOR"))
         } else if let Some((n, why)) = self.hierarchical_choice(op, topo, registry) {
@@ -322,7 +335,19 @@ impl Selector {
             })?;
             (name.to_owned(), format!("HCCL_ALGO {level}:{choice}"))
         } else {
+            let memoised = self
+                .hier_memo
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .for_topo(topo)
+                .chosen
+                .get(&(op, bytes))
+                .cloned();
+            if let Some(name) = memoised {
+                return Ok(name.to_string());
+            }
             let (name, t, considered) = self.by_cost(op, topo, bytes, registry)?;
+            from_cost = true;
             // formatting the reason costs more than the selection: only
             // when it will be logged
             let why = if tracing::enabled!(tracing::Level::DEBUG) {
@@ -339,6 +364,14 @@ impl Selector {
             )));
         }
         tracing::debug!(tag = %param.tag, %op, ranks = p, servers = topo.server_num(), bytes, executor = %name, reason = %why, "selected executor");
+        if from_cost {
+            let mut guard = self.hier_memo.lock().unwrap_or_else(|p| p.into_inner());
+            let memo = guard.for_topo(topo);
+            if memo.chosen.len() >= HIER_MEMO_CAP {
+                memo.chosen.clear();
+            }
+            memo.chosen.insert((op, bytes), Arc::from(name.as_str()));
+        }
         Ok(name)
     }
 }
