@@ -24,7 +24,7 @@ pub struct Selector {
     override_name: Option<String>,
     algo: AlgoConfig,
     cost: CostParams,
-    hier_memo: Arc<Mutex<HierMemo>>,
+    memo: Arc<Mutex<SelectionMemo>>,
 }
 
 /// A candidate of the cost model: executor name and predicted µs.
@@ -33,12 +33,13 @@ type Candidate = (String, f64);
 /// Hierarchical candidates, shared from the memo.
 type Ranked = Arc<[Candidate]>;
 
-/// The hierarchical predictions made so far, per (op, model bytes), for
-/// the topology they were made on. Predicting them walks every host and
-/// part for every candidate, too much to redo on every op call; a
-/// communicator's ops repeat a few sizes.
+/// What the cost model worked out so far, per (op, model bytes), for the
+/// topology it was worked out on: the hierarchical predictions (which walk
+/// every host and part for every candidate) and the final choice. Both are
+/// too much to redo on every op call, and a communicator's ops repeat a
+/// few sizes.
 #[derive(Debug, Default)]
-struct HierMemo {
+struct SelectionMemo {
     rank_to_server: Vec<u32>,
     ranked: HashMap<(OpType, u64), Ranked>,
     /// The cost model's final choice (flat or hierarchical, checked
@@ -46,7 +47,7 @@ struct HierMemo {
     chosen: HashMap<(OpType, u64), Arc<str>>,
 }
 
-impl HierMemo {
+impl SelectionMemo {
     /// Starts over when the topology differs from the one memoised.
     fn for_topo(&mut self, topo: &TopoInfo) -> &mut Self {
         if self.rank_to_server != topo.rank_to_server {
@@ -60,7 +61,7 @@ impl HierMemo {
 
 /// Entries kept before the memo starts over (a size sweep must not grow it
 /// without bound).
-const HIER_MEMO_CAP: usize = 256;
+const MEMO_CAP: usize = 256;
 
 /// The executor implementing `algo` for `op`, if there is one.
 pub fn executor_name(algo: Algo, op: OpType) -> Option<&'static str> {
@@ -183,7 +184,7 @@ impl Selector {
             override_name,
             algo,
             cost,
-            hier_memo: Arc::default(),
+            memo: Arc::default(),
         }
     }
 
@@ -198,7 +199,7 @@ impl Selector {
         bytes: u64,
         registry: &ExecutorRegistry,
     ) -> Ranked {
-        let mut guard = self.hier_memo.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = self.memo.lock().unwrap_or_else(|p| p.into_inner());
         let memo = guard.for_topo(topo);
         if let Some(r) = memo.ranked.get(&(op, bytes)) {
             return r.clone();
@@ -227,7 +228,7 @@ impl Selector {
             }
         }
         let ranked: Ranked = out.into();
-        if memo.ranked.len() >= HIER_MEMO_CAP {
+        if memo.ranked.len() >= MEMO_CAP {
             memo.ranked.clear();
         }
         memo.ranked.insert((op, bytes), ranked.clone());
@@ -336,7 +337,7 @@ impl Selector {
             (name.to_owned(), format!("HCCL_ALGO {level}:{choice}"))
         } else {
             let memoised = self
-                .hier_memo
+                .memo
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .for_topo(topo)
@@ -365,9 +366,9 @@ impl Selector {
         }
         tracing::debug!(tag = %param.tag, %op, ranks = p, servers = topo.server_num(), bytes, executor = %name, reason = %why, "selected executor");
         if from_cost {
-            let mut guard = self.hier_memo.lock().unwrap_or_else(|p| p.into_inner());
+            let mut guard = self.memo.lock().unwrap_or_else(|p| p.into_inner());
             let memo = guard.for_topo(topo);
-            if memo.chosen.len() >= HIER_MEMO_CAP {
+            if memo.chosen.len() >= MEMO_CAP {
                 memo.chosen.clear();
             }
             memo.chosen.insert((op, bytes), Arc::from(name.as_str()));

@@ -9,7 +9,7 @@ use super::CollExecutor;
 use crate::op::{OpParam, OpType};
 use crate::resource::{AlgResourceRequest, AlgResourceResponse};
 use crate::template::{RingAllGather, RingReduceScatter, Slice};
-use crate::topo::{CommPlane, TopoInfo};
+use crate::topo::{CommPlane, SubCommInfo, TopoInfo};
 use hccl_platform::{HcclError, MemKind, Result};
 
 /// Ring AllGather over the flat plane.
@@ -64,6 +64,34 @@ pub(super) fn per_rank_window(res: &AlgResourceResponse, p: u64, u: u64) -> Resu
     Ok(n)
 }
 
+/// The op-base frame both executors share: nothing to do for no elements,
+/// a local copy on one rank, else `round(comm, e0, w)` for each round of
+/// `w` elements per rank starting at element `e0`.
+fn ring_rounds(
+    topo: &TopoInfo,
+    param: &OpParam,
+    res: &AlgResourceResponse,
+    mut round: impl FnMut(&SubCommInfo, u64, u64) -> Result<()>,
+) -> Result<()> {
+    let (p, c, u) = (
+        topo.user_rank_size as u64,
+        param.count,
+        param.dtype.size() as u64,
+    );
+    if c == 0 {
+        return Ok(());
+    }
+    if p == 1 {
+        return super::copy_through(param, (c * u) as usize);
+    }
+    let comm = res.sub_comm(CommPlane::Combine, 0)?;
+    let n = per_rank_window(res, p, u)?;
+    for i in 0..c.div_ceil(n) {
+        round(&comm, i * n, n.min(c - i * n))?;
+    }
+    Ok(())
+}
+
 impl CollExecutor for AllGatherRingExecutor {
     fn name(&self) -> &str {
         Self::NAME
@@ -84,16 +112,7 @@ impl CollExecutor for AllGatherRingExecutor {
         let (p, me) = (self.topo.user_rank_size as u64, self.topo.user_rank as u64);
         let (c, u) = (param.count, param.dtype.size() as u64);
         let b = |e: u64| (e * u) as usize;
-        if c == 0 {
-            return Ok(());
-        }
-        if p == 1 {
-            return super::copy_through(param, b(c));
-        }
-        let comm = res.sub_comm(CommPlane::Combine, 0)?;
-        let n = per_rank_window(res, p, u)?;
-        for i in 0..c.div_ceil(n) {
-            let (e0, w) = (i * n, n.min(c - i * n));
+        ring_rounds(&self.topo, param, res, |comm, e0, w| {
             s.memcpy_async(
                 &res.ccl_output.range(b(me * w), b(w))?,
                 &param.input.range(b(e0), b(w))?,
@@ -104,15 +123,15 @@ impl CollExecutor for AllGatherRingExecutor {
                 output_base: 0,
                 slices: slots(p, w, u),
             }
-            .run(s, &comm)?;
+            .run(s, comm)?;
             for q in 0..p {
                 s.memcpy_async(
                     &param.output.range(b(q * c + e0), b(w))?,
                     &res.ccl_output.range(b(q * w), b(w))?,
                 )?;
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 }
 
@@ -136,16 +155,7 @@ impl CollExecutor for ReduceScatterRingExecutor {
         let (p, me) = (self.topo.user_rank_size as u64, self.topo.user_rank as u64);
         let (c, u) = (param.count, param.dtype.size() as u64);
         let b = |e: u64| (e * u) as usize;
-        if c == 0 {
-            return Ok(());
-        }
-        if p == 1 {
-            return super::copy_through(param, b(c));
-        }
-        let comm = res.sub_comm(CommPlane::Combine, 0)?;
-        let n = per_rank_window(res, p, u)?;
-        for i in 0..c.div_ceil(n) {
-            let (e0, w) = (i * n, n.min(c - i * n));
+        ring_rounds(&self.topo, param, res, |comm, e0, w| {
             for q in 0..p {
                 s.memcpy_async(
                     &res.ccl_input.range(b(q * w), b(w))?,
@@ -161,12 +171,11 @@ impl CollExecutor for ReduceScatterRingExecutor {
                 dtype: param.dtype,
                 op: param.reduce_op,
             }
-            .run(s, &comm)?;
+            .run(s, comm)?;
             s.memcpy_async(
                 &param.output.range(b(e0), b(w))?,
                 &res.ccl_input.range(b(me * w), b(w))?,
-            )?;
-        }
-        Ok(())
+            )
+        })
     }
 }

@@ -33,20 +33,37 @@ fn arg(what: &'static str, ptr: *const c_void, len: usize) -> Arg {
     Arg { what, ptr, len }
 }
 
-/// A rank-sized array of uint64_t counts or displacements.
-fn u64s(p: *const c_void, what: &str, n: u32) -> Result<Vec<u64>> {
-    non_null(p, what)?;
-    // SAFETY: non-null; HCCL's contract: an array of rankSize uint64_t.
-    Ok(unsafe { std::slice::from_raw_parts(p.cast::<u64>(), n as usize) }.to_vec())
+/// `n` elements from or to every one of `p` ranks (overflow → `HCCL_E_PARA`
+/// naming the argument `what`).
+fn all_ranks(n: u64, what: &str, p: u32) -> Result<u64> {
+    n.checked_mul(p as u64)
+        .ok_or_else(|| HcclError::para(format!("{what} {n} × rank size {p} overflows")))
 }
 
-/// Elements spanned by counts at displacements: max(count + displ).
-fn extent(counts: &[u64], displs: &[u64], what: &str) -> Result<u64> {
-    counts.iter().zip(displs).try_fold(0u64, |m, (c, d)| {
-        c.checked_add(*d).map(|e| m.max(e)).ok_or_else(|| {
-            HcclError::para(format!("{what}: count {c} + displacement {d} overflows"))
+/// A V op's layout: rank-sized `uint64_t` arrays of counts and
+/// displacements (named `names` in errors), and the elements they span,
+/// max(count + displacement).
+fn layout(
+    counts: *const c_void,
+    displs: *const c_void,
+    names: (&str, &str),
+    p: u32,
+) -> Result<(Vec<u64>, Vec<u64>, u64)> {
+    let read = |ptr: *const c_void, what: &str| -> Result<Vec<u64>> {
+        non_null(ptr, what)?;
+        // SAFETY: non-null; HCCL's contract: an array of rankSize uint64_t.
+        Ok(unsafe { std::slice::from_raw_parts(ptr.cast::<u64>(), p as usize) }.to_vec())
+    };
+    let (c, d) = (read(counts, names.0)?, read(displs, names.1)?);
+    let span = c.iter().zip(&d).try_fold(0u64, |m, (n, o)| {
+        n.checked_add(*o).map(|e| m.max(e)).ok_or_else(|| {
+            HcclError::para(format!(
+                "{}/{}: count {n} + displacement {o} overflows",
+                names.0, names.1
+            ))
         })
-    })
+    })?;
+    Ok((c, d, span))
 }
 
 /// `HcclAllReduce`.
@@ -101,9 +118,7 @@ pub extern "C" fn HcclReduceScatter(
     hccl("HcclReduceScatter", || {
         let (dt, rop) = (dtype(dataType)?, reduce_op(op)?);
         let (c, s) = target(comm, stream)?;
-        let total = recvCount.checked_mul(c.comm.size() as u64).ok_or_else(|| {
-            HcclError::para(format!("recvCount {recvCount} × rank size overflows"))
-        })?;
+        let total = all_ranks(recvCount, "recvCount", c.comm.size())?;
         let m = resolve(&[
             arg("sendBuf", sendBuf, bytes(total, dt)?),
             arg("recvBuf", recvBuf, bytes(recvCount, dt)?),
@@ -129,12 +144,12 @@ pub extern "C" fn HcclReduceScatterV(
     hccl("HcclReduceScatterV", || {
         let (dt, rop) = (dtype(dataType)?, reduce_op(op)?);
         let (c, s) = target(comm, stream)?;
-        let p = c.comm.size();
-        let (counts, displs) = (
-            u64s(sendCounts, "sendCounts", p)?,
-            u64s(sendDispls, "sendDispls", p)?,
-        );
-        let span = extent(&counts, &displs, "sendCounts/sendDispls")?;
+        let (counts, displs, span) = layout(
+            sendCounts,
+            sendDispls,
+            ("sendCounts", "sendDispls"),
+            c.comm.size(),
+        )?;
         let m = resolve(&[
             arg("sendBuf", sendBuf, bytes(span, dt)?),
             arg("recvBuf", recvBuf, bytes(recvCount, dt)?),
@@ -159,9 +174,7 @@ pub extern "C" fn HcclScatter(
         let dt = dtype(dataType)?;
         let (c, s) = target(comm, stream)?;
         let send_elems = if c.comm.rank() == root {
-            recvCount.checked_mul(c.comm.size() as u64).ok_or_else(|| {
-                HcclError::para(format!("recvCount {recvCount} × rank size overflows"))
-            })?
+            all_ranks(recvCount, "recvCount", c.comm.size())?
         } else {
             0
         };
@@ -186,9 +199,7 @@ pub extern "C" fn HcclAllGather(
     hccl("HcclAllGather", || {
         let dt = dtype(dataType)?;
         let (c, s) = target(comm, stream)?;
-        let total = sendCount.checked_mul(c.comm.size() as u64).ok_or_else(|| {
-            HcclError::para(format!("sendCount {sendCount} × rank size overflows"))
-        })?;
+        let total = all_ranks(sendCount, "sendCount", c.comm.size())?;
         let m = resolve(&[
             arg("sendBuf", sendBuf, bytes(sendCount, dt)?),
             arg("recvBuf", recvBuf, bytes(total, dt)?),
@@ -212,12 +223,12 @@ pub extern "C" fn HcclAllGatherV(
     hccl("HcclAllGatherV", || {
         let dt = dtype(dataType)?;
         let (c, s) = target(comm, stream)?;
-        let p = c.comm.size();
-        let (counts, displs) = (
-            u64s(recvCounts, "recvCounts", p)?,
-            u64s(recvDispls, "recvDispls", p)?,
-        );
-        let span = extent(&counts, &displs, "recvCounts/recvDispls")?;
+        let (counts, displs, span) = layout(
+            recvCounts,
+            recvDispls,
+            ("recvCounts", "recvDispls"),
+            c.comm.size(),
+        )?;
         let m = resolve(&[
             arg("sendBuf", sendBuf, bytes(sendCount, dt)?),
             arg("recvBuf", recvBuf, bytes(span, dt)?),
@@ -267,21 +278,17 @@ pub extern "C" fn HcclAlltoAll(
     hccl("HcclAlltoAll", || {
         let (st, rt) = (dtype(sendType)?, dtype(recvType)?);
         let (c, s) = target(comm, stream)?;
-        let p = c.comm.size() as u64;
-        let total = |n: u64, what: &str| {
-            n.checked_mul(p)
-                .ok_or_else(|| HcclError::para(format!("{what} {n} × rank size overflows")))
-        };
+        let p = c.comm.size();
         let m = resolve(&[
             arg(
                 "sendBuf",
                 sendBuf,
-                bytes(total(sendCount, "sendCount")?, st)?,
+                bytes(all_ranks(sendCount, "sendCount", p)?, st)?,
             ),
             arg(
                 "recvBuf",
                 recvBuf,
-                bytes(total(recvCount, "recvCount")?, rt)?,
+                bytes(all_ranks(recvCount, "recvCount", p)?, rt)?,
             ),
         ])?;
         c.comm
@@ -307,25 +314,11 @@ pub extern "C" fn HcclAlltoAllV(
         let (st, rt) = (dtype(sendType)?, dtype(recvType)?);
         let (c, s) = target(comm, stream)?;
         let p = c.comm.size();
-        let (sc, sd) = (
-            u64s(sendCounts, "sendCounts", p)?,
-            u64s(sdispls, "sdispls", p)?,
-        );
-        let (rc, rd) = (
-            u64s(recvCounts, "recvCounts", p)?,
-            u64s(rdispls, "rdispls", p)?,
-        );
+        let (sc, sd, sspan) = layout(sendCounts, sdispls, ("sendCounts", "sdispls"), p)?;
+        let (rc, rd, rspan) = layout(recvCounts, rdispls, ("recvCounts", "rdispls"), p)?;
         let m = resolve(&[
-            arg(
-                "sendBuf",
-                sendBuf,
-                bytes(extent(&sc, &sd, "sendCounts/sdispls")?, st)?,
-            ),
-            arg(
-                "recvBuf",
-                recvBuf,
-                bytes(extent(&rc, &rd, "recvCounts/rdispls")?, rt)?,
-            ),
+            arg("sendBuf", sendBuf, bytes(sspan, st)?),
+            arg("recvBuf", recvBuf, bytes(rspan, rt)?),
         ])?;
         c.comm
             .all_to_all_v_raw(&m[0], &sc, &sd, st, &m[1], &rc, &rd, rt, &s)
