@@ -186,6 +186,7 @@ impl OpParam {
             count: if per_rank_count { 0 } else { self.count },
             buffer,
             tag,
+            mem: Default::default(),
         }
     }
 

@@ -122,6 +122,15 @@ impl Link for SimLink {
                         .push_back(t);
                 }
                 LinkOp::RxWaitDone => self.arrive(&self.incoming),
+                // a read of the peer's buffer is a hand-off that ends here:
+                // the peer's progress came with the ack that allowed it
+                op if op.is_peer_read() => {
+                    self.bytes.fetch_add(op.bytes() as u64, Ordering::Relaxed);
+                    self.transfers.fetch_add(1, Ordering::Relaxed);
+                    let mut now = self.now();
+                    now.total += 1;
+                    now.planes[self.plane] += 1;
+                }
                 LinkOp::TxAck => {
                     let t = *self.now();
                     self.outgoing_ctl
@@ -143,5 +152,8 @@ impl Link for SimLink {
     }
     fn health(&self) -> Result<()> {
         self.inner.health()
+    }
+    fn reads_peer_param(&self) -> bool {
+        self.inner.reads_peer_param()
     }
 }

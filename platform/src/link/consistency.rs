@@ -1,6 +1,8 @@
 //! The op descriptor ranks exchange at the start of every op, so that ranks
 //! that issued different collectives, counts or types are told so instead
-//! of hanging (HCCL's consistency check).
+//! of hanging (HCCL's consistency check). The same message also carries,
+//! for executors that read their peers' user buffers, where those buffers
+//! are ([`ParamMem`]); that part is never compared.
 
 use crate::error::HcclError;
 
@@ -22,6 +24,24 @@ pub struct OpDesc {
     pub buffer: u64,
     /// Hash of the op tag.
     pub tag: u64,
+    /// Where the sender's user buffers of this op are (zero when the sender
+    /// does not expose them); not part of the comparison.
+    pub mem: ParamMem,
+}
+
+/// Where a rank's user buffers of the current op are, in its own address
+/// space: what a peer on the same host needs to read them with
+/// cross-memory attach.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ParamMem {
+    /// Address of the op's input buffer.
+    pub input_addr: u64,
+    /// Bytes of the input buffer.
+    pub input_len: u64,
+    /// Address of the op's output buffer.
+    pub output_addr: u64,
+    /// Bytes of the output buffer.
+    pub output_len: u64,
 }
 
 impl OpDesc {
@@ -52,9 +72,12 @@ impl OpDesc {
         Ok(())
     }
 
-    /// Wire form (little-endian, 40 bytes).
-    pub fn to_bytes(&self) -> [u8; 40] {
-        let mut b = [0u8; 40];
+    /// Bytes of the wire form.
+    pub const WIRE: usize = 72;
+
+    /// Wire form (little-endian, [`OpDesc::WIRE`] bytes).
+    pub fn to_bytes(&self) -> [u8; OpDesc::WIRE] {
+        let mut b = [0u8; OpDesc::WIRE];
         b[0..4].copy_from_slice(&self.op.to_le_bytes());
         b[4..8].copy_from_slice(&self.dtype.to_le_bytes());
         b[8..12].copy_from_slice(&self.reduce.to_le_bytes());
@@ -62,11 +85,18 @@ impl OpDesc {
         b[16..24].copy_from_slice(&self.count.to_le_bytes());
         b[24..32].copy_from_slice(&self.buffer.to_le_bytes());
         b[32..40].copy_from_slice(&self.tag.to_le_bytes());
+        let m = &self.mem;
+        for (i, v) in [m.input_addr, m.input_len, m.output_addr, m.output_len]
+            .into_iter()
+            .enumerate()
+        {
+            b[40 + 8 * i..48 + 8 * i].copy_from_slice(&v.to_le_bytes());
+        }
         b
     }
 
     /// From the wire form.
-    pub fn from_bytes(b: &[u8; 40]) -> OpDesc {
+    pub fn from_bytes(b: &[u8; OpDesc::WIRE]) -> OpDesc {
         let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"));
         let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
         OpDesc {
@@ -77,6 +107,12 @@ impl OpDesc {
             count: u64_at(16),
             buffer: u64_at(24),
             tag: u64_at(32),
+            mem: ParamMem {
+                input_addr: u64_at(40),
+                input_len: u64_at(48),
+                output_addr: u64_at(56),
+                output_len: u64_at(64),
+            },
         }
     }
 }
@@ -102,5 +138,18 @@ mod tests {
         );
         assert!(a.check(&a, 1).is_ok());
         assert_eq!(OpDesc::from_bytes(&b.to_bytes()), b);
+        // where the buffers are differs between ranks and is not compared
+        let c = OpDesc {
+            count: 16512,
+            mem: ParamMem {
+                input_addr: 0x7f00_0000_1000,
+                input_len: 64,
+                output_addr: 0x7f00_0000_2000,
+                output_len: 128,
+            },
+            ..Default::default()
+        };
+        assert!(a.check(&c, 1).is_ok());
+        assert_eq!(OpDesc::from_bytes(&c.to_bytes()), c);
     }
 }

@@ -154,6 +154,10 @@ impl WriteBased for InProcLink {
     fn peer(&self) -> u32 {
         self.remote
     }
+
+    fn peer_pid(&self) -> u32 {
+        crate::mem::cma::own_pid()
+    }
 }
 
 impl Link for InProcLink {
@@ -197,5 +201,9 @@ impl Link for InProcLink {
 
     fn health(&self) -> Result<()> {
         self.check_aborted()
+    }
+
+    fn reads_peer_param(&self) -> bool {
+        crate::mem::cma::permitted()
     }
 }

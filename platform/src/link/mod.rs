@@ -20,6 +20,13 @@
 //!   pair (HCCL uses them for barriers).
 //! - `tx_with_reduce` transfers and reduces into the peer's buffer
 //!   (`dst = dst op src`), satisfying one `rx_wait_done`.
+//!
+//! Read-based verbs, on links between ranks of one host
+//! ([`Link::reads_peer_param`]): `expose_param_mem` sends where this
+//! rank's user buffers of the op are, `rx_param_mem` receives the peer's,
+//! and `read_peer` copies from the peer's user buffer straight into a
+//! local one (cross-memory attach), one copy in all. The executor's own
+//! acks keep the peer's buffer stable while it is read.
 
 mod consistency;
 mod in_process;
@@ -27,7 +34,7 @@ mod shm;
 mod tcp;
 mod write_based;
 
-pub use consistency::OpDesc;
+pub use consistency::{OpDesc, ParamMem};
 pub use in_process::{InProcEndpoint, InProcLink};
 pub use shm::{sweep_stale_segments, ShmLink, ShmSegment};
 pub use tcp::{TcpLink, TcpNode};
@@ -91,6 +98,10 @@ pub enum LinkOp {
     RxDesc(Box<OpDesc>),
     /// Wait until the peer's next transfer into this rank has completed.
     RxWaitDone,
+    /// Receive the peer's next descriptor without checking it and remember
+    /// where its user buffers are, for `RxAsync` reads from its
+    /// `ParamInput` / `ParamOutput`.
+    RxParamMem,
 }
 
 impl LinkOp {
@@ -108,6 +119,7 @@ impl LinkOp {
             LinkOp::TxDesc(_) => "TxDesc",
             LinkOp::RxDesc(_) => "RxDesc (consistency check)",
             LinkOp::RxWaitDone => "RxWaitDone",
+            LinkOp::RxParamMem => "RxParamMem",
         }
     }
 
@@ -115,8 +127,25 @@ impl LinkOp {
     pub fn bytes(&self) -> usize {
         match self {
             LinkOp::TxAsync { src, .. } | LinkOp::TxWithReduce { src, .. } => src.mem().len(),
+            op if op.is_peer_read() => match op {
+                LinkOp::RxAsync { dst, .. } => dst.mem().len(),
+                _ => 0,
+            },
             _ => 0,
         }
+    }
+
+    /// Whether this is a read from the peer's user buffer (an `RxAsync`
+    /// from `ParamInput` / `ParamOutput`), which moves data, rather than
+    /// the receiving half of a write.
+    pub fn is_peer_read(&self) -> bool {
+        matches!(
+            self,
+            LinkOp::RxAsync {
+                src_kind: MemKind::ParamInput | MemKind::ParamOutput,
+                ..
+            }
+        )
     }
 }
 
@@ -152,6 +181,11 @@ pub trait Link: Send + Sync + fmt::Debug {
     fn shutdown(&self, reason: &str);
     /// `Ok` while the link is usable; otherwise the error that broke it.
     fn health(&self) -> Result<()>;
+    /// Whether this end can read the peer's user buffers (`read_peer`):
+    /// both ranks on this host and cross-memory attach permitted.
+    fn reads_peer_param(&self) -> bool {
+        false
+    }
 }
 
 /// A shared link handle with the verbs as enqueue methods.
@@ -292,6 +326,76 @@ impl LinkHandle {
     /// Enqueues receiving the peer's op descriptor and checking it against `desc`.
     pub fn rx_desc(&self, desc: OpDesc, stream: &Stream) -> Result<()> {
         self.push(stream, LinkOp::RxDesc(Box::new(desc)))
+    }
+
+    /// Enqueues sending where this rank's user buffers of the op are
+    /// (`input`, `output`), for a peer that will read them with
+    /// [`read_peer`](Self::read_peer). The peer takes it with
+    /// [`rx_param_mem`](Self::rx_param_mem).
+    pub fn expose_param_mem(
+        &self,
+        input: &DeviceMem,
+        output: &DeviceMem,
+        stream: &Stream,
+    ) -> Result<()> {
+        self.require_peer_reads()?;
+        let mem = ParamMem {
+            input_addr: input.addr(),
+            input_len: input.len() as u64,
+            output_addr: output.addr(),
+            output_len: output.len() as u64,
+        };
+        self.push(
+            stream,
+            LinkOp::TxDesc(Box::new(OpDesc {
+                mem,
+                ..OpDesc::default()
+            })),
+        )
+    }
+
+    /// Enqueues receiving where the peer's user buffers of the op are.
+    pub fn rx_param_mem(&self, stream: &Stream) -> Result<()> {
+        self.require_peer_reads()?;
+        self.push(stream, LinkOp::RxParamMem)
+    }
+
+    /// Enqueues a read of `dst.len()` bytes at `src_offset` of the peer's
+    /// user buffer `src_kind` (`ParamInput` or `ParamOutput`, as the peer
+    /// exposed them for this op) into `dst`.
+    pub fn read_peer(
+        &self,
+        src_kind: MemKind,
+        src_offset: usize,
+        dst: &DeviceMem,
+        stream: &Stream,
+    ) -> Result<()> {
+        self.require_peer_reads()?;
+        if !matches!(src_kind, MemKind::ParamInput | MemKind::ParamOutput) {
+            return Err(HcclError::internal(format!(
+                "read_peer reads the peer's user buffers (PARAM_INPUT, PARAM_OUTPUT), not {src_kind}"
+            )));
+        }
+        self.push(
+            stream,
+            LinkOp::RxAsync {
+                src_kind,
+                src_offset,
+                dst: dst.pin(),
+            },
+        )
+    }
+
+    fn require_peer_reads(&self) -> Result<()> {
+        if self.0.reads_peer_param() {
+            return Ok(());
+        }
+        Err(HcclError::not_support(format!(
+            "the {} link to rank {} cannot read the peer's user buffers (needs both ranks on one host \
+             and cross-memory attach: same user, Yama ptrace_scope 0, HCCL_RS_CMA not 0)",
+            self.0.transport(),
+            self.0.remote_rank()
+        )))
     }
 
     /// Enqueues `TxWaitDone`.

@@ -25,7 +25,7 @@ use std::task::Poll;
 
 const MAGIC: u32 = 0x4853_484d; // "HSHM"
 const HEADER: usize = 4096;
-const SLOT: usize = 1024;
+const SLOT: usize = 2048;
 const EPOCH_AT: usize = 128;
 const MAPPED_AT: usize = 256;
 const N_AT: usize = 8;
@@ -44,7 +44,10 @@ const REASON_LEN: usize = 516;
 const REASON: usize = 520;
 const REASON_MAX: usize = 256;
 const DESC_RING: usize = 784;
-const DESC_SLOTS: u64 = 4;
+/// Descriptors a sender may be ahead of its receiver: the consistency
+/// check and the buffer addresses of direct-read executors, a few ops deep.
+const DESC_SLOTS: u64 = 8;
+const _: () = assert!(DESC_RING + DESC_SLOTS as usize * OpDesc::WIRE <= SLOT);
 
 fn page_align(n: usize) -> usize {
     n.div_ceil(4096) * 4096
@@ -343,14 +346,14 @@ impl WriteBased for ShmLink {
     }
 
     fn put_desc(&self, n: u64, d: &OpDesc) {
-        let at = self.out_slot + DESC_RING + (n % DESC_SLOTS) as usize * 40;
+        let at = self.out_slot + DESC_RING + (n % DESC_SLOTS) as usize * OpDesc::WIRE;
         self.theirs.write_bytes(at, &d.to_bytes());
     }
 
     fn get_desc(&self, n: u64) -> Option<OpDesc> {
-        let mut b = [0u8; 40];
+        let mut b = [0u8; OpDesc::WIRE];
         self.mine.read_bytes(
-            self.in_slot + DESC_RING + (n % DESC_SLOTS) as usize * 40,
+            self.in_slot + DESC_RING + (n % DESC_SLOTS) as usize * OpDesc::WIRE,
             &mut b,
         );
         Some(OpDesc::from_bytes(&b))
@@ -367,6 +370,10 @@ impl WriteBased for ShmLink {
     fn peer(&self) -> u32 {
         self.remote
     }
+
+    fn peer_pid(&self) -> u32 {
+        self.theirs.owner_pid()
+    }
 }
 
 impl Link for ShmLink {
@@ -381,6 +388,10 @@ impl Link for ShmLink {
     }
     fn remote_mem_len(&self, kind: MemKind) -> Option<usize> {
         matches!(kind, MemKind::CclInput | MemKind::CclOutput).then_some(self.theirs.ccl)
+    }
+
+    fn reads_peer_param(&self) -> bool {
+        crate::mem::cma::permitted()
     }
 
     fn poll(&self, op: &LinkOp, state: &mut LinkOpState) -> Poll<Result<()>> {

@@ -457,7 +457,7 @@ fn read_frame(sh: &Shared, conn: &Conn) -> Result<()> {
             )));
         }
         t if t == Frame::Desc as u32 => {
-            let mut b = [0u8; 40];
+            let mut b = [0u8; OpDesc::WIRE];
             r.read_exact(&mut b)
                 .map_err(|e| HcclError::tcp_transfer(e.to_string()))?;
             conn.inbox
@@ -597,6 +597,13 @@ impl Link for TcpLink {
             LinkOp::TxWithReduce { .. } => Poll::Ready(Err(HcclError::not_support(
                 "the TCP link cannot reduce into the peer's memory; use TxAsync and reduce locally",
             ))),
+            // LinkHandle::read_peer refuses links that cannot read (this one)
+            LinkOp::RxParamMem => Poll::Ready(Err(HcclError::not_support(
+                "the TCP link cannot read the peer's user buffers",
+            ))),
+            LinkOp::RxAsync { .. } if op.is_peer_read() => Poll::Ready(Err(
+                HcclError::not_support("the TCP link cannot read the peer's user buffers"),
+            )),
             // Writes complete before TxAsync returns; receive-side work is
             // done by the progress thread.
             LinkOp::RxAsync { .. } | LinkOp::TxWaitDone => Poll::Ready(Ok(())),

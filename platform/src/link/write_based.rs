@@ -8,10 +8,11 @@
 //! release-increment of its `Done` counter, and every wait is "my counter
 //! has reached the n-th raise", with n assigned at the verb's first poll.
 
-use super::{LinkOp, LinkOpState, OpDesc};
+use super::{LinkOp, LinkOpState, OpDesc, ParamMem};
 use crate::error::{HcclError, Result};
-use crate::mem::{copy_mem, reduce_mem, DeviceMem, MemKind};
+use crate::mem::{cma, copy_mem, reduce_mem, DeviceMem, MemKind};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::task::Poll;
 
 /// The counters one end raises at the other.
@@ -45,6 +46,9 @@ pub(crate) trait WriteBased {
     fn local(&self) -> u32;
     /// The peer.
     fn peer(&self) -> u32;
+    /// The peer's process id (this process's for ranks that are threads),
+    /// for reading its user buffers with cross-memory attach.
+    fn peer_pid(&self) -> u32;
 }
 
 /// How many raises of each counter this end has consumed.
@@ -55,6 +59,44 @@ pub(crate) struct Taken {
     dones: AtomicU64,
     descs: AtomicU64,
     descs_sent: AtomicU64,
+    /// Where the peer's user buffers of the current op are (the last
+    /// `RxParamMem`). Reads of them run after it in stream order, and the
+    /// next op's `RxParamMem` only after they completed (ops on a
+    /// communicator are ordered), so one value serves.
+    peer_mem: Mutex<Option<ParamMem>>,
+}
+
+/// Copies from the peer's user buffer `kind` at `offset` into `dst`.
+fn read_peer<W: WriteBased>(
+    w: &W,
+    taken: &Taken,
+    kind: MemKind,
+    offset: usize,
+    dst: &DeviceMem,
+) -> Result<()> {
+    let mem = (*taken.peer_mem.lock().unwrap_or_else(|p| p.into_inner())).ok_or_else(|| {
+        HcclError::internal(format!(
+            "read of the peer's {kind} before the peer's buffers were received (RxParamMem)"
+        ))
+    })?;
+    let (addr, len) = match kind {
+        MemKind::ParamInput => (mem.input_addr, mem.input_len),
+        _ => (mem.output_addr, mem.output_len),
+    };
+    if (offset as u64)
+        .checked_add(dst.len() as u64)
+        .is_none_or(|end| end > len)
+    {
+        return Err(HcclError::internal(format!(
+            "read of {} bytes at offset {offset} overruns the peer's {kind} buffer of {len} bytes",
+            dst.len()
+        ))
+        .peer(w.peer()));
+    }
+    if dst.is_empty() {
+        return Ok(());
+    }
+    cma::read(w.peer_pid(), addr + offset as u64, dst).map_err(|e| e.peer(w.peer()))
 }
 
 fn take<W: WriteBased>(
@@ -118,9 +160,28 @@ pub(crate) fn poll<W: WriteBased>(
             w.remote(*dst_kind, *dst_offset, src.mem().len())
                 .and_then(|dst| reduce_mem(&dst, src.mem(), *dtype, *op)),
         ),
+        LinkOp::RxAsync {
+            src_kind,
+            src_offset,
+            dst,
+        } if op.is_peer_read() => Poll::Ready(read_peer(w, taken, *src_kind, *src_offset, dst.mem())),
         // Write-based: the sender already placed the data, and transfers are
         // synchronous copies, so there is nothing left to wait for.
         LinkOp::RxAsync { .. } | LinkOp::TxWaitDone => Poll::Ready(Ok(())),
+        LinkOp::RxParamMem => match take(w, Counter::Desc, &taken.descs, state) {
+            Poll::Ready(Ok(())) => {
+                let n = state.seq.unwrap_or(1) - 1;
+                Poll::Ready(match w.get_desc(n) {
+                    Some(theirs) => {
+                        *taken.peer_mem.lock().unwrap_or_else(|p| p.into_inner()) =
+                            Some(theirs.mem);
+                        Ok(())
+                    }
+                    None => Err(HcclError::internal("descriptor signalled but missing")),
+                })
+            }
+            other => other,
+        },
         LinkOp::TxDesc(d) => {
             w.put_desc(taken.descs_sent.fetch_add(1, Ordering::Relaxed), d);
             w.raise(Counter::Desc);

@@ -216,6 +216,13 @@ impl DeviceMem {
         unsafe { self.region.base().add(self.offset) }
     }
 
+    /// The address of the first byte, as a number: what a peer process names
+    /// this memory by when it reads it with cross-memory attach
+    /// ([`cma::read`](crate::mem::cma::read)).
+    pub fn addr(&self) -> u64 {
+        self.ptr() as u64
+    }
+
     /// Marks the region busy for the lifetime of the returned pin.
     pub fn pin(&self) -> PinnedMem {
         self.region.pin();

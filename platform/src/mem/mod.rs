@@ -4,6 +4,7 @@
 //! length. Peers address each other's memory by [`MemKind`] + offset (HCCL's
 //! `TxAsync(dstMemType, dstOffset, ...)`), never by pointer.
 
+pub mod cma;
 mod device_mem;
 mod kind;
 mod region;
