@@ -3,6 +3,7 @@
 pub(crate) mod all_reduce_rhd;
 pub(crate) mod all_reduce_ring;
 mod broadcast_ring;
+mod direct;
 mod flat_request;
 pub(crate) mod hier;
 mod mesh;
@@ -19,6 +20,7 @@ pub(crate) mod transfer;
 pub use all_reduce_rhd::AllReduceRhdExecutor;
 pub use all_reduce_ring::AllReduceRingExecutor;
 pub use broadcast_ring::BroadcastRingExecutor;
+pub use direct::{DirectExecutor, DIRECT_EXECUTORS, DIRECT_STAGE_BYTES};
 pub(crate) use flat_request::{all_peers, check_op, flat_request, ring_peers, Named};
 pub use hier::{
     builtin_level1, hier_executors, hier_name, register_level1, HierExecutor, HierKind,

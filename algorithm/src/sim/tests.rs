@@ -729,3 +729,51 @@ fn nhr_and_nb_at_scale() {
     assert_eq!(cases.len(), 10);
     at_scale(&cases, |_, _, _, _| {});
 }
+
+/// The direct-read executors (peers' user buffers read with cross-memory
+/// attach), for every rank count up to 33, awkward counts, roots in the
+/// middle, and staging windows smaller than the data.
+#[test]
+fn direct_executors_every_rank_count() {
+    if !hccl_platform::mem::cma::permitted() {
+        eprintln!("cross-memory attach is not permitted here; skipping");
+        return;
+    }
+    for &(name, op) in crate::executor::DIRECT_EXECUTORS {
+        for p in 1..=33u32 {
+            for count in [0u64, 1, 7, (p as u64).saturating_sub(1), 300, 70_001] {
+                if count == 70_001 && p > 9 {
+                    continue; // large counts at a few p keep the test fast
+                }
+                let mut spec = SimSpec::op(op, p, count, DataType::Fp32, ReduceOp::Sum);
+                spec.root = p / 2;
+                let r = simulate(registry(), name, &spec)
+                    .unwrap_or_else(|e| panic!("{name} p={p} count={count}: {e}"));
+                assert!(
+                    r.checked || count == 0 || p == 1,
+                    "{name} p={p}: result not checked"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn direct_allreduce_reads_each_byte_once_and_stages_in_windows() {
+    if !hccl_platform::mem::cma::permitted() {
+        eprintln!("cross-memory attach is not permitted here; skipping");
+        return;
+    }
+    // 4 ranks, 1 MiB of int32 max, staging window smaller than a slice
+    let count = 1u64 << 18;
+    let mut spec = SimSpec::all_reduce(4, count, DataType::Int32, ReduceOp::Max);
+    spec.ccl_buffer_size = Some(64 << 10);
+    let r = simulate(registry(), "AllReduceDirectExecutor", &spec).unwrap();
+    assert!(r.checked);
+    // reduce-scatter + allgather reads: 2 (p-1)/p of the data per rank
+    let bytes = count * 4;
+    assert_eq!(r.max_rank_bytes_sent, 2 * 3 * bytes / 4);
+    // reads are sequential on the reading rank: the 256 KiB slice in four
+    // 64 KiB windows from each of 3 peers, then 3 allgather reads
+    assert_eq!(r.steps, 4 * 3 + 3);
+}

@@ -11,7 +11,7 @@
 //! Each op is registered under its own name (`AllGatherMeshExecutor`, ...);
 //! one engine runs them all from the per-op table in `plan.rs`.
 
-mod plan;
+pub(crate) mod plan;
 
 use super::CollExecutor;
 use crate::op::{OpParam, OpType};

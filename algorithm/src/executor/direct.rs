@@ -1,0 +1,283 @@
+//! Direct-read executors: ranks on one host read each other's *user*
+//! buffers (cross-memory attach, [`LinkHandle::read_peer`]) instead of
+//! staging the data through the CCL buffers. Every byte crosses once, from
+//! the peer's buffer into its final place (reductions go through a small
+//! staging window that stays in cache).
+//!
+//! The blocks each rank reads from each peer are the mesh executors' table
+//! ([`MeshPlan`]) seen from the peer: what peer `q` would send to this rank
+//! is where this rank reads in `q`'s input. AllReduce is the exception: a
+//! one-shot read of every peer's whole buffer would cost p−1 times the data
+//! per rank, so it is reduce-scatter + allgather on the user buffers (rank
+//! `r` reduces slice `r` reading every peer's input, then reads every
+//! peer's reduced slice from its output): 2(p−1)/p of the data per rank.
+//!
+//! Protocol per op (all on the master stream):
+//! 1. every rank sends where its buffers are to the peers that read them
+//!    and receives the addresses of the peers it reads (`expose_param_mem`,
+//!    `rx_param_mem`);
+//! 2. reads (and, for AllReduce, a "slice reduced" ack before the
+//!    allgather reads, which also tells the reader that the peer has
+//!    finished reading the reader's input);
+//! 3. a "done reading you" ack to every peer read, and a wait for the same
+//!    from every peer that reads this rank — so no rank returns, and lets
+//!    its user touch the buffers, while a peer still reads them.
+
+use super::mesh::plan::{Block, MeshPlan};
+use super::{check_op, CollExecutor, Named};
+use crate::op::{OpParam, OpType};
+use crate::resource::{AlgResourceRequest, AlgResourceResponse};
+use crate::template::Slice;
+use crate::topo::{CommPlane, TopoInfo};
+use hccl_platform::{DeviceMem, HcclError, LinkHandle, MemKind, Result, Stream};
+
+/// The direct-read executors: (registered name, op).
+pub const DIRECT_EXECUTORS: &[(&str, OpType)] = &[
+    ("AllReduceDirectExecutor", OpType::AllReduce),
+    ("AllGatherDirectExecutor", OpType::AllGather),
+    ("ReduceScatterDirectExecutor", OpType::ReduceScatter),
+    ("AllToAllDirectExecutor", OpType::AllToAll),
+    ("BroadcastDirectExecutor", OpType::Broadcast),
+    ("ReduceDirectExecutor", OpType::Reduce),
+    ("ScatterDirectExecutor", OpType::Scatter),
+    ("GatherDirectExecutor", OpType::Gather),
+];
+
+/// Bytes of the staging window a reduction reads a peer's block into: small
+/// enough to stay in L2 between the read and the reduce.
+pub const DIRECT_STAGE_BYTES: usize = 256 << 10;
+
+/// A direct-read executor for one op (see the module docs).
+#[derive(Debug)]
+pub struct DirectExecutor {
+    named: Named,
+}
+
+impl DirectExecutor {
+    /// The executor registered as `name`, running `op` on `topo`.
+    pub fn new(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
+        DirectExecutor {
+            named: Named::new(name, op, topo),
+        }
+    }
+}
+
+/// Who reads whom in one op: `reads[q]` = this rank reads peer q;
+/// `read_by[q]` = peer q reads this rank.
+struct Readers {
+    reads: Vec<bool>,
+    read_by: Vec<bool>,
+}
+
+/// Peers in the order this rank visits them: r+1, r+2, ... so that ranks
+/// start on different peers instead of all reading rank 0 first.
+fn others(me: u32, p: u32) -> impl Iterator<Item = u32> {
+    (1..p).map(move |i| (me + i) % p)
+}
+
+impl CollExecutor for DirectExecutor {
+    fn name(&self) -> &str {
+        self.named.name
+    }
+
+    fn calc_res_request(&self, param: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
+        super::flat_request(self.named.name, self.named.op, param, topo, super::all_peers)
+    }
+
+    fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+        let name = self.named.name;
+        check_op(name, self.named.op, param)?;
+        let p = self.named.topo.user_rank_size;
+        let me = self.named.topo.user_rank;
+        let s = &param.stream;
+        let u = param.dtype.size() as u64;
+        let plan = MeshPlan::of(param, p, me)?;
+        let all_reduce = self.named.op == OpType::AllReduce;
+        if p == 1 {
+            if let Some((src, dst)) = plan.own {
+                copy_block(s, param, src, dst, u)?;
+            }
+            return Ok(());
+        }
+        let comm = res.sub_comm(CommPlane::Combine, 0)?;
+        // What peer q sends this rank in the mesh table is what this rank
+        // reads from q's input.
+        let from_peer: Vec<Option<Block>> = (0..p)
+            .map(|q| {
+                if q == me {
+                    Ok(None)
+                } else {
+                    Ok(MeshPlan::of(param, p, q)?.sends[me as usize])
+                }
+            })
+            .collect::<Result<_>>()?;
+        let readers = if all_reduce {
+            Readers {
+                reads: (0..p).map(|q| q != me).collect(),
+                read_by: (0..p).map(|q| q != me).collect(),
+            }
+        } else {
+            Readers {
+                reads: (0..p as usize)
+                    .map(|q| plan.recvs[q].is_some() && from_peer[q].is_some())
+                    .collect(),
+                read_by: (0..p as usize).map(|q| plan.sends[q].is_some()).collect(),
+            }
+        };
+        let mut links: Vec<Option<&LinkHandle>> = vec![None; p as usize];
+        for q in others(me, p) {
+            if readers.reads[q as usize] || readers.read_by[q as usize] {
+                let l = comm.link(q)?;
+                if !l.link().reads_peer_param() {
+                    return Err(HcclError::not_support(format!(
+                        "{name} reads peers' user buffers, which the {} link to rank {q} cannot \
+                         (ranks on one host with cross-memory attach only); choose another algorithm",
+                        l.link().transport()
+                    )));
+                }
+                links[q as usize] = Some(l);
+            }
+        }
+        let link = |q: u32| links[q as usize].ok_or_else(|| HcclError::internal("no link"));
+        // 1. addresses
+        for q in others(me, p) {
+            if readers.read_by[q as usize] {
+                link(q)?.expose_param_mem(&param.input, &param.output, s)?;
+            }
+        }
+        for q in others(me, p) {
+            if readers.reads[q as usize] {
+                link(q)?.rx_param_mem(s)?;
+            }
+        }
+        // 2. the data
+        let stage_len = (res.ccl_input.len().min(DIRECT_STAGE_BYTES) as u64 / u * u) as usize;
+        if stage_len == 0 {
+            return Err(HcclError::para(format!(
+                "the CCL buffer ({} bytes) cannot stage one {} element",
+                res.ccl_input.len(),
+                param.dtype
+            )));
+        }
+        let stage = res.ccl_input.range(0, stage_len)?;
+        if all_reduce {
+            let bytes = (param.count * u) as usize;
+            let slices = Slice::split(bytes, p as usize);
+            let mine = slices[me as usize];
+            let sources: Vec<(u32, usize)> = others(me, p).map(|q| (q, mine.offset)).collect();
+            reduce_into(
+                s,
+                param,
+                (&param.input.range(mine.offset, mine.len)?, &sources),
+                &param.output.range(mine.offset, mine.len)?,
+                &stage,
+                &link,
+            )?;
+            // "my slice is reduced" — and "I have read my slice of your input"
+            for q in others(me, p) {
+                link(q)?.tx_ack(s)?;
+            }
+            for q in others(me, p) {
+                let l = link(q)?;
+                l.rx_ack(s)?;
+                let theirs = slices[q as usize];
+                if theirs.len > 0 {
+                    let dst = param.output.range(theirs.offset, theirs.len)?;
+                    l.read_peer(MemKind::ParamOutput, theirs.offset, &dst, s)?;
+                }
+            }
+        } else if plan.reduce {
+            // ReduceScatter, and Reduce at the root: every reader reduces
+            // the peers' blocks into its own output block.
+            if let Some((own_in, own_out)) = plan.own {
+                let sources: Vec<(u32, usize)> = others(me, p)
+                    .filter(|&q| readers.reads[q as usize])
+                    .filter_map(|q| from_peer[q as usize].map(|b| (q, (b.off * u) as usize)))
+                    .collect();
+                let (i, o) = (range(&param.input, own_in, u)?, range(&param.output, own_out, u)?);
+                reduce_into(s, param, (&i, &sources), &o, &stage, &link)?;
+            }
+        } else {
+            if let Some((src, dst)) = plan.own {
+                copy_block(s, param, src, dst, u)?;
+            }
+            for q in others(me, p) {
+                if !readers.reads[q as usize] {
+                    continue;
+                }
+                let (Some(dst), Some(src)) = (plan.recvs[q as usize], from_peer[q as usize]) else {
+                    continue;
+                };
+                if dst.len > 0 {
+                    let dst = range(&param.output, dst, u)?;
+                    link(q)?.read_peer(MemKind::ParamInput, (src.off * u) as usize, &dst, s)?;
+                }
+            }
+        }
+        // 3. done reading each other
+        for q in others(me, p) {
+            if readers.reads[q as usize] {
+                link(q)?.tx_ack(s)?;
+            }
+        }
+        for q in others(me, p) {
+            if readers.read_by[q as usize] {
+                link(q)?.rx_ack(s)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `buf`'s byte range of element block `b`.
+fn range(buf: &DeviceMem, b: Block, u: u64) -> Result<DeviceMem> {
+    buf.range((b.off * u) as usize, (b.len * u) as usize)
+}
+
+/// Copies this rank's own block (nothing when in place).
+fn copy_block(s: &Stream, param: &OpParam, src: Block, dst: Block, u: u64) -> Result<()> {
+    if src.len == 0 {
+        return Ok(());
+    }
+    let (src, dst) = (range(&param.input, src, u)?, range(&param.output, dst, u)?);
+    if !src.same_range(&dst) {
+        s.memcpy_async(&dst, &src)?;
+    }
+    Ok(())
+}
+
+/// `out = own op (peer blocks)`, window by window: each peer's block is read
+/// at its byte offset in that peer's input (`sources`). The first peer's
+/// window is read straight into `out` when `out` is not `own` (then reduced
+/// with `own`), the others into `stage`.
+fn reduce_into<'a>(
+    s: &Stream,
+    param: &OpParam,
+    (own, sources): (&DeviceMem, &[(u32, usize)]),
+    out: &DeviceMem,
+    stage: &DeviceMem,
+    link: &impl Fn(u32) -> Result<&'a LinkHandle>,
+) -> Result<()> {
+    let (dtype, op) = (param.dtype, param.reduce_op);
+    let in_place = own.same_range(out);
+    let mut at = 0;
+    while at < out.len() {
+        let n = stage.len().min(out.len() - at);
+        let (own_w, out_w, stage_w) = (own.range(at, n)?, out.range(at, n)?, stage.range(0, n)?);
+        for (i, &(q, off)) in sources.iter().enumerate() {
+            let l = link(q)?;
+            if i == 0 && !in_place {
+                l.read_peer(MemKind::ParamInput, off + at, &out_w, s)?;
+                s.reduce_async(&out_w, &own_w, dtype, op)?;
+            } else {
+                l.read_peer(MemKind::ParamInput, off + at, &stage_w, s)?;
+                s.reduce_async(&out_w, &stage_w, dtype, op)?;
+            }
+        }
+        if sources.is_empty() && !in_place {
+            s.memcpy_async(&out_w, &own_w)?;
+        }
+        at += n;
+    }
+    Ok(())
+}
