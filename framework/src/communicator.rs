@@ -167,6 +167,14 @@ impl Communicator {
                 config.executor_override.clone(),
                 config.algo.clone(),
                 config.cost.unwrap_or_default(),
+            )
+            .with_direct(
+                // only when every peer's buffers can be read
+                (0..topo.user_rank_size)
+                    .filter(|&q| q != rank)
+                    .all(|q| fabric.reads_peer_param(q))
+                    .then_some(config.direct_min_bytes)
+                    .flatten(),
             ),
             registry: registry(),
             state: Mutex::new(CommState {

@@ -83,7 +83,16 @@ pub struct CommConfig {
     /// Calibrated cost-model parameters (`HCCL_RS_TUNING_FILE` or the
     /// default tuning file; see `tuning.rs`); `None` = built-in defaults.
     pub cost: Option<hccl_algorithm::cost::CostParams>,
+    /// Ops of at least this many bytes run a direct-read executor (peers'
+    /// user buffers read with cross-memory attach) when every link of the
+    /// communicator can (`HCCL_RS_DIRECT_MIN_BYTES`, a byte count or `off`);
+    /// `None` = never chosen by default.
+    pub direct_min_bytes: Option<u64>,
 }
+
+/// Default of [`CommConfig::direct_min_bytes`]: below it the mesh and ring
+/// executors' fewer system calls win (measured in docs/performance.md).
+pub const DEFAULT_DIRECT_MIN_BYTES: u64 = 256 << 10;
 
 impl Default for CommConfig {
     fn default() -> Self {
@@ -91,6 +100,7 @@ impl Default for CommConfig {
             buffer_size: (DEFAULT_BUFFSIZE_MB as usize) << 20,
             exec_timeout: Some(Duration::from_secs(DEFAULT_EXEC_TIMEOUT_S)),
             executor_override: None,
+            direct_min_bytes: Some(DEFAULT_DIRECT_MIN_BYTES),
             exec_mode: ExecMode::Inline,
             spin: None,
             connect_timeout: Duration::from_secs(DEFAULT_CONNECT_TIMEOUT_S),
@@ -208,6 +218,18 @@ impl CommConfig {
         }
         if let Some(v) = env.get("HCCL_ALGO") {
             c.algo = crate::algo_env::AlgoConfig::parse(&v)?;
+        }
+        if let Some(v) = env.get("HCCL_RS_DIRECT_MIN_BYTES") {
+            c.direct_min_bytes = match v.trim().to_ascii_lowercase().as_str() {
+                "off" | "never" => None,
+                t => Some(t.parse::<u64>().map_err(|_| {
+                    bad(
+                        "HCCL_RS_DIRECT_MIN_BYTES",
+                        &v,
+                        "expected a byte count or 'off'",
+                    )
+                })?),
+            };
         }
         if let Some(v) = env.get("HCCL_RS_EXECUTOR") {
             let v = v.trim();

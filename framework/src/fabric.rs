@@ -45,6 +45,14 @@ pub trait Fabric: Send + Sync + std::fmt::Debug {
         output: MemKind,
         connect_timeout: Duration,
     ) -> Result<LinkHandle>;
+
+    /// Whether `local`'s link to `remote` will be able to read the peer's
+    /// user buffers ([`Link::reads_peer_param`](hccl_platform::link::Link::reads_peer_param)),
+    /// known without building the link: the selector offers the
+    /// direct-read executors only when every link can.
+    fn reads_peer_param(&self, _remote: u32) -> bool {
+        false
+    }
 }
 
 /// Links over TCP to the ranks of a [`RankTable`].
@@ -130,6 +138,12 @@ impl Fabric for HostFabric {
             }
             _ => self.tcp.link(local, remote, input, output, timeout),
         }
+    }
+
+    fn reads_peer_param(&self, remote: u32) -> bool {
+        self.shm.mine.is_some()
+            && self.shm.peers.contains_key(&remote)
+            && hccl_platform::mem::cma::permitted()
     }
 }
 
@@ -235,5 +249,9 @@ impl Fabric for InProcFabric {
         st.parked
             .insert((key, remote), LinkHandle::new(Arc::new(theirs)));
         Ok(LinkHandle::new(Arc::new(mine)))
+    }
+
+    fn reads_peer_param(&self, remote: u32) -> bool {
+        remote < self.size && hccl_platform::mem::cma::permitted()
     }
 }

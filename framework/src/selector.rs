@@ -11,7 +11,7 @@
 
 use crate::algo_env::AlgoConfig;
 use hccl_algorithm::cost::{predict, predict_hier_op, Algo, CostParams};
-use hccl_algorithm::executor::{builtin_level1, hier_name, HierKind, RingLevel1};
+use hccl_algorithm::executor::{builtin_level1, hier_name, HierKind, RingLevel1, DIRECT_EXECUTORS};
 use hccl_algorithm::{ExecutorRegistry, OpParam, OpType, TopoInfo};
 use hccl_platform::{HcclError, Result};
 use std::collections::HashMap;
@@ -25,6 +25,9 @@ pub struct Selector {
     algo: AlgoConfig,
     cost: CostParams,
     memo: Arc<Mutex<SelectionMemo>>,
+    /// Ops of at least this many (model) bytes take the direct-read
+    /// executor of the op on one host; `None` = never.
+    direct_min_bytes: Option<u64>,
 }
 
 /// A candidate of the cost model: executor name and predicted µs.
@@ -185,7 +188,42 @@ impl Selector {
             algo,
             cost,
             memo: Arc::default(),
+            direct_min_bytes: None,
         }
+    }
+
+    /// Lets the selector pick the direct-read executors (peers' user
+    /// buffers read with cross-memory attach) for ops of at least
+    /// `min_bytes` on one host. Only for communicators whose every link
+    /// can read peers' buffers.
+    pub fn with_direct(mut self, min_bytes: Option<u64>) -> Self {
+        self.direct_min_bytes = min_bytes;
+        self
+    }
+
+    /// The direct-read executor for `op` of `bytes`, if it applies.
+    fn direct_choice(
+        &self,
+        op: OpType,
+        topo: &TopoInfo,
+        bytes: u64,
+        registry: &ExecutorRegistry,
+    ) -> Option<(String, String)> {
+        let min = self.direct_min_bytes?;
+        if topo.server_num() > 1 || topo.user_rank_size < 2 || bytes < min {
+            return None;
+        }
+        let (name, _) = DIRECT_EXECUTORS.iter().find(|(_, o)| *o == op)?;
+        registry.contains(name).then(|| {
+            // only large ops get here, but the reason is still only
+            // formatted when it will be logged
+            let why = if tracing::enabled!(tracing::Level::DEBUG) {
+                format!("{bytes} bytes >= {min} (HCCL_RS_DIRECT_MIN_BYTES): peers' buffers read directly")
+            } else {
+                String::new()
+            };
+            ((*name).to_owned(), why)
+        })
     }
 
     /// The hierarchical executors registered for `op` on the multi-server
@@ -335,6 +373,8 @@ impl Selector {
                 ))
             })?;
             (name.to_owned(), format!("HCCL_ALGO {level}:{choice}"))
+        } else if let Some((n, why)) = self.direct_choice(op, topo, bytes, registry) {
+            (n, why)
         } else {
             let memoised = self
                 .memo

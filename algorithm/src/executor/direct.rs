@@ -81,7 +81,13 @@ impl CollExecutor for DirectExecutor {
     }
 
     fn calc_res_request(&self, param: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
-        super::flat_request(self.named.name, self.named.op, param, topo, super::all_peers)
+        super::flat_request(
+            self.named.name,
+            self.named.op,
+            param,
+            topo,
+            super::all_peers,
+        )
     }
 
     fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
@@ -194,7 +200,10 @@ impl CollExecutor for DirectExecutor {
                     .filter(|&q| readers.reads[q as usize])
                     .filter_map(|q| from_peer[q as usize].map(|b| (q, (b.off * u) as usize)))
                     .collect();
-                let (i, o) = (range(&param.input, own_in, u)?, range(&param.output, own_out, u)?);
+                let (i, o) = (
+                    range(&param.input, own_in, u)?,
+                    range(&param.output, own_out, u)?,
+                );
                 reduce_into(s, param, (&i, &sources), &o, &stage, &link)?;
             }
         } else {

@@ -164,7 +164,9 @@ pub(crate) fn poll<W: WriteBased>(
             src_kind,
             src_offset,
             dst,
-        } if op.is_peer_read() => Poll::Ready(read_peer(w, taken, *src_kind, *src_offset, dst.mem())),
+        } if op.is_peer_read() => {
+            Poll::Ready(read_peer(w, taken, *src_kind, *src_offset, dst.mem()))
+        }
         // Write-based: the sender already placed the data, and transfers are
         // synchronous copies, so there is nothing left to wait for.
         LinkOp::RxAsync { .. } | LinkOp::TxWaitDone => Poll::Ready(Ok(())),
