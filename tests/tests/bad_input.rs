@@ -160,8 +160,15 @@ fn bad_buffsize_values_name_the_variable() {
 
 #[test]
 fn a_peer_that_never_calls_times_out_naming_it() {
-    let cfg =
-        CommConfig::from_source(&[("HCCL_BUFFSIZE", "1"), ("HCCL_EXEC_TIMEOUT", "1")][..]).unwrap();
+    // direct reads off so the staged ring executor (and its step numbering) is exercised
+    let cfg = CommConfig::from_source(
+        &[
+            ("HCCL_BUFFSIZE", "1"),
+            ("HCCL_EXEC_TIMEOUT", "1"),
+            ("HCCL_RS_DIRECT_MIN_BYTES", "off"),
+        ][..],
+    )
+    .unwrap();
     let cs = HcclComm::init_all_with(2, cfg).unwrap();
     let s = cs[0].create_stream();
     // large enough (256 KiB) that the ring executor is selected
@@ -182,6 +189,34 @@ fn a_peer_that_never_calls_times_out_naming_it() {
         "rank 0",
         "step 0",
     ] {
+        assert!(msg.contains(needle), "'{needle}' missing from: {msg}");
+    }
+}
+
+#[test]
+fn a_peer_that_never_calls_a_direct_read_op_times_out_naming_it() {
+    let cfg =
+        CommConfig::from_source(&[("HCCL_BUFFSIZE", "1"), ("HCCL_EXEC_TIMEOUT", "1")][..]).unwrap();
+    let cs = HcclComm::init_all_with(2, cfg).unwrap();
+    let s = cs[0].create_stream();
+    // 1 MiB: above the direct-read threshold, so the selector reads peers'
+    // buffers where this host lets it and stages through the ring where not
+    let send = DeviceBuffer::from_slice(&vec![1.0f32; 1 << 18]).unwrap();
+    let mut recv = DeviceBuffer::<f32>::alloc(1 << 18).unwrap();
+    cs[0]
+        .all_reduce(&send, &mut recv, ReduceOp::Sum, &s)
+        .unwrap();
+    let start = std::time::Instant::now();
+    let e = s.synchronize().unwrap_err();
+    assert!(start.elapsed() < std::time::Duration::from_secs(10));
+    assert_eq!(e.code(), HcclResult::ETimeout);
+    let expected = if hccl_platform::mem::cma::permitted() {
+        "AllReduceDirectExecutor"
+    } else {
+        "AllReduceRingExecutor"
+    };
+    let msg = e.to_string();
+    for needle in ["peer rank 1", expected, "rank 0", "HCCL_EXEC_TIMEOUT"] {
         assert!(msg.contains(needle), "'{needle}' missing from: {msg}");
     }
 }

@@ -193,7 +193,7 @@ mod tests {
         assert_eq!(e.code(), hccl_platform::HcclResult::ENotFound);
         assert!(
             e.to_string().contains(
-                "known: AllGatherMeshExecutor, AllGatherNBExecutor, AllGatherNHRExecutor"
+                "known: AllGatherDirectExecutor, AllGatherMeshExecutor, AllGatherNBExecutor"
             ),
             "{e}"
         );
