@@ -42,7 +42,7 @@ pub use tcp::{TcpLink, TcpNode};
 use crate::dtype::{DataType, ReduceOp};
 use crate::error::{HcclError, Result};
 use crate::mem::{DeviceMem, MemKind, PinnedMem};
-use crate::stream::{Stream, TaskKind};
+use crate::stream::{link_op, Stream, TaskKind, Verb};
 use std::fmt;
 use std::sync::Arc;
 use std::task::Poll;
@@ -221,6 +221,17 @@ impl LinkHandle {
         })
     }
 
+    /// Enqueues `verb` in its compact form (no `LinkOp` or pin built).
+    fn push_verb(
+        &self,
+        stream: &Stream,
+        verb: Verb,
+        mem: Option<&DeviceMem>,
+        remote_off: usize,
+    ) -> Result<()> {
+        stream.push(|pools| link_op(pools, &self.0, verb, mem, remote_off))
+    }
+
     fn check_remote(&self, kind: MemKind, offset: usize, len: usize) -> Result<()> {
         let cap = self.0.remote_mem_len(kind).ok_or_else(|| {
             HcclError::internal(format!(
@@ -240,19 +251,19 @@ impl LinkHandle {
 
     /// Enqueues `TxAck`.
     pub fn tx_ack(&self, stream: &Stream) -> Result<()> {
-        self.push(stream, LinkOp::TxAck)
+        self.push_verb(stream, Verb::TxAck, None, 0)
     }
     /// Enqueues `RxAck`.
     pub fn rx_ack(&self, stream: &Stream) -> Result<()> {
-        self.push(stream, LinkOp::RxAck)
+        self.push_verb(stream, Verb::RxAck, None, 0)
     }
     /// Enqueues `TxDataSignal`.
     pub fn tx_data_signal(&self, stream: &Stream) -> Result<()> {
-        self.push(stream, LinkOp::TxDataSignal)
+        self.push_verb(stream, Verb::TxDataSignal, None, 0)
     }
     /// Enqueues `RxDataSignal`.
     pub fn rx_data_signal(&self, stream: &Stream) -> Result<()> {
-        self.push(stream, LinkOp::RxDataSignal)
+        self.push_verb(stream, Verb::RxDataSignal, None, 0)
     }
     /// Enqueues `TxAsync`: `src` to the peer's `dst_kind` at `dst_offset`.
     pub fn tx_async(
@@ -263,14 +274,7 @@ impl LinkHandle {
         stream: &Stream,
     ) -> Result<()> {
         self.check_remote(dst_kind, dst_offset, src.len())?;
-        self.push(
-            stream,
-            LinkOp::TxAsync {
-                dst_kind,
-                dst_offset,
-                src: src.pin(),
-            },
-        )
+        self.push_verb(stream, Verb::TxAsync(dst_kind), Some(src), dst_offset)
     }
     /// Enqueues `RxAsync`: the receiving half of a transfer into `dst`.
     pub fn rx_async(
@@ -280,14 +284,7 @@ impl LinkHandle {
         dst: &DeviceMem,
         stream: &Stream,
     ) -> Result<()> {
-        self.push(
-            stream,
-            LinkOp::RxAsync {
-                src_kind,
-                src_offset,
-                dst: dst.pin(),
-            },
-        )
+        self.push_verb(stream, Verb::RxAsync(src_kind), Some(dst), src_offset)
     }
     /// Enqueues `TxWithReduce`: the peer's `dst_kind[dst_offset..] op= src`.
     pub fn tx_with_reduce(
@@ -300,15 +297,11 @@ impl LinkHandle {
         stream: &Stream,
     ) -> Result<()> {
         self.check_remote(dst_kind, dst_offset, src.len())?;
-        self.push(
+        self.push_verb(
             stream,
-            LinkOp::TxWithReduce {
-                dst_kind,
-                dst_offset,
-                src: src.pin(),
-                dtype,
-                op,
-            },
+            Verb::TxWithReduce(dst_kind, dtype.code() as u8, op.code() as u8),
+            Some(src),
+            dst_offset,
         )
     }
     /// Enqueues the consistency handshake: send `desc`, then receive the
@@ -400,10 +393,10 @@ impl LinkHandle {
 
     /// Enqueues `TxWaitDone`.
     pub fn tx_wait_done(&self, stream: &Stream) -> Result<()> {
-        self.push(stream, LinkOp::TxWaitDone)
+        self.push_verb(stream, Verb::TxWaitDone, None, 0)
     }
     /// Enqueues `RxWaitDone`.
     pub fn rx_wait_done(&self, stream: &Stream) -> Result<()> {
-        self.push(stream, LinkOp::RxWaitDone)
+        self.push_verb(stream, Verb::RxWaitDone, None, 0)
     }
 }

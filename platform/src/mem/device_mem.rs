@@ -228,6 +228,72 @@ impl DeviceMem {
         self.region.pin();
         PinnedMem(self.clone())
     }
+
+    /// The shared region, for streams that keep one reference per region
+    /// rather than one per queued task.
+    pub(crate) fn region(&self) -> &Arc<Region> {
+        &self.region
+    }
+
+    /// A borrowed view of the same bytes (no reference count).
+    pub(crate) fn view(&self) -> MemView<'_> {
+        MemView {
+            region: &self.region,
+            offset: self.offset,
+            len: self.len,
+        }
+    }
+}
+
+/// A byte range of a region that something else keeps alive: what a queued
+/// task resolves its memory to when it runs, without touching reference
+/// counts.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MemView<'a> {
+    pub(crate) region: &'a Arc<Region>,
+    pub(crate) offset: usize,
+    pub(crate) len: usize,
+}
+
+impl MemView<'_> {
+    fn ptr(&self) -> *mut u8 {
+        // SAFETY: the view was made from a checked handle (offset + len
+        // inside the region), so the result stays inside the allocation.
+        unsafe { self.region.base().add(self.offset) }
+    }
+
+    fn same_range(&self, other: &MemView<'_>) -> bool {
+        Arc::ptr_eq(self.region, other.region)
+            && self.offset == other.offset
+            && self.len == other.len
+    }
+
+    fn overlaps(&self, other: &MemView<'_>) -> bool {
+        Arc::ptr_eq(self.region, other.region)
+            && self.offset < other.offset + other.len
+            && other.offset < self.offset + self.len
+    }
+
+    /// A [`PinnedMem`] of these bytes for the duration of a borrow, made
+    /// without touching the region's reference count or pin count: a link
+    /// verb stored compactly in a stream's queue is handed to
+    /// [`Link::poll`](crate::link::Link::poll) as the public `LinkOp`, whose
+    /// memory operands are `PinnedMem`s. The result is never dropped (so it
+    /// never releases what it did not take); a clone of it is a real pin.
+    pub(crate) fn as_pinned(&self) -> std::mem::ManuallyDrop<PinnedMem> {
+        // SAFETY: `Arc::from_raw` on the pointer of a live `Arc` yields a
+        // second handle to the same allocation without incrementing its
+        // strong count. The handle is wrapped in `ManuallyDrop` and this
+        // module never drops it, so the count is never decremented for it;
+        // the region stays alive for the view's lifetime `'_` because
+        // `self.region` borrows an `Arc` that someone else holds.
+        let region = unsafe { Arc::from_raw(Arc::as_ptr(self.region)) };
+        std::mem::ManuallyDrop::new(PinnedMem(DeviceMem {
+            region,
+            offset: self.offset,
+            len: self.len,
+        }))
+    }
 }
 
 /// A [`DeviceMem`] that a queued task holds: while any pin of a region is
@@ -269,13 +335,18 @@ fn as_bytes_mut<T: Element>(s: &mut [T]) -> &mut [u8] {
 
 /// `dst <- src` (lengths must match; overlapping ranges are handled as memmove).
 pub(crate) fn copy_mem(dst: &DeviceMem, src: &DeviceMem) -> Result<()> {
+    copy_view(dst.view(), src.view())
+}
+
+/// [`copy_mem`] on borrowed views.
+pub(crate) fn copy_view(dst: MemView<'_>, src: MemView<'_>) -> Result<()> {
     if dst.len != src.len {
         return Err(HcclError::internal(format!(
             "memcpy length mismatch: dst {} bytes, src {} bytes",
             dst.len, src.len
         )));
     }
-    if dst.len == 0 || dst.same_range(src) {
+    if dst.len == 0 || dst.same_range(&src) {
         return Ok(());
     }
     // SAFETY: both ranges lie inside live regions (the handles keep them
@@ -292,6 +363,16 @@ pub(crate) fn reduce_mem(
     dtype: DataType,
     op: ReduceOp,
 ) -> Result<()> {
+    reduce_view(dst.view(), src.view(), dtype, op)
+}
+
+/// [`reduce_mem`] on borrowed views.
+pub(crate) fn reduce_view(
+    dst: MemView<'_>,
+    src: MemView<'_>,
+    dtype: DataType,
+    op: ReduceOp,
+) -> Result<()> {
     if dst.len != src.len {
         return Err(HcclError::internal(format!(
             "reduce length mismatch: dst {} bytes, src {} bytes",
@@ -301,7 +382,7 @@ pub(crate) fn reduce_mem(
     if dst.len == 0 {
         return Ok(());
     }
-    if dst.overlaps(src) {
+    if dst.overlaps(&src) {
         return Err(HcclError::internal(
             "reduce source and destination overlap".to_string(),
         ));

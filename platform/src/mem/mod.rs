@@ -15,4 +15,5 @@ pub use kind::MemKind;
 pub use region::RegionKind;
 pub use shm::{shm_segment_name, SHM_PREFIX};
 
-pub(crate) use device_mem::{copy_mem, reduce_mem};
+pub(crate) use device_mem::{copy_mem, copy_view, reduce_mem, reduce_view, MemView};
+pub(crate) use region::Region;

@@ -9,13 +9,12 @@
 //! which links and notifies bump when something the device may wait for
 //! changes.
 
-use super::task::{OpLabel, Task, TaskKind};
+use super::task::OpLabel;
 use super::StreamInner;
 use crate::error::HcclError;
 use crate::sync::EventCount;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::task::Poll;
 use std::time::{Duration, Instant};
 
 /// Who runs a device's queued tasks.
@@ -103,18 +102,15 @@ pub(crate) struct DeviceStatsInner {
 }
 
 impl DeviceStatsInner {
-    pub(crate) fn record(&self, task: &Task) {
-        self.tasks.fetch_add(1, Ordering::Relaxed);
-        match &task.kind {
-            TaskKind::Reduce { dst, .. } => {
-                self.reduce_bytes
-                    .fetch_add(dst.mem().len() as u64, Ordering::Relaxed);
-            }
-            TaskKind::Memcpy { dst, .. } => {
-                self.memcpy_bytes
-                    .fetch_add(dst.mem().len() as u64, Ordering::Relaxed);
-            }
-            _ => {}
+    /// Counts `tasks` completed tasks that reduced and copied the given
+    /// bytes (added once per run of tasks, not per task).
+    pub(crate) fn record(&self, tasks: u64, reduce_bytes: u64, memcpy_bytes: u64) {
+        self.tasks.fetch_add(tasks, Ordering::Relaxed);
+        if reduce_bytes > 0 {
+            self.reduce_bytes.fetch_add(reduce_bytes, Ordering::Relaxed);
+        }
+        if memcpy_bytes > 0 {
+            self.memcpy_bytes.fetch_add(memcpy_bytes, Ordering::Relaxed);
         }
     }
 }
@@ -414,9 +410,4 @@ fn spawn_worker(dev: &Device) {
     if let Err(e) = spawned {
         tracing::error!(error = %e, "could not start device worker thread; falling back to inline driving");
     }
-}
-
-/// Result of polling one task: used by `StreamInner::run_ready`.
-pub(crate) fn poll_task(task: &mut Task) -> Poll<crate::Result<()>> {
-    task.poll()
 }

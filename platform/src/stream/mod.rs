@@ -10,7 +10,10 @@ mod device;
 mod task;
 
 pub use device::{BlockedTask, Device, DeviceConfig, DeviceStats, ExecMode};
+pub(crate) use task::{link_op, Verb};
 pub use task::{HostCallback, OpLabel, Task, TaskKind};
+
+use task::{HeadState, Op, Pools, Released};
 
 use crate::dtype::{DataType, ReduceOp};
 use crate::error::{HcclError, Result};
@@ -37,6 +40,16 @@ pub(crate) struct StreamInner {
 /// both, so an enqueue takes a single lock.
 struct Queue {
     tasks: VecDeque<Task>,
+    /// Links and regions the queued tasks reference (see [`task::Pools`]).
+    pools: Pools,
+    /// The label of the queued tasks, as runs: `(sequence number of the
+    /// run's first task, label)`, oldest first. Labels change once per op,
+    /// so a run per label change replaces a reference count per task.
+    labels: VecDeque<(u64, Option<Arc<OpLabel>>)>,
+    /// Sequence number of the head task (tasks ever popped).
+    head_seq: u64,
+    /// Progress of the head task between polls.
+    head: HeadState,
     label: Option<Arc<OpLabel>>,
     step: u32,
     /// Since when the head task has been waiting (only the head can wait,
@@ -44,16 +57,98 @@ struct Queue {
     head_since: Option<Instant>,
 }
 
-impl std::ops::Deref for Queue {
-    type Target = VecDeque<Task>;
-    fn deref(&self) -> &VecDeque<Task> {
-        &self.tasks
+fn same_label(a: &Option<Arc<OpLabel>>, b: &Option<Arc<OpLabel>>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        (None, None) => true,
+        _ => false,
     }
 }
 
-impl std::ops::DerefMut for Queue {
-    fn deref_mut(&mut self) -> &mut VecDeque<Task> {
-        &mut self.tasks
+impl Queue {
+    fn push(&mut self, op: Op) {
+        let seq = self.head_seq + self.tasks.len() as u64;
+        if !self
+            .labels
+            .back()
+            .is_some_and(|(_, l)| same_label(l, &self.label))
+        {
+            self.labels.push_back((seq, self.label.clone()));
+        }
+        self.tasks.push_back(Task::new(op, self.step));
+    }
+
+    /// The head task's label.
+    fn head_label(&self) -> Option<&OpLabel> {
+        self.labels.front().and_then(|(_, l)| l.as_deref())
+    }
+
+    /// Removes the head task (its resources go to `out`) and forgets its
+    /// progress.
+    fn pop(&mut self, out: &mut Released) {
+        if let Some(t) = self.pop_task() {
+            self.pools.retire(t, out);
+        }
+    }
+
+    /// Removes the head task without releasing what it holds (the caller
+    /// retires it).
+    fn pop_task(&mut self) -> Option<Task> {
+        let t = self.tasks.pop_front()?;
+        self.head_seq += 1;
+        self.head = HeadState::default();
+        self.head_since = None;
+        if self.tasks.is_empty() {
+            self.labels.clear();
+        } else {
+            while self.labels.len() > 1 && self.labels[1].0 <= self.head_seq {
+                self.labels.pop_front();
+            }
+        }
+        Some(t)
+    }
+
+    /// Removes the tasks from index `keep` on (the newest ones).
+    fn truncate(&mut self, keep: usize, out: &mut Released) {
+        while self.tasks.len() > keep {
+            let t = self.tasks.pop_back().expect("longer than keep");
+            self.pools.retire(t, out);
+        }
+        let tail = self.head_seq + keep as u64;
+        while self.labels.back().is_some_and(|(s, _)| *s >= tail) {
+            self.labels.pop_back();
+        }
+        if keep == 0 {
+            self.head = HeadState::default();
+            self.head_since = None;
+        }
+    }
+
+    /// Polls the head task in place. `None` if the queue is empty.
+    fn poll_head(&mut self) -> Option<Poll<Result<()>>> {
+        let Queue {
+            tasks,
+            pools,
+            head,
+            labels,
+            ..
+        } = self;
+        let task = tasks.front_mut()?;
+        Some(match task.poll(pools, head) {
+            Poll::Ready(Err(e)) => {
+                let label = labels.front().and_then(|(_, l)| l.as_deref());
+                Poll::Ready(Err(task.locate(pools, label, e)))
+            }
+            other => other,
+        })
+    }
+}
+
+impl Drop for Queue {
+    fn drop(&mut self) {
+        // unpin the regions of tasks that will never run
+        let mut out = Released::default();
+        self.truncate(0, &mut out);
     }
 }
 
@@ -88,41 +183,49 @@ impl StreamInner {
     /// they may enqueue on this very stream — and run with the lock released.
     pub(crate) fn run_ready(&self, dev: &device::DeviceInner) -> bool {
         let mut done = 0u64;
+        let mut bytes = (0u64, 0u64);
+        let mut released = Released::default();
         let mut q = self.lock_queue();
         let failure = loop {
-            let Some(head) = q.front_mut() else {
+            let Some(head) = q.tasks.front() else {
                 break None;
             };
-            let r = if matches!(head.kind, TaskKind::Callback(_)) {
-                let mut task = q.pop_front().expect("head exists");
+            if head.is_callback() {
+                let label = q.head_label().cloned();
+                let mut task = q.pop_task().expect("head exists");
                 drop(q);
-                let r = device::poll_task(&mut task);
+                let r = task.poll(&Pools::default(), &mut HeadState::default());
+                drop(task);
                 q = self.lock_queue();
                 match r {
-                    Poll::Ready(Ok(())) => {
-                        q.head_since = None;
-                        dev.stats.record(&task);
+                    Poll::Ready(Ok(())) | Poll::Pending => {
+                        // a callback runs once: Pending cannot happen
                         done += 1;
                         continue;
                     }
-                    Poll::Ready(Err(e)) => break Some((task, e)),
-                    Poll::Pending => {
-                        q.push_front(task);
-                        break None;
+                    Poll::Ready(Err(e)) => {
+                        let e = match label {
+                            Some(l) => e.rank(l.rank).tag(l.tag),
+                            None => e,
+                        };
+                        break Some((None, e));
                     }
                 }
-            } else {
-                device::poll_task(head)
-            };
-            match r {
+            }
+            match q.poll_head().expect("head exists") {
                 Poll::Ready(Ok(())) => {
-                    let task = q.pop_front().expect("head exists");
-                    q.head_since = None;
-                    dev.stats.record(&task);
-                    drop(task);
+                    let (r, m) = q.tasks.front().expect("head exists").stat_bytes();
+                    bytes.0 += r;
+                    bytes.1 += m;
+                    q.pop(&mut released);
                     done += 1;
                 }
-                Poll::Ready(Err(e)) => break Some((q.pop_front().expect("head exists"), e)),
+                Poll::Ready(Err(e)) => {
+                    let head = q.tasks.front().expect("head exists");
+                    let link = q.pools.link_of(head).cloned();
+                    q.pop(&mut released);
+                    break Some((link, e));
+                }
                 Poll::Pending => {
                     // the clock is read only when a timeout can use it (the
                     // plan simulator runs without one, millions of times)
@@ -134,14 +237,19 @@ impl StreamInner {
             }
         };
         drop(q);
+        if !released.is_empty() {
+            drop(released);
+        }
         if done > 0 {
+            dev.stats.record(done, bytes.0, bytes.1);
             self.completed.fetch_add(done, Ordering::AcqRel);
             self.outstanding.fetch_sub(done, Ordering::AcqRel);
         }
-        if let Some((task, e)) = failure {
+        if let Some((link, e)) = failure {
             tracing::error!(error = %e, "stream task failed; discarding the stream's queued tasks");
-            task.abort_peer(&e.to_string());
-            drop(task);
+            if let Some(link) = link {
+                link.abort(&e.to_string());
+            }
             dev.abort_links(&e.to_string());
             self.fail(e);
             return true;
@@ -156,12 +264,13 @@ impl StreamInner {
                 *err = Some(e);
             }
         }
-        let dropped: Vec<Task> = {
+        let mut dropped = Released::default();
+        let n = {
             let mut q = self.lock_queue();
-            q.head_since = None;
-            q.drain(..).collect()
-        };
-        let n = dropped.len() as u64 + 1;
+            let n = q.tasks.len() as u64;
+            q.truncate(0, &mut dropped);
+            n
+        } + 1;
         drop(dropped);
         self.completed.fetch_add(n, Ordering::AcqRel);
         self.outstanding.fetch_sub(n, Ordering::AcqRel);
@@ -170,19 +279,15 @@ impl StreamInner {
     /// The head task, if it has started waiting.
     pub(crate) fn blocked_head(&self) -> Option<BlockedTask> {
         let q = self.lock_queue();
-        let head = q.front()?;
-        let (verb, peer) = match &head.kind {
-            TaskKind::Link { link, op, .. } => (Some(op.verb()), Some(link.remote_rank())),
-            _ => (None, None),
-        };
+        let head = q.tasks.front()?;
         Some(BlockedTask {
             stream: self.id,
-            what: head.kind.describe(),
-            verb,
-            peer,
-            step: head.step,
-            label: head.label.as_deref().cloned(),
-            queued: q.len(),
+            what: head.describe(&q.pools),
+            verb: head.verb(),
+            peer: q.pools.link_of(head).map(|l| l.remote_rank()),
+            step: head.step(),
+            label: q.head_label().cloned(),
+            queued: q.tasks.len(),
         })
     }
 
@@ -198,9 +303,9 @@ impl StreamInner {
             return Ok(None);
         };
         let mut q = self.lock_queue();
-        if q.is_empty() {
+        let Some(head) = q.tasks.front() else {
             return Ok(None);
-        }
+        };
         let Some(since) = q.head_since else {
             return Ok(None);
         };
@@ -208,13 +313,28 @@ impl StreamInner {
         if now < deadline {
             return Ok(Some(deadline));
         }
-        let task = q.pop_front().expect("head exists");
-        q.head_since = None;
+        let waited = now - since;
+        let label = q.head_label();
+        let (algo, what) = (
+            label.map_or("(none)", |l| l.algorithm.as_str()),
+            head.describe(&q.pools),
+        );
+        let e = HcclError::timeout(format!(
+            "waited {:.1}s (HCCL_EXEC_TIMEOUT) for {what} at step {} of algorithm {algo}; \
+             the peer may have issued a different op, be slow, or be gone",
+            waited.as_secs_f64(),
+            head.step()
+        ));
+        let e = head.locate(&q.pools, label, e);
+        let link = q.pools.link_of(head).cloned();
+        let mut released = Released::default();
+        q.pop(&mut released);
         drop(q);
-        let e = task.timeout_error(now - since);
+        drop(released);
         tracing::error!(error = %e, "task timed out");
-        task.abort_peer(&e.to_string());
-        drop(task);
+        if let Some(link) = link {
+            link.abort(&e.to_string());
+        }
         dev.abort_links(&e.to_string());
         self.fail(e);
         Err(())
@@ -249,6 +369,10 @@ impl Stream {
             id: NEXT_STREAM.fetch_add(1, Ordering::Relaxed),
             queue: Mutex::new(Queue {
                 tasks: VecDeque::with_capacity(64),
+                pools: Pools::default(),
+                labels: VecDeque::new(),
+                head_seq: 0,
+                head: HeadState::default(),
                 label: None,
                 step: 0,
                 head_since: None,
@@ -290,18 +414,21 @@ impl Stream {
 
     /// Enqueues a task. Returns at once.
     pub fn enqueue(&self, kind: TaskKind) -> Result<()> {
+        self.push(|pools| kind.into_op(pools))
+    }
+
+    /// Enqueues the task `make` builds with the queue's pools.
+    pub(crate) fn push(&self, make: impl FnOnce(&mut Pools) -> Op) -> Result<()> {
         // enqueued is bumped under the queue lock so a synchronizer never
         // waits for a count that no queued task will complete.
         {
             let mut q = self.inner.lock_queue();
-            let task = Task {
-                kind,
-                label: q.label.clone(),
-                step: q.step,
-            };
-            q.push_back(task);
+            let op = make(&mut q.pools);
+            q.push(op);
             self.inner.outstanding.fetch_add(1, Ordering::AcqRel);
-            self.inner.enqueued.fetch_add(1, Ordering::AcqRel);
+            // only written under the queue lock: a load and a store do
+            let n = self.inner.enqueued.load(Ordering::Relaxed);
+            self.inner.enqueued.store(n + 1, Ordering::Release);
         }
         if self.device.0.config.mode == ExecMode::Worker {
             self.device.0.events.notify();
@@ -326,12 +453,10 @@ impl Stream {
             .enqueued
             .load(Ordering::Acquire)
             .saturating_sub(mark.0) as usize;
-        let removable = after.min(q.len());
-        let keep = q.len() - removable;
-        let removed: Vec<Task> = q.drain(keep..).collect();
-        if keep == 0 {
-            q.head_since = None;
-        }
+        let removable = after.min(q.tasks.len());
+        let keep = q.tasks.len() - removable;
+        let mut removed = Released::default();
+        q.truncate(keep, &mut removed);
         self.inner
             .enqueued
             .fetch_sub(removable as u64, Ordering::AcqRel);
@@ -359,10 +484,7 @@ impl Stream {
                 src.len()
             )));
         }
-        self.enqueue(TaskKind::Memcpy {
-            dst: dst.pin(),
-            src: src.pin(),
-        })
+        self.push(|pools| task::copy_op(pools, dst, src))
     }
 
     /// Enqueues `dst <- dst op src` over elements of `dtype`.
@@ -386,30 +508,31 @@ impl Stream {
                 "reduce_async: source and destination overlap",
             ));
         }
-        self.enqueue(TaskKind::Reduce {
-            dst: dst.pin(),
-            src: src.pin(),
-            dtype,
-            op,
-        })
+        self.push(|pools| task::reduce_op(pools, dst, src, dtype, op))
     }
 
     /// Enqueues a record of `notify`.
     pub fn notify_record(&self, notify: &Notify) -> Result<()> {
-        self.enqueue(TaskKind::NotifyRecord(notify.clone()))
+        self.push(|_| Op::Record {
+            notify: notify.clone(),
+            step: 0,
+        })
     }
 
     /// Enqueues a wait for the next record of `notify`.
     pub fn notify_wait(&self, notify: &Notify) -> Result<()> {
-        self.enqueue(TaskKind::NotifyWait {
+        self.push(|_| Op::Wait {
             notify: notify.clone(),
-            seq: None,
+            step: 0,
         })
     }
 
     /// Enqueues a host function; an error it returns fails the stream.
     pub fn host_callback(&self, f: impl FnOnce() -> Result<()> + Send + 'static) -> Result<()> {
-        self.enqueue(TaskKind::Callback(Some(Box::new(f))))
+        self.push(|_| Op::Callback {
+            f: Some(Box::new(f)),
+            step: 0,
+        })
     }
 
     /// Whether everything enqueued so far has run.
