@@ -738,7 +738,8 @@ impl TaskKind {
                         Some(src),
                         *dst_offset,
                     ),
-                    LinkOp::TxDesc(_) | LinkOp::RxDesc(_) => {
+                    // once per op: not worth a compact form
+                    LinkOp::TxDesc(_) | LinkOp::RxDesc(_) | LinkOp::RxParamMem => {
                         return Op::Other {
                             kind: Box::new(TaskKind::Link { link, op, state }),
                             step: 0,
