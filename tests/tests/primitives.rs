@@ -288,7 +288,8 @@ fn run(p: u32, executor: Option<&'static str>) {
                     .trim_end_matches("Star")
                     .trim_end_matches("PairWise")
                     .trim_end_matches("NHR")
-                    .trim_end_matches("NB");
+                    .trim_end_matches("NB")
+                    .trim_end_matches("Direct");
                 Box::leak(op.to_string().into_boxed_str()) as &str
             }),
         )
@@ -423,6 +424,51 @@ fn nhr_nb_forced_p5() {
 #[test]
 fn nhr_nb_forced_p8() {
     nhr_nb_forced(8);
+}
+
+/// The direct-read executors (peers' user buffers read with cross-memory
+/// attach), each forced, on every rank count the issue names. Where this
+/// host forbids cross-memory attach the forced executor must fail clearly
+/// instead (checked by `direct_forced_without_cma_is_a_clear_error`).
+fn direct_forced(p: u32) {
+    if !hccl_platform::mem::cma::permitted() {
+        eprintln!("cross-memory attach not permitted here: direct executors not run");
+        return;
+    }
+    for op in [
+        "AllReduce",
+        "AllGather",
+        "ReduceScatter",
+        "AllToAll",
+        "Broadcast",
+        "Reduce",
+        "Scatter",
+        "Gather",
+    ] {
+        let name = format!("{op}DirectExecutor");
+        run(p, Some(Box::leak(name.into_boxed_str())));
+    }
+}
+
+#[test]
+fn direct_forced_p2() {
+    direct_forced(2);
+}
+#[test]
+fn direct_forced_p3() {
+    direct_forced(3);
+}
+#[test]
+fn direct_forced_p4() {
+    direct_forced(4);
+}
+#[test]
+fn direct_forced_p5() {
+    direct_forced(5);
+}
+#[test]
+fn direct_forced_p8() {
+    direct_forced(8);
 }
 
 #[test]

@@ -4,9 +4,15 @@ use std::process::Command;
 use std::time::Duration;
 
 fn hccl_test(args: &[&str]) -> std::process::Output {
+    hccl_test_env(args, &[])
+}
+
+/// `hccl-test args` with extra environment variables, under a watchdog.
+fn hccl_test_env(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_hccl-test"))
         .args(args)
         .env("HCCL_EXEC_TIMEOUT", "60")
+        .envs(env.iter().copied())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -496,6 +502,98 @@ fn every_primitive_across_processes_at_2_4_8_ranks_on_one_and_two_hosts() {
                 "{op} p={p} hosts={hosts}: {stdout}"
             );
         }
+    }
+    assert_eq!(
+        leftover_segments(),
+        before,
+        "no /dev/shm segment may outlive the runs"
+    );
+}
+
+/// The direct-read executors across processes: each forced at p = 2, 3, 4,
+/// 8 with results checked; with cross-memory attach switched off
+/// (`HCCL_RS_CMA=0`) forcing one is a clear error naming the switch, and
+/// the default selection falls back to staged executors and still succeeds.
+#[test]
+fn direct_executors_across_processes_and_their_fallback() {
+    let before = leftover_segments();
+    let sweep = |op: &str, p: &str, algo: Option<&str>, env: &[(&str, &str)]| {
+        let mut args = vec![
+            op,
+            "-p",
+            p,
+            "-b",
+            "4",
+            "-e",
+            "2M",
+            "-f",
+            "512",
+            "-n",
+            "2",
+            "-w",
+            "1",
+            "-r",
+            "1",
+            "--transport",
+            "process",
+        ];
+        if let Some(a) = algo {
+            args.extend(["--algo", a]);
+        }
+        hccl_test_env(&args, env)
+    };
+    let ops = [
+        ("all_reduce", "AllReduce"),
+        ("all_gather", "AllGather"),
+        ("reduce_scatter", "ReduceScatter"),
+        ("alltoall", "AllToAll"),
+        ("broadcast", "Broadcast"),
+        ("reduce", "Reduce"),
+        ("scatter", "Scatter"),
+        ("gather", "Gather"),
+    ];
+    let cma_here = hccl_platform::mem::cma::permitted();
+    for p in ["2", "3", "4", "8"] {
+        for (op, name) in ops {
+            if !cma_here {
+                break;
+            }
+            let algo = format!("{name}DirectExecutor");
+            let out = sweep(op, p, Some(&algo), &[]);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "{algo} p={p}: {stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let rows: Vec<&str> = stdout.lines().skip(2).collect();
+            assert_eq!(rows.len(), 3, "{algo} p={p}: {stdout}");
+            assert!(
+                rows.iter().all(|r| r.contains("success")),
+                "{algo} p={p}: {stdout}"
+            );
+        }
+    }
+    let off = [("HCCL_RS_CMA", "0")];
+    let out = sweep("all_reduce", "2", Some("AllReduceDirectExecutor"), &off);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "forced direct without CMA must fail");
+    assert!(
+        stderr.contains("HCCL_RS_CMA"),
+        "the error must name the switch: {stderr}"
+    );
+    for (op, _) in ops {
+        let out = sweep(op, "3", None, &off);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{op} without CMA: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.lines().skip(2).all(|r| r.contains("success")),
+            "{op} without CMA: {stdout}"
+        );
     }
     assert_eq!(
         leftover_segments(),

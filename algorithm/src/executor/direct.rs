@@ -137,7 +137,8 @@ impl CollExecutor for DirectExecutor {
                 if !l.link().reads_peer_param() {
                     return Err(HcclError::not_support(format!(
                         "{name} reads peers' user buffers, which the {} link to rank {q} cannot \
-                         (ranks on one host with cross-memory attach only); choose another algorithm",
+                         (ranks on one host with cross-memory attach: same user, Yama \
+                         ptrace_scope 0, HCCL_RS_CMA not 0); choose another algorithm",
                         l.link().transport()
                     )));
                 }
