@@ -56,6 +56,22 @@ impl std::fmt::Debug for Region {
     }
 }
 
+/// Host allocations from this size on ask for transparent huge pages.
+const HUGE_PAGE_MIN: usize = 2 << 20;
+
+/// `HCCL_RS_HUGE_PAGES` (default 1; 0 turns the advice off), read once.
+fn huge_pages_wanted() -> bool {
+    static WANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WANTED.get_or_init(|| {
+        !matches!(
+            std::env::var("HCCL_RS_HUGE_PAGES")
+                .as_deref()
+                .map(str::trim),
+            Ok("0" | "off" | "false")
+        )
+    })
+}
+
 impl Region {
     pub(crate) fn host(len: usize) -> Result<Region> {
         if len == 0 {
@@ -64,6 +80,12 @@ impl Region {
         let mut map = memmap2::MmapMut::map_anon(len).map_err(|e| {
             HcclError::memory(format!("allocating {len} bytes of host memory: {e}"))
         })?;
+        if len >= HUGE_PAGE_MIN && huge_pages_wanted() {
+            // Large buffers are copied and read by peers (cross-memory
+            // attach walks their page tables) a page at a time: 2 MiB pages
+            // where the kernel grants them. Only advice; failure is fine.
+            let _ = map.advise(memmap2::Advice::HugePage);
+        }
         let ptr = NonNull::new(map.as_mut_ptr()).expect("mmap returned null");
         Ok(Region {
             ptr,
