@@ -552,7 +552,14 @@ fn direct_executors_across_processes_and_their_fallback() {
         ("scatter", "Scatter"),
         ("gather", "Gather"),
     ];
-    let cma_here = hccl_platform::mem::cma::permitted();
+    // what hccl-rs checks before reading peers' buffers (HCCL_RS_CMA auto):
+    // Yama's ptrace scope 0 (or no Yama) and the switch not off
+    let cma_here = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+        .map_or(true, |s| s.trim() == "0")
+        && !matches!(
+            std::env::var("HCCL_RS_CMA").as_deref(),
+            Ok("0" | "off" | "false")
+        );
     for p in ["2", "3", "4", "8"] {
         for (op, name) in ops {
             if !cma_here {
