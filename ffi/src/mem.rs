@@ -83,7 +83,7 @@ pub(crate) fn free(ptr: *mut c_void, host: bool) -> std::result::Result<(), AclF
     if n != 0 {
         return Err(acl_err(
             ACL_ERROR_INVALID_PARAM,
-            format!("{ptr:p} is still used by {n} enqueued task(s); synchronize the stream first"),
+            format!("{ptr:p} is still used by enqueued tasks ({n} stream(s) or task(s)); synchronize the stream first"),
         ));
     }
     let a = allocs.remove(&(ptr as usize)).expect("looked up above");

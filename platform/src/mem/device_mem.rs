@@ -133,8 +133,9 @@ impl DeviceMem {
         self.same_region(other) && self.offset == other.offset && self.len == other.len
     }
 
-    /// How many enqueued tasks still reference this handle's region (the
-    /// C ABI refuses to free memory while this is non-zero).
+    /// Non-zero while enqueued tasks still reference this handle's region:
+    /// the number of streams (and detached task forms) holding such tasks,
+    /// not of tasks. The C ABI refuses to free memory while it is non-zero.
     pub fn tasks_in_flight(&self) -> usize {
         self.region.in_flight()
     }

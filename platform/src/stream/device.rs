@@ -105,12 +105,14 @@ impl DeviceStatsInner {
     /// Counts `tasks` completed tasks that reduced and copied the given
     /// bytes (added once per run of tasks, not per task).
     pub(crate) fn record(&self, tasks: u64, reduce_bytes: u64, memcpy_bytes: u64) {
-        self.tasks.fetch_add(tasks, Ordering::Relaxed);
+        // only the device's driver records: a load and a store do
+        let add = |c: &AtomicU64, n: u64| c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+        add(&self.tasks, tasks);
         if reduce_bytes > 0 {
-            self.reduce_bytes.fetch_add(reduce_bytes, Ordering::Relaxed);
+            add(&self.reduce_bytes, reduce_bytes);
         }
         if memcpy_bytes > 0 {
-            self.memcpy_bytes.fetch_add(memcpy_bytes, Ordering::Relaxed);
+            add(&self.memcpy_bytes, memcpy_bytes);
         }
     }
 }
@@ -309,11 +311,21 @@ impl DeviceInner {
     ) {
         let mut idle_since: Option<Instant> = None;
         let mut yields = 0u32;
-        let mut gen = None;
+        // The snapshot is kept between drives (re-reading it costs a lock
+        // and an upgrade per stream on every synchronize); streams whose
+        // every handle was dropped leave it here, so their tasks never run.
+        let mut gen = match self.poll_gen.load(Ordering::Relaxed) {
+            u64::MAX => None,
+            g => Some(g),
+        };
+        snapshot.retain(|s| Arc::strong_count(s) > 1);
+        let finish = |gen: Option<u64>| {
+            self.poll_gen
+                .store(gen.unwrap_or(u64::MAX), Ordering::Relaxed);
+        };
         loop {
             if done() {
-                snapshot.clear();
-                self.poll_gen.store(u64::MAX, Ordering::Relaxed);
+                finish(gen);
                 return;
             }
             let key = self.events.key();
@@ -323,14 +335,19 @@ impl DeviceInner {
                 progressed |= s.run_ready(self);
             }
             if progressed {
+                if done() {
+                    // the caller wakes other synchronizers once it has
+                    // released the driver lock
+                    finish(gen);
+                    return;
+                }
                 self.done.notify();
                 idle_since = None;
                 yields = 0;
                 continue;
             }
             if done() {
-                snapshot.clear();
-                self.poll_gen.store(u64::MAX, Ordering::Relaxed);
+                finish(gen);
                 return;
             }
             let now = Instant::now();
@@ -398,7 +415,6 @@ fn spawn_worker(dev: &Device) {
             let mut snap = inner.driver.lock().unwrap_or_else(|p| p.into_inner());
             let mut local = std::mem::take(&mut *snap);
             inner.drive_until(&mut local, &|| !inner.has_work());
-            local.clear();
             *snap = local;
             drop(snap);
             inner.done.notify();

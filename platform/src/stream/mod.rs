@@ -20,7 +20,7 @@ use crate::error::{HcclError, Result};
 use crate::mem::DeviceMem;
 use crate::notify::Notify;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -31,6 +31,9 @@ pub(crate) struct StreamInner {
     enqueued: AtomicU64,
     completed: AtomicU64,
     error: Mutex<Option<HcclError>>,
+    /// Whether `error` may hold an error: `synchronize` reads this flag
+    /// instead of locking the mutex on every call.
+    has_error: AtomicBool,
     /// The device's count of outstanding tasks (kept equal to the sum of
     /// `enqueued - completed` over its live streams).
     outstanding: Arc<AtomicU64>,
@@ -242,7 +245,7 @@ impl StreamInner {
         }
         if done > 0 {
             dev.stats.record(done, bytes.0, bytes.1);
-            self.completed.fetch_add(done, Ordering::AcqRel);
+            self.add_completed(done);
             self.outstanding.fetch_sub(done, Ordering::AcqRel);
         }
         if let Some((link, e)) = failure {
@@ -257,12 +260,21 @@ impl StreamInner {
         done > 0
     }
 
+    /// Counts `n` more completed tasks. Only the device's driver (the
+    /// holder of its driver lock) completes tasks, so a load and a store do
+    /// (an atomic read-modify-write costs as much as a small task).
+    fn add_completed(&self, n: u64) {
+        let c = self.completed.load(Ordering::Relaxed);
+        self.completed.store(c + n, Ordering::Release);
+    }
+
     fn fail(&self, e: HcclError) {
         {
             let mut err = self.error.lock().unwrap_or_else(|p| p.into_inner());
             if err.is_none() {
                 *err = Some(e);
             }
+            self.has_error.store(true, Ordering::Release);
         }
         let mut dropped = Released::default();
         let n = {
@@ -272,7 +284,7 @@ impl StreamInner {
             n
         } + 1;
         drop(dropped);
-        self.completed.fetch_add(n, Ordering::AcqRel);
+        self.add_completed(n);
         self.outstanding.fetch_sub(n, Ordering::AcqRel);
     }
 
@@ -380,6 +392,7 @@ impl Stream {
             enqueued: AtomicU64::new(0),
             completed: AtomicU64::new(0),
             error: Mutex::new(None),
+            has_error: AtomicBool::new(false),
             outstanding: device.0.outstanding.clone(),
         });
         device.register(&inner);
@@ -470,6 +483,7 @@ impl Stream {
             if err.is_none() {
                 *err = Some(reason.clone());
             }
+            self.inner.has_error.store(true, Ordering::Release);
             return false;
         }
         true
@@ -562,13 +576,12 @@ impl Stream {
             dev.done
                 .wait_until(key, Instant::now() + Duration::from_millis(50));
         }
-        match self
-            .inner
-            .error
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
+        if !self.inner.has_error.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut err = self.inner.error.lock().unwrap_or_else(|p| p.into_inner());
+        self.inner.has_error.store(false, Ordering::Release);
+        match err.take() {
             Some(e) => Err(e),
             None => Ok(()),
         }

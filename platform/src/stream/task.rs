@@ -9,6 +9,7 @@ use crate::notify::Notify;
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
+use std::sync::Weak;
 use std::task::Poll;
 
 /// A host function run in stream order.
@@ -228,19 +229,30 @@ impl std::fmt::Debug for Task {
 }
 
 /// One slot of a [`Pool`].
-struct Slot<T> {
-    item: Option<T>,
+struct Slot<T: ?Sized> {
+    /// The item while queued tasks use it.
+    item: Option<Arc<T>>,
+    /// The item, weakly, while the slot is indexed: an idle slot keeps its
+    /// address (a weak reference keeps the allocation, so no other item can
+    /// appear at that address) without keeping the item alive.
+    weak: Option<Weak<T>>,
     key: usize,
     /// Queued tasks that reference the item.
     uses: usize,
 }
 
+/// Idle slots a pool keeps indexed before it sweeps them.
+const IDLE_MAX: usize = 64;
+
 /// Resources (links, regions) that a stream's queued tasks reference, held
 /// once each however many tasks use them: a task stores a `u32` slot
 /// instead of an `Arc` (16 or 24 bytes and two atomic operations fewer per
-/// task). An item is released when its last task is retired, so a queue
-/// keeps nothing alive that no queued task needs.
-pub(crate) struct Pool<T> {
+/// task). An item's strong reference is released when its last task is
+/// retired, so a queue keeps nothing alive that no queued task needs; the
+/// slot stays indexed (weakly) so the next op on the same buffers and links
+/// finds it again without touching the hash map — a stream that is drained
+/// after every op would otherwise remove and re-insert every entry per op.
+pub(crate) struct Pool<T: ?Sized> {
     slots: Vec<Slot<T>>,
     free: Vec<u32>,
     /// Slot by the item's address, for lookups that miss `recent`.
@@ -249,9 +261,11 @@ pub(crate) struct Pool<T> {
     /// two links and a few buffers, so most lookups end here.
     recent: [(usize, u32); 4],
     next: usize,
+    /// Indexed slots with no use.
+    idle: usize,
 }
 
-impl<T> Default for Pool<T> {
+impl<T: ?Sized> Default for Pool<T> {
     fn default() -> Self {
         Pool {
             slots: Vec::new(),
@@ -259,25 +273,32 @@ impl<T> Default for Pool<T> {
             index: HashMap::new(),
             recent: [(0, 0); 4],
             next: 0,
+            idle: 0,
         }
     }
 }
 
-impl<T> Pool<T> {
-    /// The slot of the item at address `key` with one more use, adding the
-    /// item made by `make` if it is not pooled yet.
-    fn acquire(&mut self, key: usize, make: impl FnOnce() -> T) -> u32 {
-        for &(k, s) in &self.recent {
-            if k == key {
-                self.slots[s as usize].uses += 1;
-                return s;
+impl<T: ?Sized> Pool<T> {
+    /// The slot of `item` with one more use, pooling it if needed.
+    fn acquire(&mut self, item: &Arc<T>) -> u32 {
+        let key = Arc::as_ptr(item) as *const () as usize;
+        let hit = self
+            .recent
+            .iter()
+            .find(|&&(k, _)| k == key)
+            .map(|&(_, s)| s)
+            .or_else(|| self.index.get(&key).copied());
+        let s = match hit {
+            Some(s) => {
+                if self.recent.iter().all(|&(k, _)| k != key) {
+                    self.remember(key, s);
+                }
+                s
             }
-        }
-        let s = match self.index.get(&key) {
-            Some(&s) => s,
             None => {
                 let slot = Slot {
-                    item: Some(make()),
+                    item: None,
+                    weak: Some(Arc::downgrade(item)),
                     key,
                     uses: 0,
                 };
@@ -292,47 +313,66 @@ impl<T> Pool<T> {
                     }
                 };
                 self.index.insert(key, s);
+                self.idle += 1;
+                self.remember(key, s);
                 s
             }
         };
-        self.recent[self.next] = (key, s);
-        self.next = (self.next + 1) % self.recent.len();
-        self.slots[s as usize].uses += 1;
+        let slot = &mut self.slots[s as usize];
+        if slot.uses == 0 {
+            slot.item = Some(item.clone());
+            self.idle -= 1;
+        }
+        slot.uses += 1;
         s
     }
 
-    fn get(&self, s: u32) -> &T {
+    fn remember(&mut self, key: usize, s: u32) {
+        self.recent[self.next] = (key, s);
+        self.next = (self.next + 1) % self.recent.len();
+    }
+
+    fn get(&self, s: u32) -> &Arc<T> {
         self.slots[s as usize]
             .item
             .as_ref()
             .expect("a queued task's pooled item is alive")
     }
 
-    /// Drops one use of slot `s`; returns the item if that was the last.
-    fn release(&mut self, s: u32) -> Option<T> {
+    /// Drops one use of slot `s`; returns the item's strong reference if
+    /// that was the last use.
+    fn release(&mut self, s: u32) -> Option<Arc<T>> {
         let slot = &mut self.slots[s as usize];
         slot.uses -= 1;
         if slot.uses > 0 {
             return None;
         }
-        let key = slot.key;
         let item = slot.item.take();
-        self.index.remove(&key);
-        for r in &mut self.recent {
-            if r.0 == key {
-                *r = (0, 0);
+        self.idle += 1;
+        if self.idle > IDLE_MAX {
+            self.sweep();
+        }
+        item
+    }
+
+    /// Forgets every idle slot.
+    fn sweep(&mut self) {
+        for (s, slot) in self.slots.iter_mut().enumerate() {
+            if slot.uses == 0 && slot.weak.take().is_some() {
+                self.index.remove(&slot.key);
+                self.free.push(s as u32);
             }
         }
-        self.free.push(s);
-        item
+        self.recent = [(0, 0); 4];
+        self.idle = 0;
     }
 }
 
 /// A queue's pooled links and regions (see [`Pool`]).
 #[derive(Default)]
 pub(crate) struct Pools {
-    links: Pool<Arc<dyn Link>>,
-    regions: Pool<Arc<Region>>,
+    links: Pool<dyn Link>,
+    regions: Pool<Region>,
 }
 
 /// Items released by retired tasks, dropped once the queue lock is released
@@ -353,18 +393,21 @@ impl Released {
 impl Pools {
     /// A pooled link for a new task.
     pub(crate) fn link(&mut self, link: &Arc<dyn Link>) -> u32 {
-        let key = Arc::as_ptr(link) as *const () as usize;
-        self.links.acquire(key, || link.clone())
+        self.links.acquire(link)
     }
 
-    /// A pooled region for a new task's memory operand; pins the region
-    /// once per task, so `tasks_in_flight` counts exactly as before (one
-    /// uncontended atomic instead of a pin plus a reference count).
+    /// A pooled region for a new task's memory operand. The region is
+    /// pinned while any queued task of this stream uses it (once per
+    /// stream, not per task: a pin is an atomic read-modify-write on a
+    /// line shared with every other user of the region, and it only has to
+    /// say "in use").
     pub(crate) fn mem(&mut self, m: &DeviceMem) -> u32 {
         let region = m.region();
-        region.pin();
-        let key = Arc::as_ptr(region) as usize;
-        self.regions.acquire(key, || region.clone())
+        let s = self.regions.acquire(region);
+        if self.regions.slots[s as usize].uses == 1 {
+            region.pin();
+        }
+        s
     }
 
     fn view(&self, s: u32, offset: u32, len: u32) -> MemView<'_> {
@@ -376,9 +419,15 @@ impl Pools {
     }
 
     fn release_mem(&mut self, s: u32, out: &mut Released) {
-        self.regions.get(s).unpin();
         if let Some(r) = self.regions.release(s) {
-            out.regions.push(r);
+            r.unpin();
+            // only the last reference's drop unmaps: others drop here
+            // without a deferred list (and its allocation)
+            if Arc::strong_count(&r) > 1 {
+                drop(r);
+            } else {
+                out.regions.push(r);
+            }
         }
     }
 
