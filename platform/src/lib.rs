@@ -9,6 +9,7 @@
 
 #![warn(missing_docs)]
 
+pub mod aiv;
 pub mod dtype;
 pub mod error;
 pub mod link;

@@ -1,5 +1,6 @@
 //! Executors: one op each, composed from templates.
 
+mod aiv;
 pub(crate) mod all_reduce_rhd;
 pub(crate) mod all_reduce_ring;
 mod broadcast_ring;
@@ -17,6 +18,7 @@ pub(crate) mod ring_gather_scatter;
 mod ring_rooted;
 pub(crate) mod transfer;
 
+pub use aiv::{AivExecutor, AIV_EXECUTORS, AIV_MAX_BYTES};
 pub use all_reduce_rhd::AllReduceRhdExecutor;
 pub use all_reduce_ring::AllReduceRingExecutor;
 pub use broadcast_ring::BroadcastRingExecutor;
@@ -64,4 +66,11 @@ pub trait CollExecutor: Send {
     /// Enqueues the tasks that perform the op on `param.stream` (and the
     /// granted slave streams), using only what the framework granted.
     fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()>;
+
+    /// Whether the executor's own tasks compare the op descriptors of the
+    /// ranks (as the AIV kernels do, in their flag lines). If not, the
+    /// framework runs HCCL's consistency check before the op.
+    fn checks_consistency(&self) -> bool {
+        false
+    }
 }

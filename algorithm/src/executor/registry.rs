@@ -74,7 +74,10 @@ impl ExecutorRegistry {
         }
         // table-driven executors: one type serving several ops
         type Make = fn(&'static str, OpType, &TopoInfo) -> Box<dyn CollExecutor>;
-        let tables: [(&[(&'static str, OpType)], Make); 8] = [
+        let tables: [(&[(&'static str, OpType)], Make); 9] = [
+            (super::AIV_EXECUTORS, |n, op, t| {
+                Box::new(super::AivExecutor::new(n, op, t))
+            }),
             (super::DIRECT_EXECUTORS, |n, op, t| {
                 Box::new(super::DirectExecutor::new(n, op, t))
             }),

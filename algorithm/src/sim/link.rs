@@ -4,7 +4,7 @@
 
 use crate::topo::CommPlane;
 use hccl_platform::link::{InProcLink, Link, LinkOp, LinkOpState};
-use hccl_platform::{MemKind, Result};
+use hccl_platform::{DeviceMem, MemKind, Result};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -155,5 +155,14 @@ impl Link for SimLink {
     }
     fn reads_peer_param(&self) -> bool {
         self.inner.reads_peer_param()
+    }
+    fn boards(&self) -> Option<(DeviceMem, DeviceMem)> {
+        self.inner.boards()
+    }
+    fn wake_peer(&self) {
+        self.inner.wake_peer()
+    }
+    fn liveness(&self) -> Result<()> {
+        self.inner.liveness()
     }
 }

@@ -448,6 +448,11 @@ pub fn simulate(
                 (MemKind::ParamOutput, output.clone()),
             ],
             waker: device.waker(),
+            board: if req.need_aiv_buffer {
+                Some(InProcEndpoint::new_board()?)
+            } else {
+                None
+            },
         });
         mems.push((ccl_in, ccl_out, scratch));
         clocks.push(Arc::default());

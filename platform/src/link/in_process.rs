@@ -40,6 +40,16 @@ pub struct InProcEndpoint {
     pub mems: Vec<(MemKind, DeviceMem)>,
     /// Wakes this rank's device driver.
     pub waker: Arc<EventCount>,
+    /// This rank's AIV board ([`crate::aiv::BOARD_BYTES`] bytes, e.g. from
+    /// [`InProcEndpoint::new_board`]); `None`: AIV kernels are not offered.
+    pub board: Option<DeviceMem>,
+}
+
+impl InProcEndpoint {
+    /// A fresh, zeroed AIV board.
+    pub fn new_board() -> Result<DeviceMem> {
+        DeviceMem::alloc(crate::aiv::BOARD_BYTES)
+    }
 }
 
 /// One end of an in-process link.
@@ -53,6 +63,8 @@ pub struct InProcLink {
     peer_waker: Arc<EventCount>,
     own_waker: Arc<EventCount>,
     taken: Taken,
+    /// (own, peer's) AIV boards, when both ends have one.
+    boards: Option<(DeviceMem, DeviceMem)>,
 }
 
 impl InProcLink {
@@ -77,6 +89,7 @@ impl InProcLink {
                 peer_waker: peer.waker.clone(),
                 own_waker: me.waker.clone(),
                 taken: Taken::default(),
+                boards: me.board.clone().zip(peer.board.clone()),
             }
         };
         (end(a, b, &ma, &mb), end(b, a, &mb, &ma))
@@ -176,6 +189,14 @@ impl Link for InProcLink {
 
     fn poll(&self, op: &LinkOp, state: &mut LinkOpState) -> Poll<Result<()>> {
         write_based::poll(self, &self.taken, op, state)
+    }
+
+    fn boards(&self) -> Option<(DeviceMem, DeviceMem)> {
+        self.boards.clone()
+    }
+
+    fn wake_peer(&self) {
+        self.peer_waker.notify();
     }
 
     fn abort(&self, reason: &str) {

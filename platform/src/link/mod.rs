@@ -186,6 +186,19 @@ pub trait Link: Send + Sync + fmt::Debug {
     fn reads_peer_param(&self) -> bool {
         false
     }
+    /// This rank's AIV board and the peer's ([`crate::aiv`]), if the link
+    /// can reach them (ranks of one host).
+    fn boards(&self) -> Option<(DeviceMem, DeviceMem)> {
+        None
+    }
+    /// Wakes the peer's driver (after writing something it may wait for,
+    /// e.g. on a board).
+    fn wake_peer(&self) {}
+    /// `Ok` while the link is usable and the peer is alive, as far as the
+    /// transport can tell (checked now and then while waiting on it).
+    fn liveness(&self) -> Result<()> {
+        self.health()
+    }
 }
 
 /// A shared link handle with the verbs as enqueue methods.

@@ -16,6 +16,7 @@
 
 use super::write_based::{self, Counter, Taken, WriteBased};
 use super::{Link, LinkOp, LinkOpState, OpDesc};
+use crate::aiv::BOARD_BYTES;
 use crate::error::{HcclError, Result};
 use crate::mem::{DeviceMem, MemKind, SHM_PREFIX};
 use crate::sync::EventCount;
@@ -63,9 +64,19 @@ pub struct ShmSegment {
 }
 
 impl ShmSegment {
+    /// (offset of the CCL buffers, total size); the AIV board sits right
+    /// before the CCL buffers, at `data - BOARD_BYTES`.
     fn layout(n_ranks: usize, ccl: usize) -> (usize, usize) {
-        let data = page_align(HEADER + n_ranks * SLOT);
+        let data = page_align(HEADER + n_ranks * SLOT) + page_align(BOARD_BYTES);
         (data, data + 2 * ccl)
+    }
+
+    /// The owner's AIV board ([`crate::aiv`]).
+    pub fn board(&self) -> DeviceMem {
+        let (data, _) = Self::layout(self.n_ranks, self.ccl);
+        self.mem
+            .range(data - page_align(BOARD_BYTES), BOARD_BYTES)
+            .expect("inside the segment")
     }
 
     /// Creates the segment `name` for a communicator of `n_ranks` ranks
@@ -392,6 +403,18 @@ impl Link for ShmLink {
 
     fn reads_peer_param(&self) -> bool {
         crate::mem::cma::permitted()
+    }
+
+    fn boards(&self) -> Option<(DeviceMem, DeviceMem)> {
+        Some((self.mine.board(), self.theirs.board()))
+    }
+
+    fn wake_peer(&self) {
+        self.peer_waker.notify();
+    }
+
+    fn liveness(&self) -> Result<()> {
+        WriteBased::check(self)
     }
 
     fn poll(&self, op: &LinkOp, state: &mut LinkOpState) -> Poll<Result<()>> {

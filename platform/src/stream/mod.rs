@@ -541,6 +541,12 @@ impl Stream {
         })
     }
 
+    /// Enqueues an AIV kernel: a whole small collective as one task
+    /// (see [`crate::aiv`]).
+    pub fn aiv_launch(&self, task: crate::aiv::AivTask) -> Result<()> {
+        self.enqueue(TaskKind::Aiv(Box::new(task)))
+    }
+
     /// Enqueues a host function; an error it returns fails the stream.
     pub fn host_callback(&self, f: impl FnOnce() -> Result<()> + Send + 'static) -> Result<()> {
         self.push(|_| Op::Callback {

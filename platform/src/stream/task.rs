@@ -5,6 +5,7 @@ use crate::error::{HcclError, Result};
 use crate::link::{Link, LinkOp, LinkOpState};
 use crate::mem::{copy_mem, copy_view, reduce_mem, reduce_view, DeviceMem, MemKind, MemView};
 use crate::mem::{PinnedMem, Region};
+use crate::aiv::AivTask;
 use crate::notify::Notify;
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
@@ -55,6 +56,8 @@ pub enum TaskKind {
     },
     /// A host function.
     Callback(Option<HostCallback>),
+    /// A whole small collective in one task (see [`crate::aiv`]).
+    Aiv(Box<AivTask>),
 }
 
 impl std::fmt::Debug for TaskKind {
@@ -80,6 +83,7 @@ impl TaskKind {
                 link.transport()
             ),
             TaskKind::Callback(_) => "host callback".into(),
+            TaskKind::Aiv(t) => t.describe(),
         }
     }
 }
@@ -460,6 +464,7 @@ impl Pools {
             Op::Link { link, .. } => Some(self.links.get(*link)),
             Op::Other { kind, .. } => match &**kind {
                 TaskKind::Link { link, .. } => Some(link),
+                TaskKind::Aiv(t) => t.waiting_link(),
                 _ => None,
             },
             _ => None,
@@ -740,6 +745,7 @@ fn poll_kind(kind: &mut TaskKind) -> Poll<Result<()>> {
             Some(f) => Poll::Ready(f()),
             None => Poll::Ready(Err(HcclError::internal("host callback polled twice"))),
         },
+        TaskKind::Aiv(t) => t.poll(),
     }
 }
 

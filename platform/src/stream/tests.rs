@@ -110,6 +110,7 @@ fn endpoint(rank: u32, d: &Device, mem: &DeviceMem) -> InProcEndpoint {
         rank,
         mems: vec![(MemKind::CclOutput, mem.clone())],
         waker: d.waker(),
+        board: Some(InProcEndpoint::new_board().unwrap()),
     }
 }
 

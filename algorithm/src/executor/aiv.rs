@@ -1,0 +1,101 @@
+//! AIV executors: a small op as one kernel task over the ranks' boards
+//! (see `hccl_platform::aiv`), HCCL's AIV mode on CPUs.
+//!
+//! Where the mesh executor spends a dozen tasks and two handshakes on an
+//! 8-byte AllReduce (consistency check, ack, transfer, done, reduce, ...),
+//! the AIV kernel publishes the input with its descriptor in the flag line
+//! of this rank's board and folds the peers' entries as they appear: one
+//! task, one round, the consistency check included. Only for ranks of one
+//! host (every link must reach the boards) and payloads of at most
+//! [`AIV_MAX_BYTES`].
+
+use super::{all_peers, check_op, flat_request, CollExecutor, Named};
+use crate::op::{OpParam, OpType};
+use crate::resource::{AlgResourceRequest, AlgResourceResponse};
+use crate::topo::{CommPlane, TopoInfo};
+pub use hccl_platform::aiv::AIV_MAX_BYTES;
+use hccl_platform::aiv::AivTask;
+use hccl_platform::{HcclError, LinkHandle, Result};
+
+/// The AIV executors: (registered name, op).
+pub const AIV_EXECUTORS: &[(&str, OpType)] = &[("AllReduceMeshAivExecutor", OpType::AllReduce)];
+
+/// An AIV executor (see the module docs).
+#[derive(Debug)]
+pub struct AivExecutor {
+    named: Named,
+    /// Links to every peer, by rank order, once looked up.
+    links: Vec<LinkHandle>,
+}
+
+impl AivExecutor {
+    /// The executor registered as `name`, running `op` on `topo`.
+    pub fn new(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
+        AivExecutor {
+            named: Named::new(name, op, topo),
+            links: Vec::new(),
+        }
+    }
+}
+
+impl CollExecutor for AivExecutor {
+    fn name(&self) -> &str {
+        self.named.name
+    }
+
+    fn calc_res_request(&self, param: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
+        let mut req = flat_request(self.named.name, self.named.op, param, topo, all_peers)?;
+        req.need_aiv_buffer = true;
+        Ok(req)
+    }
+
+    fn checks_consistency(&self) -> bool {
+        true
+    }
+
+    fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+        let name = self.named.name;
+        check_op(name, self.named.op, param)?;
+        let p = self.named.topo.user_rank_size;
+        let bytes = param.count * param.dtype.size() as u64;
+        if bytes > AIV_MAX_BYTES as u64 {
+            return Err(HcclError::not_support(format!(
+                "{name} carries at most {AIV_MAX_BYTES} bytes per rank, not {bytes}; choose another algorithm"
+            )));
+        }
+        let s = &param.stream;
+        let input = param.input.range(0, bytes as usize)?;
+        let output = param.output.range(0, bytes as usize)?;
+        if p == 1 {
+            if !input.same_range(&output) {
+                s.memcpy_async(&output, &input)?;
+            }
+            return Ok(());
+        }
+        if self.links.len() + 1 != p as usize {
+            let comm = res.sub_comm(CommPlane::Combine, 0)?;
+            let me = self.named.topo.user_rank;
+            self.links = (0..p)
+                .filter(|&q| q != me)
+                .map(|q| comm.link(q).cloned())
+                .collect::<Result<_>>()?;
+        }
+        let desc = param.descriptor(res.ccl_input.len() as u64);
+        let task = match self.named.op {
+            OpType::AllReduce => AivTask::all_reduce(
+                &self.links,
+                &input,
+                &output,
+                param.dtype,
+                param.reduce_op,
+                &desc,
+            )?,
+            other => {
+                return Err(HcclError::internal(format!(
+                    "{name} has no AIV kernel for {other}"
+                )))
+            }
+        };
+        s.aiv_launch(task)
+    }
+}
