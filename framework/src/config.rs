@@ -88,6 +88,11 @@ pub struct CommConfig {
     /// communicator can (`HCCL_RS_DIRECT_MIN_BYTES`, a byte count or `off`);
     /// `None` = never chosen by default.
     pub direct_min_bytes: Option<u64>,
+    /// Ops of at most this many bytes per rank run an AIV kernel (one task
+    /// over the ranks' boards, see `hccl_platform::aiv`) when every peer is
+    /// on this host (`HCCL_RS_AIV_MAX_BYTES`, a byte count up to
+    /// [`hccl_algorithm::executor::AIV_MAX_BYTES`] or `off`).
+    pub aiv_max_bytes: Option<u64>,
 }
 
 /// Default of [`CommConfig::direct_min_bytes`]: below it the mesh and ring
@@ -101,6 +106,7 @@ impl Default for CommConfig {
             exec_timeout: Some(Duration::from_secs(DEFAULT_EXEC_TIMEOUT_S)),
             executor_override: None,
             direct_min_bytes: Some(DEFAULT_DIRECT_MIN_BYTES),
+            aiv_max_bytes: Some(hccl_algorithm::executor::AIV_MAX_BYTES as u64),
             exec_mode: ExecMode::Inline,
             spin: None,
             connect_timeout: Duration::from_secs(DEFAULT_CONNECT_TIMEOUT_S),
@@ -229,6 +235,22 @@ impl CommConfig {
                         "expected a byte count or 'off'",
                     )
                 })?),
+            };
+        }
+        if let Some(v) = env.get("HCCL_RS_AIV_MAX_BYTES") {
+            let max = hccl_algorithm::executor::AIV_MAX_BYTES as u64;
+            c.aiv_max_bytes = match v.trim().to_ascii_lowercase().as_str() {
+                "off" | "never" | "0" => None,
+                t => match t.parse::<u64>() {
+                    Ok(n) if n <= max => Some(n),
+                    _ => {
+                        return Err(bad(
+                            "HCCL_RS_AIV_MAX_BYTES",
+                            &v,
+                            &format!("expected a byte count up to {max} or 'off'"),
+                        ))
+                    }
+                },
             };
         }
         if let Some(v) = env.get("HCCL_RS_EXECUTOR") {

@@ -53,6 +53,13 @@ pub trait Fabric: Send + Sync + std::fmt::Debug {
     fn reads_peer_param(&self, _remote: u32) -> bool {
         false
     }
+
+    /// Whether `local`'s link to `remote` will reach the AIV boards
+    /// ([`Link::boards`](hccl_platform::link::Link::boards)): the selector
+    /// offers the AIV executors only when every link will.
+    fn reaches_boards(&self, _remote: u32) -> bool {
+        false
+    }
 }
 
 /// Links over TCP to the ranks of a [`RankTable`].
@@ -144,6 +151,10 @@ impl Fabric for HostFabric {
         self.shm.mine.is_some()
             && self.shm.peers.contains_key(&remote)
             && hccl_platform::mem::cma::permitted()
+    }
+
+    fn reaches_boards(&self, remote: u32) -> bool {
+        self.shm.mine.is_some() && self.shm.peers.contains_key(&remote)
     }
 }
 
@@ -253,5 +264,9 @@ impl Fabric for InProcFabric {
 
     fn reads_peer_param(&self, remote: u32) -> bool {
         remote < self.size && hccl_platform::mem::cma::permitted()
+    }
+
+    fn reaches_boards(&self, remote: u32) -> bool {
+        remote < self.size
     }
 }

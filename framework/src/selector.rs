@@ -11,7 +11,9 @@
 
 use crate::algo_env::AlgoConfig;
 use hccl_algorithm::cost::{predict, predict_hier_op, Algo, CostParams};
-use hccl_algorithm::executor::{builtin_level1, hier_name, HierKind, RingLevel1, DIRECT_EXECUTORS};
+use hccl_algorithm::executor::{
+    builtin_level1, hier_name, HierKind, RingLevel1, AIV_EXECUTORS, DIRECT_EXECUTORS,
+};
 use hccl_algorithm::{ExecutorRegistry, OpParam, OpType, TopoInfo};
 use hccl_platform::{HcclError, Result};
 use std::collections::HashMap;
@@ -28,6 +30,8 @@ pub struct Selector {
     /// Ops of at least this many (model) bytes take the direct-read
     /// executor of the op on one host; `None` = never.
     direct_min_bytes: Option<u64>,
+    /// Ops of at most this many (model) bytes take an AIV executor.
+    aiv_max_bytes: Option<u64>,
 }
 
 /// A candidate of the cost model: executor name and predicted µs.
@@ -189,6 +193,7 @@ impl Selector {
             cost,
             memo: Arc::default(),
             direct_min_bytes: None,
+            aiv_max_bytes: None,
         }
     }
 
@@ -199,6 +204,37 @@ impl Selector {
     pub fn with_direct(mut self, min_bytes: Option<u64>) -> Self {
         self.direct_min_bytes = min_bytes;
         self
+    }
+
+    /// Lets the selector pick the AIV executors (one kernel task over the
+    /// ranks' boards) for ops of at most `max_bytes` on one host. Only for
+    /// communicators whose every link reaches the boards.
+    pub fn with_aiv(mut self, max_bytes: Option<u64>) -> Self {
+        self.aiv_max_bytes = max_bytes;
+        self
+    }
+
+    /// The AIV executor for `op` of `bytes`, if it applies.
+    fn aiv_choice(
+        &self,
+        op: OpType,
+        topo: &TopoInfo,
+        bytes: u64,
+        registry: &ExecutorRegistry,
+    ) -> Option<(String, String)> {
+        let max = self.aiv_max_bytes?;
+        if topo.server_num() > 1 || topo.user_rank_size < 2 || bytes > max {
+            return None;
+        }
+        let (name, _) = AIV_EXECUTORS.iter().find(|(_, o)| *o == op)?;
+        registry.contains(name).then(|| {
+            let why = if tracing::enabled!(tracing::Level::DEBUG) {
+                format!("{bytes} bytes <= {max} (HCCL_RS_AIV_MAX_BYTES): one AIV kernel")
+            } else {
+                String::new()
+            };
+            ((*name).to_owned(), why)
+        })
     }
 
     /// The direct-read executor for `op` of `bytes`, if it applies.
@@ -373,6 +409,8 @@ impl Selector {
                 ))
             })?;
             (name.to_owned(), format!("HCCL_ALGO {level}:{choice}"))
+        } else if let Some((n, why)) = self.aiv_choice(op, topo, bytes, registry) {
+            (n, why)
         } else if let Some((n, why)) = self.direct_choice(op, topo, bytes, registry) {
             (n, why)
         } else {

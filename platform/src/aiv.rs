@@ -137,68 +137,21 @@ struct Peer {
     link: Arc<dyn Link>,
 }
 
-/// One small collective as a single task (see the module docs). Built by
-/// an executor, run by [`Stream::aiv_launch`](crate::Stream::aiv_launch).
+/// The boards of a communicator's ranks as one rank sees them: its own and
+/// every peer's, with the links that wake the peers. Built once per
+/// executor and shared by its kernels.
 #[derive(Debug)]
-pub struct AivTask {
+pub struct AivBoards {
     rank: u32,
-    kind: AivKind,
     own: Board,
     /// Every other rank, by rank.
     peers: Vec<Peer>,
-    input: PinnedMem,
-    output: PinnedMem,
-    desc: [u8; DESC_LEN],
-    /// The op's sequence number on the boards, once published.
-    seq: u64,
-    /// The next rank whose entry is folded into the output.
-    next: u32,
-    polls: u32,
 }
 
-impl AivTask {
-    /// An AllReduce of `input` into `output` (equal lengths, at most
-    /// [`AIV_MAX_BYTES`]) over `links`: one link to every other rank of the
-    /// communicator, each able to reach the boards ([`Link::boards`]).
-    /// `desc` is this rank's op descriptor, compared with every peer's.
-    pub fn all_reduce(
-        links: &[LinkHandle],
-        input: &DeviceMem,
-        output: &DeviceMem,
-        dtype: DataType,
-        op: ReduceOp,
-        desc: &OpDesc,
-    ) -> Result<AivTask> {
-        if input.len() != output.len() || input.len() % dtype.size() != 0 {
-            return Err(HcclError::para(format!(
-                "AIV AllReduce: input of {} bytes and output of {} bytes must be equal multiples of {} ({dtype})",
-                input.len(),
-                output.len(),
-                dtype.size()
-            )));
-        }
-        Self::new(
-            links,
-            input,
-            output,
-            AivKind::AllReduce { dtype, op },
-            desc,
-        )
-    }
-
-    fn new(
-        links: &[LinkHandle],
-        input: &DeviceMem,
-        output: &DeviceMem,
-        kind: AivKind,
-        desc: &OpDesc,
-    ) -> Result<AivTask> {
-        if input.len() > AIV_MAX_BYTES {
-            return Err(HcclError::para(format!(
-                "an AIV kernel carries at most {AIV_MAX_BYTES} bytes per rank, not {}",
-                input.len()
-            )));
-        }
+impl AivBoards {
+    /// The boards reached through `links`: one link to every other rank of
+    /// the communicator, each able to reach the boards ([`Link::boards`]).
+    pub fn new(links: &[LinkHandle]) -> Result<Arc<AivBoards>> {
         let Some(first) = links.first() else {
             return Err(HcclError::para("an AIV kernel needs at least one peer"));
         };
@@ -231,13 +184,69 @@ impl AivTask {
                 peers.iter().map(|p| p.rank).collect::<Vec<_>>()
             )));
         }
+        Ok(Arc::new(AivBoards {
+            rank,
+            own: Board::new(own.expect("at least one link"))?,
+            peers,
+        }))
+    }
+
+    fn ranks(&self) -> u32 {
+        self.peers.len() as u32 + 1
+    }
+
+    fn peer(&self, q: u32) -> &Peer {
+        &self.peers[if q < self.rank { q } else { q - 1 } as usize]
+    }
+}
+
+/// One small collective as a single task (see the module docs). Built by
+/// an executor, run by [`Stream::aiv_launch`](crate::Stream::aiv_launch).
+#[derive(Debug)]
+pub struct AivTask {
+    kind: AivKind,
+    boards: Arc<AivBoards>,
+    input: PinnedMem,
+    output: PinnedMem,
+    desc: [u8; DESC_LEN],
+    /// The op's sequence number on the boards, once published.
+    seq: u64,
+    /// The next rank whose entry is folded into the output.
+    next: u32,
+    polls: u32,
+}
+
+impl AivTask {
+    /// An AllReduce of `input` into `output` (equal lengths, at most
+    /// [`AIV_MAX_BYTES`]) over `boards`. `desc` is this rank's op
+    /// descriptor, compared with every peer's.
+    pub fn all_reduce(
+        boards: &Arc<AivBoards>,
+        input: &DeviceMem,
+        output: &DeviceMem,
+        dtype: DataType,
+        op: ReduceOp,
+        desc: &OpDesc,
+    ) -> Result<AivTask> {
+        if input.len() != output.len() || input.len() % dtype.size() != 0 {
+            return Err(HcclError::para(format!(
+                "AIV AllReduce: input of {} bytes and output of {} bytes must be equal multiples of {} ({dtype})",
+                input.len(),
+                output.len(),
+                dtype.size()
+            )));
+        }
+        if input.len() > AIV_MAX_BYTES {
+            return Err(HcclError::para(format!(
+                "an AIV kernel carries at most {AIV_MAX_BYTES} bytes per rank, not {}",
+                input.len()
+            )));
+        }
         let mut d = [0u8; DESC_LEN];
         d.copy_from_slice(&desc.to_bytes()[..DESC_LEN]);
         Ok(AivTask {
-            rank,
-            kind,
-            own: Board::new(own.expect("at least one link"))?,
-            peers,
+            kind: AivKind::AllReduce { dtype, op },
+            boards: boards.clone(),
             input: input.pin(),
             output: output.pin(),
             desc: d,
@@ -248,11 +257,7 @@ impl AivTask {
     }
 
     fn ranks(&self) -> u32 {
-        self.peers.len() as u32 + 1
-    }
-
-    fn peer(&self, q: u32) -> &Peer {
-        &self.peers[if q < self.rank { q } else { q - 1 } as usize]
+        self.boards.ranks()
     }
 
     /// What the kernel is doing, for errors and timeouts.
@@ -272,27 +277,35 @@ impl AivTask {
         }
     }
 
+    /// Whether someone besides this task holds its boards (then dropping
+    /// the task cannot drop a link).
+    pub(crate) fn boards_shared(&self) -> bool {
+        Arc::strong_count(&self.boards) > 1
+    }
+
     /// The peer the kernel waits for, if any.
     pub fn waiting_for(&self) -> Option<u32> {
-        (self.seq != 0 && self.next < self.ranks() && self.next != self.rank).then_some(self.next)
+        (self.seq != 0 && self.next < self.ranks() && self.next != self.boards.rank)
+            .then_some(self.next)
     }
 
     /// The link to the peer the kernel waits for (errors name the peer,
     /// and a failure aborts that link first).
     pub(crate) fn waiting_link(&self) -> Option<&Arc<dyn Link>> {
-        self.waiting_for().map(|q| &self.peer(q).link)
+        self.waiting_for().map(|q| &self.boards.peer(q).link)
     }
 
     /// Advances the kernel.
     pub(crate) fn poll(&mut self) -> Poll<Result<()>> {
         let len = self.input.mem().len();
+        let b = &*self.boards;
         if self.seq == 0 {
-            let seq = self.own.last_seq() + 1;
+            let seq = b.own.last_seq() + 1;
             // SAFETY: the input range is pinned by this task and nothing
             // else in this stream runs while it does.
             let input = unsafe { std::slice::from_raw_parts(self.input.mem().ptr(), len) };
-            self.own.publish(seq, &self.desc, input);
-            for p in &self.peers {
+            b.own.publish(seq, &self.desc, input);
+            for p in &b.peers {
                 p.link.wake_peer();
             }
             self.seq = seq;
@@ -302,17 +315,17 @@ impl AivTask {
         // concurrently; boards are separate memory, so no slice below
         // aliases it.
         let out = unsafe { std::slice::from_raw_parts_mut(self.output.mem().ptr(), len) };
-        while self.next < self.ranks() {
+        while self.next < b.ranks() {
             let q = self.next;
-            let board = if q == self.rank {
-                &self.own
+            let board = if q == b.rank {
+                &b.own
             } else {
-                &self.peer(q).board
+                &b.peer(q).board
             };
             let Some((desc, payload)) = board.read(self.seq, len) else {
                 self.polls += 1;
                 if self.polls % CHECK_EVERY == 0 {
-                    if let Err(e) = self.peer(q).link.liveness() {
+                    if let Err(e) = b.peer(q).link.liveness() {
                         return Poll::Ready(Err(e));
                     }
                 }
@@ -327,7 +340,7 @@ impl AivTask {
                     .check(&OpDesc::from_bytes(&theirs), q)
                     .err()
                     .unwrap_or_else(|| HcclError::internal("AIV descriptors differ"));
-                return Poll::Ready(Err(e.rank(self.rank)));
+                return Poll::Ready(Err(e.rank(b.rank)));
             }
             let AivKind::AllReduce { dtype, op } = self.kind;
             if q == 0 {

@@ -162,8 +162,14 @@ fn json_rows_carry_every_key() {
         assert_eq!(row["ranks"], 3);
         assert_eq!(row["dtype"], "bf16");
         assert_eq!(row["check"], "success");
-        // small messages run the one-shot mesh executor
-        assert_eq!(row["algorithm"], "AllReduceMeshExecutor");
+        // messages a board entry carries run the AIV kernel, larger small
+        // ones the one-shot mesh executor
+        let want = if bytes <= hccl_algorithm::executor::AIV_MAX_BYTES as u64 {
+            "AllReduceMeshAivExecutor"
+        } else {
+            "AllReduceMeshExecutor"
+        };
+        assert_eq!(row["algorithm"], want);
     }
 }
 
@@ -600,6 +606,57 @@ fn direct_executors_across_processes_and_their_fallback() {
         assert!(
             stdout.lines().skip(2).all(|r| r.contains("success")),
             "{op} without CMA: {stdout}"
+        );
+    }
+    assert_eq!(
+        leftover_segments(),
+        before,
+        "no /dev/shm segment may outlive the runs"
+    );
+}
+
+/// The AIV kernel across processes (boards in the ranks' shared segments):
+/// forced at p = 2, 3, 4, 8 for every size a board entry carries, results
+/// checked, and no segment left behind.
+#[test]
+fn aiv_kernel_across_processes() {
+    let before = leftover_segments();
+    for p in ["2", "3", "4", "8"] {
+        let out = hccl_test_env(
+            &[
+                "all_reduce",
+                "-p",
+                p,
+                "-b",
+                "4",
+                "-e",
+                "1024",
+                "-f",
+                "4",
+                "-n",
+                "20",
+                "-w",
+                "2",
+                "-c",
+                "1",
+                "--transport",
+                "process",
+                "--algo",
+                "AllReduceMeshAivExecutor",
+            ],
+            &[],
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "p={p}: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let rows: Vec<&str> = stdout.lines().skip(2).collect();
+        assert_eq!(rows.len(), 5, "p={p}: {stdout}");
+        assert!(
+            rows.iter().all(|r| r.contains("success")),
+            "p={p}: {stdout}"
         );
     }
     assert_eq!(

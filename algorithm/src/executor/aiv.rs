@@ -14,8 +14,9 @@ use crate::op::{OpParam, OpType};
 use crate::resource::{AlgResourceRequest, AlgResourceResponse};
 use crate::topo::{CommPlane, TopoInfo};
 pub use hccl_platform::aiv::AIV_MAX_BYTES;
-use hccl_platform::aiv::AivTask;
-use hccl_platform::{HcclError, LinkHandle, Result};
+use hccl_platform::aiv::{AivBoards, AivTask};
+use hccl_platform::{HcclError, Result};
+use std::sync::Arc;
 
 /// The AIV executors: (registered name, op).
 pub const AIV_EXECUTORS: &[(&str, OpType)] = &[("AllReduceMeshAivExecutor", OpType::AllReduce)];
@@ -24,8 +25,9 @@ pub const AIV_EXECUTORS: &[(&str, OpType)] = &[("AllReduceMeshAivExecutor", OpTy
 #[derive(Debug)]
 pub struct AivExecutor {
     named: Named,
-    /// Links to every peer, by rank order, once looked up.
-    links: Vec<LinkHandle>,
+    /// The ranks' boards, once looked up (the links are granted once per
+    /// tag and kept).
+    boards: Option<Arc<AivBoards>>,
 }
 
 impl AivExecutor {
@@ -33,7 +35,7 @@ impl AivExecutor {
     pub fn new(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
         AivExecutor {
             named: Named::new(name, op, topo),
-            links: Vec::new(),
+            boards: None,
         }
     }
 }
@@ -72,24 +74,23 @@ impl CollExecutor for AivExecutor {
             }
             return Ok(());
         }
-        if self.links.len() + 1 != p as usize {
-            let comm = res.sub_comm(CommPlane::Combine, 0)?;
-            let me = self.named.topo.user_rank;
-            self.links = (0..p)
-                .filter(|&q| q != me)
-                .map(|q| comm.link(q).cloned())
-                .collect::<Result<_>>()?;
-        }
+        let boards = match &self.boards {
+            Some(b) => b,
+            None => {
+                let comm = res.sub_comm(CommPlane::Combine, 0)?;
+                let me = self.named.topo.user_rank;
+                let links = (0..p)
+                    .filter(|&q| q != me)
+                    .map(|q| comm.link(q).cloned())
+                    .collect::<Result<Vec<_>>>()?;
+                self.boards.insert(AivBoards::new(&links)?)
+            }
+        };
         let desc = param.descriptor(res.ccl_input.len() as u64);
         let task = match self.named.op {
-            OpType::AllReduce => AivTask::all_reduce(
-                &self.links,
-                &input,
-                &output,
-                param.dtype,
-                param.reduce_op,
-                &desc,
-            )?,
+            OpType::AllReduce => {
+                AivTask::all_reduce(boards, &input, &output, param.dtype, param.reduce_op, &desc)?
+            }
             other => {
                 return Err(HcclError::internal(format!(
                     "{name} has no AIV kernel for {other}"

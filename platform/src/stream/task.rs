@@ -1,11 +1,11 @@
 //! Tasks: the units of work a stream runs in order.
 
+use crate::aiv::AivTask;
 use crate::dtype::{DataType, ReduceOp};
 use crate::error::{HcclError, Result};
 use crate::link::{Link, LinkOp, LinkOpState};
 use crate::mem::{copy_mem, copy_view, reduce_mem, reduce_view, DeviceMem, MemKind, MemView};
 use crate::mem::{PinnedMem, Region};
-use crate::aiv::AivTask;
 use crate::notify::Notify;
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
@@ -183,6 +183,10 @@ pub(crate) enum Op {
         kind: Box<TaskKind>,
         step: u32,
     },
+    Aiv {
+        task: Box<AivTask>,
+        step: u32,
+    },
 }
 
 impl Op {
@@ -194,7 +198,8 @@ impl Op {
             | Op::Record { step, .. }
             | Op::Wait { step, .. }
             | Op::Callback { step, .. }
-            | Op::Other { step, .. } => step,
+            | Op::Other { step, .. }
+            | Op::Aiv { step, .. } => step,
         }
     }
 }
@@ -221,7 +226,8 @@ impl Task {
             | Op::Record { step, .. }
             | Op::Wait { step, .. }
             | Op::Callback { step, .. }
-            | Op::Other { step, .. } => *step,
+            | Op::Other { step, .. }
+            | Op::Aiv { step, .. } => *step,
         }
     }
 }
@@ -454,7 +460,10 @@ impl Pools {
                 }
             }
             Op::Record { .. } | Op::Wait { .. } => {}
-            Op::Callback { .. } | Op::Other { .. } => out.other.push(task),
+            // a kernel whose boards are shared (the executor keeps them)
+            // drops nothing but a pin and a reference count: no deferral
+            Op::Aiv { task: t, .. } if t.boards_shared() => drop(t),
+            Op::Callback { .. } | Op::Other { .. } | Op::Aiv { .. } => out.other.push(task),
         }
     }
 
@@ -467,6 +476,7 @@ impl Pools {
                 TaskKind::Aiv(t) => t.waiting_link(),
                 _ => None,
             },
+            Op::Aiv { task, .. } => task.waiting_link(),
             _ => None,
         }
     }
@@ -659,6 +669,7 @@ impl Task {
                 None => Poll::Ready(Err(HcclError::internal("host callback polled twice"))),
             },
             Op::Other { kind, .. } => poll_kind(kind),
+            Op::Aiv { task, .. } => task.poll(),
         }
     }
 
@@ -702,6 +713,7 @@ impl Task {
             Op::Wait { .. } => "notify wait".into(),
             Op::Callback { .. } => "host callback".into(),
             Op::Other { kind, .. } => kind.describe(),
+            Op::Aiv { task, .. } => task.describe(),
         }
     }
 
@@ -764,6 +776,7 @@ impl TaskKind {
             TaskKind::NotifyRecord(notify) => Op::Record { notify, step: 0 },
             TaskKind::NotifyWait { notify, seq: None } => Op::Wait { notify, step: 0 },
             TaskKind::Callback(f) => Op::Callback { f, step: 0 },
+            TaskKind::Aiv(task) => Op::Aiv { task, step: 0 },
             TaskKind::Link { link, op, state } if state.seq.is_none() && state.progress == 0 => {
                 let (verb, m, remote_off) = match &op {
                     LinkOp::TxAck => (Verb::TxAck, None, 0),

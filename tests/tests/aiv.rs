@@ -1,0 +1,276 @@
+//! AIV kernels (one task per small op over the ranks' boards), ranks as
+//! threads: chosen by default for small AllReduce on one host, correct for
+//! every count up to the board's payload, in place, back to back without
+//! synchronizing, bit-identical on every rank; mismatched calls and
+//! silent peers fail with clear errors instead of hanging.
+
+use hccl_adapter::{CommConfig, DataType, DeviceMem, HcclComm, HcclResult, ReduceOp};
+use hccl_algorithm::executor::AIV_MAX_BYTES;
+use hccl_tests::run_ranks;
+use std::sync::Arc;
+use std::time::Duration;
+
+const AIV: &str = "AllReduceMeshAivExecutor";
+
+fn comms(p: u32, env: &[(&str, &str)]) -> Arc<Vec<HcclComm>> {
+    let mut all = env.to_vec();
+    if !env.iter().any(|(k, _)| *k == "HCCL_EXEC_TIMEOUT") {
+        all.push(("HCCL_EXEC_TIMEOUT", "20"));
+    }
+    let config = CommConfig::from_source(&all[..]).unwrap();
+    Arc::new(HcclComm::init_all_with(p, config).unwrap())
+}
+
+/// An fp32 value per (rank, element, round) whose sums depend on the order
+/// of addition (so a rank that folded in another order would differ).
+fn fval(rank: u32, i: usize, round: usize) -> f32 {
+    1.0 / (rank as f32 + 1.0 + i as f32 * 0.37 + round as f32 * 0.011) * 1e-3 + (rank as f32) * 1e5
+}
+
+fn mem_f32(v: &[f32]) -> DeviceMem {
+    let m = DeviceMem::alloc(v.len() * 4).unwrap();
+    m.copy_from_host(v).unwrap();
+    m
+}
+
+/// fp32 sums in rank order, as the kernel folds them.
+fn rank_order_sum(p: u32, c: usize, round: usize) -> Vec<f32> {
+    (0..c)
+        .map(|i| {
+            let mut acc = fval(0, i, round);
+            for q in 1..p {
+                acc += fval(q, i, round);
+            }
+            acc
+        })
+        .collect()
+}
+
+fn all_counts() -> Vec<usize> {
+    vec![1, 2, 3, 7, 64, 100, AIV_MAX_BYTES / 4]
+}
+
+fn default_selection_runs_the_kernel(p: u32) {
+    let comms = comms(p, &[]);
+    run_ranks(p, Duration::from_secs(60), move |r| {
+        let comm = &comms[r as usize];
+        let s = comm.create_stream();
+        for c in all_counts() {
+            // out of place, fp32 sum: bit-identical to the rank-order sum
+            let send = mem_f32(&(0..c).map(|i| fval(r, i, 0)).collect::<Vec<_>>());
+            let recv = DeviceMem::alloc(c * 4).unwrap();
+            comm.all_reduce_raw(&send, &recv, c as u64, DataType::Fp32, ReduceOp::Sum, &s)
+                .unwrap();
+            s.synchronize().unwrap();
+            assert_eq!(comm.communicator().last_executor().as_deref(), Some(AIV));
+            let got = recv.to_vec::<f32>(c).unwrap();
+            let want = rank_order_sum(p, c, 0);
+            assert!(
+                got.iter()
+                    .map(|x| x.to_bits())
+                    .eq(want.iter().map(|x| x.to_bits())),
+                "fp32 sum p={p} c={c} rank {r}: {got:?} != {want:?}"
+            );
+            // in place, int32 max
+            let buf = DeviceMem::alloc(c * 4).unwrap();
+            let mine: Vec<i32> = (0..c)
+                .map(|i| ((r as i32 * 7919 + i as i32 * 31) % 1009) - 500)
+                .collect();
+            buf.copy_from_host(&mine).unwrap();
+            comm.all_reduce_raw(&buf, &buf, c as u64, DataType::Int32, ReduceOp::Max, &s)
+                .unwrap();
+            s.synchronize().unwrap();
+            let want: Vec<i32> = (0..c)
+                .map(|i| {
+                    (0..p as i32)
+                        .map(|q| ((q * 7919 + i as i32 * 31) % 1009) - 500)
+                        .max()
+                        .unwrap()
+                })
+                .collect();
+            assert_eq!(
+                buf.to_vec::<i32>(c).unwrap(),
+                want,
+                "int32 max in place p={p} c={c}"
+            );
+        }
+    });
+}
+
+#[test]
+fn default_selection_runs_the_kernel_p2() {
+    default_selection_runs_the_kernel(2);
+}
+#[test]
+fn default_selection_runs_the_kernel_p3() {
+    default_selection_runs_the_kernel(3);
+}
+#[test]
+fn default_selection_runs_the_kernel_p4() {
+    default_selection_runs_the_kernel(4);
+}
+#[test]
+fn default_selection_runs_the_kernel_p5() {
+    default_selection_runs_the_kernel(5);
+}
+#[test]
+fn default_selection_runs_the_kernel_p8() {
+    default_selection_runs_the_kernel(8);
+}
+
+/// Many ops enqueued before one synchronize: ranks drift apart by whole
+/// ops, so the boards' two entries are reused while peers still run the
+/// previous op; every round's result must still be its own.
+#[test]
+fn back_to_back_ops_without_synchronizing() {
+    for p in [2u32, 3, 5] {
+        let comms = comms(p, &[]);
+        run_ranks(p, Duration::from_secs(60), move |r| {
+            let comm = &comms[r as usize];
+            let s = comm.create_stream();
+            let c = 5;
+            let rounds = 200;
+            let sends: Vec<DeviceMem> = (0..rounds)
+                .map(|k| mem_f32(&(0..c).map(|i| fval(r, i, k)).collect::<Vec<_>>()))
+                .collect();
+            let recvs: Vec<DeviceMem> = (0..rounds)
+                .map(|_| DeviceMem::alloc(c * 4).unwrap())
+                .collect();
+            for k in 0..rounds {
+                comm.all_reduce_raw(
+                    &sends[k],
+                    &recvs[k],
+                    c as u64,
+                    DataType::Fp32,
+                    ReduceOp::Sum,
+                    &s,
+                )
+                .unwrap();
+            }
+            s.synchronize().unwrap();
+            for (k, recv) in recvs.iter().enumerate() {
+                let got = recv.to_vec::<f32>(c).unwrap();
+                assert_eq!(got, rank_order_sum(p, c, k), "p={p} round {k} rank {r}");
+            }
+        });
+    }
+}
+
+#[test]
+fn larger_ops_and_other_hosts_do_not_take_the_kernel() {
+    // one byte more than a board entry carries: another executor
+    let comms2 = comms(2, &[]);
+    run_ranks(2, Duration::from_secs(60), move |r| {
+        let comm = &comms2[r as usize];
+        let s = comm.create_stream();
+        let c = AIV_MAX_BYTES / 4 + 1;
+        let send = mem_f32(&vec![1.0; c]);
+        let recv = DeviceMem::alloc(c * 4).unwrap();
+        comm.all_reduce_raw(&send, &recv, c as u64, DataType::Fp32, ReduceOp::Sum, &s)
+            .unwrap();
+        s.synchronize().unwrap();
+        assert_ne!(comm.communicator().last_executor().as_deref(), Some(AIV));
+        assert_eq!(recv.to_vec::<f32>(c).unwrap(), vec![2.0; c]);
+    });
+    // off by configuration
+    let comms2 = comms(2, &[("HCCL_RS_AIV_MAX_BYTES", "off")]);
+    run_ranks(2, Duration::from_secs(60), move |r| {
+        let comm = &comms2[r as usize];
+        let s = comm.create_stream();
+        let send = mem_f32(&[1.5]);
+        let recv = DeviceMem::alloc(4).unwrap();
+        comm.all_reduce_raw(&send, &recv, 1, DataType::Fp32, ReduceOp::Sum, &s)
+            .unwrap();
+        s.synchronize().unwrap();
+        assert_ne!(comm.communicator().last_executor().as_deref(), Some(AIV));
+        assert_eq!(recv.to_vec::<f32>(1).unwrap(), vec![3.0]);
+    });
+    // a bad value names the variable and the limit
+    let e = CommConfig::from_source(&[("HCCL_RS_AIV_MAX_BYTES", "4096")][..]).unwrap_err();
+    assert_eq!(e.code(), HcclResult::EPara);
+    assert!(
+        e.to_string().contains("HCCL_RS_AIV_MAX_BYTES")
+            && e.to_string().contains(&AIV_MAX_BYTES.to_string()),
+        "{e}"
+    );
+    // ranks declared on two hosts: level 1 cannot reach the boards
+    let config = CommConfig::from_source(&[("HCCL_EXEC_TIMEOUT", "20")][..]).unwrap();
+    let comms4 = Arc::new(HcclComm::init_all_on_hosts(vec![0, 0, 1, 1], config).unwrap());
+    run_ranks(4, Duration::from_secs(60), move |r| {
+        let comm = &comms4[r as usize];
+        let s = comm.create_stream();
+        let send = mem_f32(&[r as f32]);
+        let recv = DeviceMem::alloc(4).unwrap();
+        comm.all_reduce_raw(&send, &recv, 1, DataType::Fp32, ReduceOp::Sum, &s)
+            .unwrap();
+        s.synchronize().unwrap();
+        assert_ne!(comm.communicator().last_executor().as_deref(), Some(AIV));
+        assert_eq!(recv.to_vec::<f32>(1).unwrap(), vec![6.0]);
+    });
+}
+
+#[test]
+fn forcing_the_kernel_on_too_large_an_op_is_a_clear_error() {
+    let comms = comms(2, &[("HCCL_RS_EXECUTOR", AIV)]);
+    run_ranks(2, Duration::from_secs(60), move |r| {
+        let comm = &comms[r as usize];
+        let s = comm.create_stream();
+        let c = AIV_MAX_BYTES / 4 + 1;
+        let send = mem_f32(&vec![1.0; c]);
+        let recv = DeviceMem::alloc(c * 4).unwrap();
+        let e = comm
+            .all_reduce_raw(&send, &recv, c as u64, DataType::Fp32, ReduceOp::Sum, &s)
+            .unwrap_err();
+        assert_eq!(e.code(), HcclResult::ENotSupport, "{e}");
+        assert!(
+            e.to_string()
+                .contains(&format!("at most {AIV_MAX_BYTES} bytes")),
+            "{e}"
+        );
+        // nothing was enqueued: the stream is idle and usable
+        s.synchronize().unwrap();
+    });
+}
+
+#[test]
+fn mismatched_counts_fail_the_consistency_check_on_the_kernel() {
+    let comms = comms(2, &[]);
+    run_ranks(2, Duration::from_secs(60), move |r| {
+        let comm = &comms[r as usize];
+        let s = comm.create_stream();
+        let c = if r == 0 { 2 } else { 3 };
+        let send = mem_f32(&vec![1.0; c]);
+        let recv = DeviceMem::alloc(c * 4).unwrap();
+        comm.all_reduce_raw(&send, &recv, c as u64, DataType::Fp32, ReduceOp::Sum, &s)
+            .unwrap();
+        let e = s.synchronize().unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("inconsistent between ranks") && msg.contains("parameter count"),
+            "rank {r}: {msg}"
+        );
+    });
+}
+
+#[test]
+fn a_peer_that_never_calls_times_out_naming_it() {
+    let comms = comms(2, &[("HCCL_EXEC_TIMEOUT", "1")]);
+    let comm = &comms[0];
+    let s = comm.create_stream();
+    let send = mem_f32(&[1.0]);
+    let recv = DeviceMem::alloc(4).unwrap();
+    comm.all_reduce_raw(&send, &recv, 1, DataType::Fp32, ReduceOp::Sum, &s)
+        .unwrap();
+    let t = std::time::Instant::now();
+    let e = s.synchronize().unwrap_err();
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        t.elapsed()
+    );
+    let msg = e.to_string();
+    assert!(
+        msg.contains("AIV AllReduce kernel") && msg.contains("peer rank 1"),
+        "{msg}"
+    );
+}
