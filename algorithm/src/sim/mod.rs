@@ -431,10 +431,12 @@ pub fn simulate(
         let req = exec
             .calc_res_request(&param, &topo)
             .map_err(|e| e.rank(r))?;
-        let ccl_in = DeviceMem::alloc(ccl)?;
-        let ccl_out = DeviceMem::alloc(ccl)?;
+        // sparse: most plans touch a few KiB of these (4 MiB at 1,024
+        // ranks); huge pages would zero and keep 2 MiB per touched buffer
+        let ccl_in = DeviceMem::alloc_sparse(ccl)?;
+        let ccl_out = DeviceMem::alloc_sparse(ccl)?;
         let scratch = if req.scratch_mem_size > 0 {
-            DeviceMem::alloc(req.scratch_mem_size as usize)?
+            DeviceMem::alloc_sparse(req.scratch_mem_size as usize)?
         } else {
             DeviceMem::null()
         };
