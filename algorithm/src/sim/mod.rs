@@ -606,13 +606,10 @@ pub fn simulate(
         }
     }
 
-    let last = clocks
-        .iter()
-        .map(|c| *c.lock().unwrap_or_else(|p| p.into_inner()))
-        .fold(Stamp::default(), |mut a, b| {
-            a.merge(b);
-            a
-        });
+    let last = clocks.iter().fold(Stamp::default(), |mut a, c| {
+        a.merge(c.get());
+        a
+    });
     let mut report = SimReport {
         ranks: p,
         steps: last.total,
