@@ -103,14 +103,17 @@ pub(crate) struct DeviceStatsInner {
 
 impl DeviceStatsInner {
     /// Counts `tasks` completed tasks that reduced and copied the given
-    /// bytes (added once per run of tasks, not per task).
+    /// bytes (added once per run of tasks, not per task). Only the device's
+    /// driver records, holding the driver lock, so a load and a store do
+    /// (no locked read-modify-write on every poll of a simulated rank).
     pub(crate) fn record(&self, tasks: u64, reduce_bytes: u64, memcpy_bytes: u64) {
-        self.tasks.fetch_add(tasks, Ordering::Relaxed);
+        let add = |c: &AtomicU64, n: u64| c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+        add(&self.tasks, tasks);
         if reduce_bytes > 0 {
-            self.reduce_bytes.fetch_add(reduce_bytes, Ordering::Relaxed);
+            add(&self.reduce_bytes, reduce_bytes);
         }
         if memcpy_bytes > 0 {
-            self.memcpy_bytes.fetch_add(memcpy_bytes, Ordering::Relaxed);
+            add(&self.memcpy_bytes, memcpy_bytes);
         }
     }
 }
@@ -230,10 +233,13 @@ impl Device {
             for s in snap.iter() {
                 round |= s.run_ready(&self.0);
             }
-            if !round {
+            progressed |= round;
+            // another round can only help when one stream's progress may
+            // have unblocked another; a lone stream stopped at a task that
+            // waits for something outside this device
+            if !round || snap.len() == 1 {
                 break;
             }
-            progressed = true;
         }
         self.0
             .poll_gen
