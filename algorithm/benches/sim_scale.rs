@@ -1,8 +1,9 @@
 //! How long the plan simulator takes to run each scalable algorithm's
 //! AllReduce at 1,024 ranks (issue goal: ≤ 2 s each on a 2-core machine).
 //!
-//! `cargo bench -p hccl-algorithm --bench sim_scale [-- RANKS [COUNT]]`
-//! prints one line per executor: wall time, tasks, steps, and tasks per
+//! `cargo bench -p hccl-algorithm --bench sim_scale [-- RANKS [COUNT [NAME]]]`
+//! prints one line per executor (only those whose name contains NAME, if
+//! given, to profile one alone): wall time, tasks, steps, and tasks per
 //! second, plus a same-run baseline (the time to enqueue and run the same
 //! number of trivial tasks on one stream) so that figures from different
 //! (noisy, shared) machines can be compared as ratios.
@@ -45,9 +46,10 @@ fn main() {
         .collect();
     let ranks: u32 = args.first().and_then(|a| a.parse().ok()).unwrap_or(1024);
     let count: u64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(4096);
+    let only = args.get(2).cloned().unwrap_or_default();
     let reg = registry();
     println!("plan simulator, AllReduce of {count} fp32 at {ranks} ranks");
-    for name in SCALABLE {
+    for name in SCALABLE.iter().filter(|n| n.contains(only.as_str())) {
         if !reg.contains(name) {
             println!("{name:<28} not registered");
             continue;

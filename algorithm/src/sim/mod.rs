@@ -431,10 +431,12 @@ pub fn simulate(
         let req = exec
             .calc_res_request(&param, &topo)
             .map_err(|e| e.rank(r))?;
-        let ccl_in = DeviceMem::alloc(ccl)?;
-        let ccl_out = DeviceMem::alloc(ccl)?;
+        // sparse: most plans touch a few KiB of these (4 MiB at 1,024
+        // ranks); huge pages would zero and keep 2 MiB per touched buffer
+        let ccl_in = DeviceMem::alloc_sparse(ccl)?;
+        let ccl_out = DeviceMem::alloc_sparse(ccl)?;
         let scratch = if req.scratch_mem_size > 0 {
-            DeviceMem::alloc(req.scratch_mem_size as usize)?
+            DeviceMem::alloc_sparse(req.scratch_mem_size as usize)?
         } else {
             DeviceMem::null()
         };
@@ -567,51 +569,7 @@ pub fn simulate(
             .orchestrate(&params[r], &responses[r])
             .map_err(|e| e.rank(r as u32).tag(params[r].tag.clone()))?;
     }
-    // A rank whose last poll made no progress is polled again only after
-    // its waker moved (a peer signalled it): most ranks of a large ring are
-    // waiting at any moment, and skipping them is what makes 1,000-rank
-    // plans cheap.
-    let wakers: Vec<_> = ranks.iter().map(|r| r.device.waker()).collect();
-    let mut seen: Vec<Option<u64>> = vec![None; p as usize];
-    let mut active: Vec<usize> = (0..p as usize).collect();
-    loop {
-        let mut progressed = false;
-        for &r in &active {
-            let key = wakers[r].key();
-            if seen[r] == Some(key) {
-                continue;
-            }
-            if ranks[r].device.poll_once() {
-                progressed = true;
-                seen[r] = None;
-            } else {
-                seen[r] = Some(key);
-            }
-        }
-        active.retain(|&r| ranks[r].device.has_work());
-        if active.is_empty() {
-            break;
-        }
-        if !progressed {
-            let stuck = active
-                .iter()
-                .flat_map(|&r| {
-                    ranks[r]
-                        .device
-                        .blocked_tasks()
-                        .into_iter()
-                        .map(move |b| Stuck {
-                            rank: r as u32,
-                            step: b.step,
-                            verb: b.verb,
-                            peer: b.peer,
-                            what: b.what,
-                        })
-                })
-                .collect();
-            return Err(SimFailure::Deadlock { stuck });
-        }
-    }
+    drive(&ranks)?;
     for (r, rank) in ranks.iter().enumerate() {
         for s in std::iter::once(&rank.stream).chain(rank.slaves.iter()) {
             s.synchronize().map_err(|e| e.rank(r as u32))?;
@@ -653,13 +611,10 @@ pub fn simulate(
         }
     }
 
-    let last = clocks
-        .iter()
-        .map(|c| *c.lock().unwrap_or_else(|p| p.into_inner()))
-        .fold(Stamp::default(), |mut a, b| {
-            a.merge(b);
-            a
-        });
+    let last = clocks.iter().fold(Stamp::default(), |mut a, c| {
+        a.merge(c.get());
+        a
+    });
     let mut report = SimReport {
         ranks: p,
         steps: last.total,
@@ -693,6 +648,92 @@ pub fn simulate(
         report.reduce_bytes += st.reduce_bytes;
     }
     Ok(report)
+}
+
+/// Ranks driven together until none can progress (see [`drive`]): a
+/// window's per-rank state (device, streams, queue heads, links) must stay
+/// in the L2 cache while it is polled round after round; a ring rank step
+/// touches ~3.5 KB, so 256 ranks take ~1 MB of a 2 MiB L2.
+const WINDOW: usize = 256;
+
+/// Polls every rank's device until all work is done; fails with the stuck
+/// tasks if no rank can progress while work remains.
+///
+/// A rank whose last poll made no progress is polled again only after its
+/// waker moved (a peer signalled it): most ranks of a large plan are
+/// waiting at any moment, and skipping them is cheap.
+///
+/// Plans of more than [`WINDOW`] ranks are driven a window of consecutive
+/// ranks at a time, each polled until it quiesces, the windows shifted by
+/// half a window every other pass. Sweeping all ranks once per pass would
+/// advance a ring plan one step per pass and reload every rank's state
+/// from memory for each step (1,024 ranks' state is larger than L2). A
+/// window instead advances its middle ranks up to half a window of steps
+/// while its state is cached; the shifted windows of the next pass start
+/// where the previous pass stopped short (at window edges), so every rank
+/// advances about half a window of steps per pass. Only the order of polls
+/// changes: what a poll does, and so every report, does not depend on it.
+fn drive(ranks: &[SimRank]) -> Result<(), SimFailure> {
+    let wakers: Vec<_> = ranks.iter().map(|r| r.device.waker()).collect();
+    let mut seen: Vec<Option<u64>> = vec![None; ranks.len()];
+    let mut active: Vec<usize> = (0..ranks.len()).collect();
+    let mut shifted = false;
+    loop {
+        let n = active.len();
+        let w = WINDOW.min(n);
+        let off = if shifted { w / 2 } else { 0 };
+        shifted = !shifted;
+        let mut progressed = false;
+        let mut start = 0;
+        while start < n {
+            let len = w.min(n - start);
+            loop {
+                let mut round = false;
+                for i in start..start + len {
+                    let r = active[(i + off) % n];
+                    let key = wakers[r].key();
+                    if seen[r] == Some(key) {
+                        continue;
+                    }
+                    if ranks[r].device.poll_once() {
+                        round = true;
+                        seen[r] = None;
+                    } else {
+                        seen[r] = Some(key);
+                    }
+                }
+                progressed |= round;
+                // one round is a whole pass when the window is the plan
+                if !round || len == n {
+                    break;
+                }
+            }
+            start += len;
+        }
+        active.retain(|&r| ranks[r].device.has_work());
+        if active.is_empty() {
+            return Ok(());
+        }
+        if !progressed {
+            let stuck = active
+                .iter()
+                .flat_map(|&r| {
+                    ranks[r]
+                        .device
+                        .blocked_tasks()
+                        .into_iter()
+                        .map(move |b| Stuck {
+                            rank: r as u32,
+                            step: b.step,
+                            verb: b.verb,
+                            peer: b.peer,
+                            what: b.what,
+                        })
+                })
+                .collect();
+            return Err(SimFailure::Deadlock { stuck });
+        }
+    }
 }
 
 #[cfg(test)]

@@ -36,6 +36,17 @@ impl DeviceMem {
         Ok(Self::whole(Region::host(len)?))
     }
 
+    /// `len` zeroed bytes of private host memory that, unlike [`alloc`],
+    /// never asks for transparent huge pages: for large buffers of which
+    /// only a little is touched (the plan simulator gives each of 1,024
+    /// ranks 4 MiB CCL buffers and uses a few KiB of them; with huge pages
+    /// every touched buffer costs a zeroed, resident 2 MiB page).
+    ///
+    /// [`alloc`]: DeviceMem::alloc
+    pub fn alloc_sparse(len: usize) -> Result<DeviceMem> {
+        Ok(Self::whole(Region::host_sparse(len)?))
+    }
+
     /// A zero-length handle: HCCL's null pointer. Ops given it with a non-zero
     /// count fail with `HCCL_E_PTR`.
     pub fn null() -> DeviceMem {
@@ -477,6 +488,17 @@ impl<T: Element> DeviceBuffer<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sparse_memory_is_zeroed_host_memory() {
+        let m = DeviceMem::alloc_sparse(4 << 20).unwrap();
+        assert_eq!(m.len(), 4 << 20);
+        let tail = m.range((4 << 20) - 8, 8).unwrap();
+        assert_eq!(tail.to_vec::<u32>(2).unwrap(), vec![0, 0]);
+        tail.copy_from_host(&[7u32, 9]).unwrap();
+        assert_eq!(tail.to_vec::<u32>(2).unwrap(), vec![7, 9]);
+        assert!(DeviceMem::alloc_sparse(0).unwrap().is_empty());
+    }
 
     #[test]
     fn host_roundtrip_and_ranges() {

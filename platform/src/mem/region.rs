@@ -74,13 +74,24 @@ fn huge_pages_wanted() -> bool {
 
 impl Region {
     pub(crate) fn host(len: usize) -> Result<Region> {
+        Self::host_paged(len, huge_pages_wanted())
+    }
+
+    /// Host memory that never asks for huge pages: for buffers of which
+    /// only a small part is ever touched, where every touched 2 MiB page
+    /// would otherwise be zeroed and kept whole.
+    pub(crate) fn host_sparse(len: usize) -> Result<Region> {
+        Self::host_paged(len, false)
+    }
+
+    fn host_paged(len: usize, huge: bool) -> Result<Region> {
         if len == 0 {
             return Ok(Region::empty());
         }
         let mut map = memmap2::MmapMut::map_anon(len).map_err(|e| {
             HcclError::memory(format!("allocating {len} bytes of host memory: {e}"))
         })?;
-        if len >= HUGE_PAGE_MIN && huge_pages_wanted() {
+        if len >= HUGE_PAGE_MIN && huge {
             // Large buffers are copied and read by peers (cross-memory
             // attach walks their page tables) a page at a time: 2 MiB pages
             // where the kernel grants them. Only advice; failure is fine.

@@ -103,9 +103,10 @@ pub(crate) struct DeviceStatsInner {
 
 impl DeviceStatsInner {
     /// Counts `tasks` completed tasks that reduced and copied the given
-    /// bytes (added once per run of tasks, not per task).
+    /// bytes (added once per run of tasks, not per task). Only the device's
+    /// driver records, holding the driver lock, so a load and a store do
+    /// (no locked read-modify-write on every poll of a simulated rank).
     pub(crate) fn record(&self, tasks: u64, reduce_bytes: u64, memcpy_bytes: u64) {
-        // only the device's driver records: a load and a store do
         let add = |c: &AtomicU64, n: u64| c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
         add(&self.tasks, tasks);
         if reduce_bytes > 0 {
@@ -129,9 +130,6 @@ pub(crate) struct DeviceInner {
     /// Bumped when a stream registers, so drivers re-read `streams` only
     /// then (the driver loop otherwise reuses its snapshot).
     streams_gen: AtomicU64,
-    /// Tasks enqueued and not yet completed, over every stream: what
-    /// `has_work` reads without locking or walking the streams.
-    pub(crate) outstanding: Arc<AtomicU64>,
     /// Bumped by anything that may unblock a task of this device.
     pub(crate) events: Arc<EventCount>,
     /// Bumped when tasks complete, for synchronizers that are not driving.
@@ -177,7 +175,6 @@ impl Device {
             config,
             streams: Mutex::new(Vec::new()),
             streams_gen: AtomicU64::new(0),
-            outstanding: Arc::new(AtomicU64::new(0)),
             events: waker,
             done: EventCount::new(),
             driver: Mutex::new(Vec::new()),
@@ -232,10 +229,13 @@ impl Device {
             for s in snap.iter() {
                 round |= s.run_ready(&self.0);
             }
-            if !round {
+            progressed |= round;
+            // another round can only help when one stream's progress may
+            // have unblocked another; a lone stream stopped at a task that
+            // waits for something outside this device
+            if !round || snap.len() == 1 {
                 break;
             }
-            progressed = true;
         }
         self.0
             .poll_gen
@@ -399,8 +399,17 @@ impl DeviceInner {
         *seen = Some(gen);
     }
 
+    /// Whether any live stream has unfinished tasks. Walks the streams
+    /// (a device-wide counter would cost every enqueue and every completion
+    /// an atomic read-modify-write; this is asked far less often).
     pub(crate) fn has_work(&self) -> bool {
-        self.outstanding.load(Ordering::Acquire) > 0
+        let live: Vec<_> = {
+            let v = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+            v.iter().filter_map(Weak::upgrade).collect()
+        };
+        // dropped with the lock released: the last handle's drop may run
+        // a queue's (and its links') destructors
+        live.iter().any(|s| !s.is_idle())
     }
 }
 

@@ -34,9 +34,6 @@ pub(crate) struct StreamInner {
     /// Whether `error` may hold an error: `synchronize` reads this flag
     /// instead of locking the mutex on every call.
     has_error: AtomicBool,
-    /// The device's count of outstanding tasks (kept equal to the sum of
-    /// `enqueued - completed` over its live streams).
-    outstanding: Arc<AtomicU64>,
 }
 
 /// A stream's queued tasks and the label new tasks get: one lock covers
@@ -155,24 +152,18 @@ impl Drop for Queue {
     }
 }
 
-impl Drop for StreamInner {
-    fn drop(&mut self) {
-        // tasks of a dropped stream never run: stop counting them
-        let left = self
-            .enqueued
-            .load(Ordering::Acquire)
-            .saturating_sub(self.completed.load(Ordering::Acquire));
-        if left > 0 {
-            self.outstanding.fetch_sub(left, Ordering::AcqRel);
-        }
-    }
-}
-
 static NEXT_STREAM: AtomicU64 = AtomicU64::new(1);
 
 impl StreamInner {
     fn lock_queue(&self) -> std::sync::MutexGuard<'_, Queue> {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts `n` more completed tasks. Only the device's driver completes
+    /// tasks (it holds the driver lock), so a load and a release store do.
+    fn complete(&self, n: u64) {
+        let c = self.completed.load(Ordering::Relaxed);
+        self.completed.store(c + n, Ordering::Release);
     }
 
     pub(crate) fn is_idle(&self) -> bool {
@@ -245,8 +236,7 @@ impl StreamInner {
         }
         if done > 0 {
             dev.stats.record(done, bytes.0, bytes.1);
-            self.add_completed(done);
-            self.outstanding.fetch_sub(done, Ordering::AcqRel);
+            self.complete(done);
         }
         if let Some((link, e)) = failure {
             tracing::error!(error = %e, "stream task failed; discarding the stream's queued tasks");
@@ -258,14 +248,6 @@ impl StreamInner {
             return true;
         }
         done > 0
-    }
-
-    /// Counts `n` more completed tasks. Only the device's driver (the
-    /// holder of its driver lock) completes tasks, so a load and a store do
-    /// (an atomic read-modify-write costs as much as a small task).
-    fn add_completed(&self, n: u64) {
-        let c = self.completed.load(Ordering::Relaxed);
-        self.completed.store(c + n, Ordering::Release);
     }
 
     fn fail(&self, e: HcclError) {
@@ -284,8 +266,7 @@ impl StreamInner {
             n
         } + 1;
         drop(dropped);
-        self.add_completed(n);
-        self.outstanding.fetch_sub(n, Ordering::AcqRel);
+        self.complete(n);
     }
 
     /// The head task, if it has started waiting.
@@ -393,7 +374,6 @@ impl Stream {
             completed: AtomicU64::new(0),
             error: Mutex::new(None),
             has_error: AtomicBool::new(false),
-            outstanding: device.0.outstanding.clone(),
         });
         device.register(&inner);
         Stream {
@@ -438,7 +418,6 @@ impl Stream {
             let mut q = self.inner.lock_queue();
             let op = make(&mut q.pools);
             q.push(op);
-            self.inner.outstanding.fetch_add(1, Ordering::AcqRel);
             // only written under the queue lock: a load and a store do
             let n = self.inner.enqueued.load(Ordering::Relaxed);
             self.inner.enqueued.store(n + 1, Ordering::Release);
@@ -472,9 +451,6 @@ impl Stream {
         q.truncate(keep, &mut removed);
         self.inner
             .enqueued
-            .fetch_sub(removable as u64, Ordering::AcqRel);
-        self.inner
-            .outstanding
             .fetch_sub(removable as u64, Ordering::AcqRel);
         drop(q);
         drop(removed);
