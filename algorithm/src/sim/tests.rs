@@ -777,3 +777,24 @@ fn direct_allreduce_reads_each_byte_once_and_stages_in_windows() {
     // 64 KiB windows from each of 3 peers, then 3 allgather reads
     assert_eq!(r.steps, 4 * 3 + 3);
 }
+
+/// The AIV kernel runs on the simulator's in-process boards: correct for
+/// every p in 1..=33 and every awkward count up to a board entry, with
+/// every reduction the fp32 and int8 kernels have.
+#[test]
+fn aiv_allreduce_for_every_p_up_to_33() {
+    let max = (crate::executor::AIV_MAX_BYTES / 4) as u64;
+    for p in 1..=33u32 {
+        for count in [0, 1, 7, 33, max] {
+            for (dtype, op) in [
+                (DataType::Fp32, ReduceOp::Sum),
+                (DataType::Int8, ReduceOp::Max),
+            ] {
+                let spec = SimSpec::all_reduce(p, count, dtype, op);
+                let r = simulate(registry(), "AllReduceMeshAivExecutor", &spec)
+                    .unwrap_or_else(|e| panic!("p={p} count={count} {dtype}: {e}"));
+                assert!(r.checked, "p={p} count={count} {dtype}");
+            }
+        }
+    }
+}
