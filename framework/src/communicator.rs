@@ -176,6 +176,10 @@ impl Communicator {
         fabric: Arc<dyn Fabric>,
     ) -> Communicator {
         let rank = topo.user_rank;
+        // the one-host executors are offered only when every peer's link
+        // will support them
+        let every_peer =
+            |can: &dyn Fn(u32) -> bool| (0..topo.user_rank_size).filter(|&q| q != rank).all(can);
         Communicator {
             rank,
             size: topo.user_rank_size,
@@ -186,18 +190,12 @@ impl Communicator {
                 config.cost.unwrap_or_default(),
             )
             .with_direct(
-                // only when every peer's buffers can be read
-                (0..topo.user_rank_size)
-                    .filter(|&q| q != rank)
-                    .all(|q| fabric.reads_peer_param(q))
+                every_peer(&|q| fabric.reads_peer_param(q))
                     .then_some(config.direct_min_bytes)
                     .flatten(),
             )
             .with_aiv(
-                // only when every peer's board can be reached
-                (0..topo.user_rank_size)
-                    .filter(|&q| q != rank)
-                    .all(|q| fabric.reaches_boards(q))
+                every_peer(&|q| fabric.reaches_boards(q))
                     .then_some(config.aiv_max_bytes)
                     .flatten(),
             ),

@@ -127,6 +127,31 @@ fn model_bytes(param: &OpParam, p: u32) -> u64 {
     }
 }
 
+/// The executor of `table` for `op` when the op `fits` and every rank is on
+/// one host (at least two of them), with the reason `why` — formatted only
+/// when it will be logged.
+fn one_host_choice(
+    table: &[(&str, OpType)],
+    op: OpType,
+    topo: &TopoInfo,
+    fits: bool,
+    registry: &ExecutorRegistry,
+    why: impl FnOnce() -> String,
+) -> Option<(String, String)> {
+    if !fits || topo.server_num() > 1 || topo.user_rank_size < 2 {
+        return None;
+    }
+    let (name, _) = table.iter().find(|(_, o)| *o == op)?;
+    registry.contains(name).then(|| {
+        let why = if tracing::enabled!(tracing::Level::DEBUG) {
+            why()
+        } else {
+            String::new()
+        };
+        ((*name).to_owned(), why)
+    })
+}
+
 /// The executor-name suffix of a level-1 algorithm as `HCCL_ALGO` names it.
 fn level1_suffix(choice: &str) -> Option<&'static str> {
     Some(match choice {
@@ -223,17 +248,8 @@ impl Selector {
         registry: &ExecutorRegistry,
     ) -> Option<(String, String)> {
         let max = self.aiv_max_bytes?;
-        if topo.server_num() > 1 || topo.user_rank_size < 2 || bytes > max {
-            return None;
-        }
-        let (name, _) = AIV_EXECUTORS.iter().find(|(_, o)| *o == op)?;
-        registry.contains(name).then(|| {
-            let why = if tracing::enabled!(tracing::Level::DEBUG) {
-                format!("{bytes} bytes <= {max} (HCCL_RS_AIV_MAX_BYTES): one AIV kernel")
-            } else {
-                String::new()
-            };
-            ((*name).to_owned(), why)
+        one_host_choice(AIV_EXECUTORS, op, topo, bytes <= max, registry, || {
+            format!("{bytes} bytes <= {max} (HCCL_RS_AIV_MAX_BYTES): one AIV kernel")
         })
     }
 
@@ -246,19 +262,10 @@ impl Selector {
         registry: &ExecutorRegistry,
     ) -> Option<(String, String)> {
         let min = self.direct_min_bytes?;
-        if topo.server_num() > 1 || topo.user_rank_size < 2 || bytes < min {
-            return None;
-        }
-        let (name, _) = DIRECT_EXECUTORS.iter().find(|(_, o)| *o == op)?;
-        registry.contains(name).then(|| {
-            // only large ops get here, but the reason is still only
-            // formatted when it will be logged
-            let why = if tracing::enabled!(tracing::Level::DEBUG) {
-                format!("{bytes} bytes >= {min} (HCCL_RS_DIRECT_MIN_BYTES): peers' buffers read directly")
-            } else {
-                String::new()
-            };
-            ((*name).to_owned(), why)
+        one_host_choice(DIRECT_EXECUTORS, op, topo, bytes >= min, registry, || {
+            format!(
+                "{bytes} bytes >= {min} (HCCL_RS_DIRECT_MIN_BYTES): peers' buffers read directly"
+            )
         })
     }
 

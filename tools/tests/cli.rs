@@ -289,6 +289,23 @@ fn process_ranks_run_every_collective_and_leave_no_segment_behind() {
 /// hccl-rs segments in /dev/shm whose creating process is gone: what a run
 /// leaked. Segments of live processes belong to other tests running at the
 /// same time (nextest runs tests in parallel), so they are not counted.
+/// Asserts that an `hccl-test` run exited cleanly and printed `n` result
+/// rows, every one checked `success`.
+fn assert_rows_succeed(out: &std::process::Output, n: usize, what: &str) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{what}: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<&str> = stdout.lines().skip(2).collect();
+    assert_eq!(rows.len(), n, "{what}: {stdout}");
+    assert!(
+        rows.iter().all(|r| r.contains("success")),
+        "{what}: {stdout}"
+    );
+}
+
 fn leftover_segments() -> Vec<String> {
     let owner_gone = |name: &str| {
         name.strip_prefix("hccl-rs-")
@@ -573,18 +590,7 @@ fn direct_executors_across_processes_and_their_fallback() {
             }
             let algo = format!("{name}DirectExecutor");
             let out = sweep(op, p, Some(&algo), &[]);
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            assert!(
-                out.status.success(),
-                "{algo} p={p}: {stdout}\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let rows: Vec<&str> = stdout.lines().skip(2).collect();
-            assert_eq!(rows.len(), 3, "{algo} p={p}: {stdout}");
-            assert!(
-                rows.iter().all(|r| r.contains("success")),
-                "{algo} p={p}: {stdout}"
-            );
+            assert_rows_succeed(&out, 3, &format!("{algo} p={p}"));
         }
     }
     let off = [("HCCL_RS_CMA", "0")];
@@ -646,18 +652,7 @@ fn aiv_kernel_across_processes() {
             ],
             &[],
         );
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "p={p}: {stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let rows: Vec<&str> = stdout.lines().skip(2).collect();
-        assert_eq!(rows.len(), 5, "p={p}: {stdout}");
-        assert!(
-            rows.iter().all(|r| r.contains("success")),
-            "p={p}: {stdout}"
-        );
+        assert_rows_succeed(&out, 5, &format!("p={p}"));
     }
     assert_eq!(
         leftover_segments(),

@@ -403,7 +403,7 @@ impl DeviceInner {
     /// (a device-wide counter would cost every enqueue and every completion
     /// an atomic read-modify-write; this is asked far less often).
     pub(crate) fn has_work(&self) -> bool {
-        let live: Vec<_> = {
+        let live: smallvec::SmallVec<[_; 8]> = {
             let v = self.streams.lock().unwrap_or_else(|p| p.into_inner());
             v.iter().filter_map(Weak::upgrade).collect()
         };
