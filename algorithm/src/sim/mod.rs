@@ -27,6 +27,7 @@ use crate::op::{OpParam, OpType, VCounts, WorkflowMode};
 use crate::resource::AlgResourceResponse;
 use crate::topo::{CommPlane, TopoInfo};
 use hccl_platform::link::{InProcEndpoint, InProcLink};
+use hccl_platform::sync::EventCount;
 use hccl_platform::{
     DataType, Device, DeviceConfig, DeviceMem, HcclError, LinkHandle, MemKind, Notify, OpLabel,
     ReduceOp, Stream,
@@ -396,7 +397,9 @@ pub fn simulate(
     for r in 0..p {
         let topo = TopoInfo::new(r, spec.rank_to_server.clone())?;
         let exec = registry.create(name, &topo)?;
-        let device = Device::new(r, config.clone());
+        // the driver below skips ranks whose key did not move since
+        // their last fruitless poll: every notify must move it
+        let device = Device::with_waker(r, config.clone(), Arc::new(EventCount::counting()));
         let stream = Stream::new(&device);
         let sh = &shapes[r as usize];
         let input = DeviceMem::alloc(sh.in_elems as usize * u)?;

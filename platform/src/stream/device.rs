@@ -328,7 +328,6 @@ impl DeviceInner {
                 finish(gen);
                 return;
             }
-            let key = self.events.key();
             self.refresh(snapshot, &mut gen);
             let mut progressed = false;
             for s in snapshot.iter() {
@@ -361,6 +360,21 @@ impl DeviceInner {
                 std::thread::yield_now();
                 continue;
             }
+            // Register as a sleeper, then look once more: whatever a peer
+            // changed after this point wakes us (see EventCount), and what
+            // it changed before, this round sees.
+            let waiter = self.events.prepare_wait();
+            let mut progressed = false;
+            for s in snapshot.iter() {
+                progressed |= s.run_ready(self);
+            }
+            if progressed {
+                drop(waiter);
+                self.done.notify();
+                idle_since = None;
+                yields = 0;
+                continue;
+            }
             // Nothing runnable: fail overdue waits, else park until woken or
             // the earliest deadline.
             let mut earliest: Option<Instant> = None;
@@ -379,8 +393,7 @@ impl DeviceInner {
             // Wake at least every second: cheap, and a safety net should a
             // transport ever miss a wakeup.
             let cap = now + Duration::from_secs(1);
-            self.events
-                .wait_until(key, earliest.map_or(cap, |e| e.min(cap)));
+            waiter.wait_until(earliest.map_or(cap, |e| e.min(cap)));
             idle_since = None;
             yields = 0;
         }
@@ -418,9 +431,15 @@ fn spawn_worker(dev: &Device) {
     let events = dev.0.events.clone();
     let name = format!("hccl-dev{}", dev.0.id);
     let spawned = std::thread::Builder::new().name(name).spawn(move || loop {
-        let key = events.key();
         let Some(inner) = weak.upgrade() else { return };
+        let mut waiter = None;
+        // look, register, look again: an enqueue after the registration
+        // wakes the worker (see EventCount)
+        if !inner.has_work() {
+            waiter = Some(events.prepare_wait());
+        }
         if inner.has_work() {
+            drop(waiter);
             let mut snap = inner.driver.lock().unwrap_or_else(|p| p.into_inner());
             let mut local = std::mem::take(&mut *snap);
             inner.drive_until(&mut local, &|| !inner.has_work());
@@ -430,7 +449,9 @@ fn spawn_worker(dev: &Device) {
             continue;
         }
         drop(inner);
-        events.wait_until(key, Instant::now() + Duration::from_millis(200));
+        if let Some(w) = waiter {
+            w.wait_until(Instant::now() + Duration::from_millis(200));
+        }
     });
     if let Err(e) = spawned {
         tracing::error!(error = %e, "could not start device worker thread; falling back to inline driving");

@@ -551,12 +551,11 @@ impl Stream {
                     continue;
                 }
             }
-            let key = dev.done.key();
+            let waiter = dev.done.prepare_wait();
             if reached() {
                 break;
             }
-            dev.done
-                .wait_until(key, Instant::now() + Duration::from_millis(50));
+            waiter.wait_until(Instant::now() + Duration::from_millis(50));
         }
         if !self.inner.has_error.load(Ordering::Acquire) {
             return Ok(());

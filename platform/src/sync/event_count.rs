@@ -1,18 +1,33 @@
 //! An event count: the park/wake primitive every waiter in hccl-rs uses.
 //!
-//! A waiter reads a key ([`EventCount::key`]), re-checks its condition, and
-//! only then parks with [`EventCount::wait`]; any [`EventCount::notify`]
-//! after the key was read makes the wait return. That closes the classic
-//! lost-wakeup window without the notifier taking a lock when nobody sleeps:
-//! the fast path of `notify` is one atomic increment and one load.
+//! A waiter that found nothing to do registers first
+//! ([`EventCount::prepare_wait`]), re-checks its condition, and only then
+//! parks ([`Waiter::wait_until`]); a [`EventCount::notify`] after the
+//! registration makes the park return. The notifier only touches the
+//! waiter's words when someone is registered: its fast path is a fence and
+//! a load of a line nobody writes while spinning, so a peer that signals on
+//! every op does not pull a cache line away from a driver that polls.
+//!
+//! The handshake is the store-buffering (Dekker) pattern with `SeqCst`
+//! fences on both sides: the waiter increments `sleepers` then re-reads its
+//! condition; the notifier makes the condition true then reads `sleepers`.
+//! The fences order the two, so either the notifier sees the registration
+//! (and bumps the epoch the waiter parks on) or the waiter's re-check sees
+//! the condition. loom checks it (`loom_tests`).
+//!
+//! A *counting* event count ([`EventCount::counting`]) bumps the epoch on
+//! every notify, so [`EventCount::key`] tells a single-threaded poller (the
+//! plan simulator) whether anything changed since it last looked.
 
-use super::{AtomicU64, AtomicUsize, Condvar, Mutex, Ordering};
+use super::{fence, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering};
 
 /// Wakes parked waiters when something they may be waiting for changed.
 #[derive(Debug)]
 pub struct EventCount {
     epoch: AtomicU64,
     sleepers: AtomicUsize,
+    /// Bump the epoch on every notify, not only when someone is registered.
+    counting: bool,
     lock: Mutex<()>,
     cv: Condvar,
     /// When set, the epoch and sleeper count live in shared memory and
@@ -34,10 +49,21 @@ impl EventCount {
         EventCount {
             epoch: AtomicU64::new(0),
             sleepers: AtomicUsize::new(0),
+            counting: false,
             lock: Mutex::new(()),
             cv: Condvar::new(),
             #[cfg(not(loom))]
             shared: None,
+        }
+    }
+
+    /// An event count whose [`key`](Self::key) changes on every notify
+    /// (one more read-modify-write per notify), for pollers that skip
+    /// whoever was not notified since they last looked.
+    pub fn counting() -> Self {
+        EventCount {
+            counting: true,
+            ..Self::new()
         }
     }
 
@@ -63,7 +89,9 @@ impl EventCount {
         Ok(ec)
     }
 
-    /// The current key. Read it *before* checking the condition to wait for.
+    /// The epoch. On a [counting](Self::counting) event count it changes
+    /// with every notify; otherwise only with notifies that found a
+    /// registered waiter.
     pub fn key(&self) -> u64 {
         #[cfg(not(loom))]
         if let Some(sh) = &self.shared {
@@ -72,79 +100,116 @@ impl EventCount {
         self.epoch.load(Ordering::Acquire)
     }
 
-    /// Wakes every waiter whose key predates this call.
+    /// Registers a waiter. Re-check the condition to wait for *after* this
+    /// call, then park with [`Waiter::wait_until`] (or drop the waiter if
+    /// the condition holds): a notify that comes after this call is never
+    /// lost.
+    pub fn prepare_wait(&self) -> Waiter<'_> {
+        #[cfg(not(loom))]
+        if let Some(sh) = &self.shared {
+            return Waiter {
+                ec: self,
+                key: sh.register() as u64,
+            };
+        }
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        Waiter {
+            ec: self,
+            key: self.epoch.load(Ordering::Acquire),
+        }
+    }
+
+    /// Wakes every registered waiter. Call it after making the condition
+    /// they wait for true.
     pub fn notify(&self) {
         #[cfg(not(loom))]
         if let Some(sh) = &self.shared {
             sh.notify();
             return;
         }
-        // Both sides write one counter and then read the other with a
-        // read-modify-write (`fetch_add(0)`), never a plain load: an RMW
-        // reads the latest value in the counter's modification order, so
-        // either we see the waiter's `sleepers` increment and wake it, or
-        // its re-check of `epoch` sees our increment and it does not sleep.
-        // (A plain-load Dekker pattern would need SeqCst store-load ordering,
-        // which loom cannot check; this form it can.)
-        self.epoch.fetch_add(1, Ordering::AcqRel);
-        if self.sleepers.fetch_add(0, Ordering::AcqRel) > 0 {
+        if self.counting {
+            // the key must change even when nobody is registered; the
+            // RMW on `sleepers` then reads the latest registration (an RMW
+            // always reads the newest value in modification order)
+            self.epoch.fetch_add(1, Ordering::AcqRel);
+            if self.sleepers.fetch_add(0, Ordering::AcqRel) > 0 {
+                let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+                self.cv.notify_all();
+            }
+            return;
+        }
+        fence(Ordering::SeqCst);
+        if self.sleepers.load(Ordering::Relaxed) > 0 {
+            self.epoch.fetch_add(1, Ordering::AcqRel);
             let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
             self.cv.notify_all();
         }
     }
 
-    /// Parks until a `notify` happens after `key` was read. Returns at once if
-    /// one already has.
-    pub fn wait(&self, key: u64) {
+    fn unregister(&self) {
         #[cfg(not(loom))]
         if let Some(sh) = &self.shared {
-            while !sh.wait_until(
-                key as u32,
-                std::time::Instant::now() + std::time::Duration::from_secs(3600),
-            ) {}
+            sh.unregister();
             return;
         }
-        let mut guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
-        self.sleepers.fetch_add(1, Ordering::AcqRel);
-        while self.epoch.fetch_add(0, Ordering::AcqRel) == key {
-            guard = self.cv.wait(guard).unwrap_or_else(|p| p.into_inner());
-        }
-        self.sleepers.fetch_sub(1, Ordering::AcqRel);
-        drop(guard);
+        self.sleepers.fetch_sub(1, Ordering::Release);
     }
 
-    /// Like [`wait`](Self::wait) but gives up at `deadline`. Returns `true`
-    /// if woken by a notify, `false` on timeout.
-    #[cfg(not(loom))]
-    pub fn wait_until(&self, key: u64, deadline: std::time::Instant) -> bool {
+    /// Parks until the epoch moves from `key` or `deadline` passes.
+    fn park(&self, key: u64, deadline: Option<std::time::Instant>) -> bool {
+        #[cfg(not(loom))]
         if let Some(sh) = &self.shared {
-            return sh.wait_until(key as u32, deadline);
+            return sh.park(key as u32, deadline);
         }
         let mut guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
-        self.sleepers.fetch_add(1, Ordering::AcqRel);
-        let mut woken = true;
-        while self.epoch.fetch_add(0, Ordering::AcqRel) == key {
-            let now = std::time::Instant::now();
-            if now >= deadline {
-                woken = false;
-                break;
+        while self.epoch.load(Ordering::Acquire) == key {
+            match deadline {
+                #[cfg(not(loom))]
+                Some(deadline) => {
+                    let now = std::time::Instant::now();
+                    if now >= deadline {
+                        return false;
+                    }
+                    guard = self
+                        .cv
+                        .wait_timeout(guard, deadline - now)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                }
+                // loom has no clock: a deadline is waited out as no deadline
+                _ => guard = self.cv.wait(guard).unwrap_or_else(|p| p.into_inner()),
             }
-            guard = self
-                .cv
-                .wait_timeout(guard, deadline - now)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
         }
-        self.sleepers.fetch_sub(1, Ordering::AcqRel);
-        drop(guard);
-        woken
+        true
+    }
+}
+
+/// A registered waiter of an [`EventCount`] (from
+/// [`EventCount::prepare_wait`]); dropping it unregisters.
+#[derive(Debug)]
+#[must_use = "a waiter does nothing until it parks; re-check the condition, then call wait_until"]
+pub struct Waiter<'a> {
+    ec: &'a EventCount,
+    key: u64,
+}
+
+impl Waiter<'_> {
+    /// Parks until a notify that came after the registration, or until
+    /// `deadline`. Returns `true` if notified, `false` on timeout.
+    pub fn wait_until(self, deadline: std::time::Instant) -> bool {
+        self.ec.park(self.key, Some(deadline))
     }
 
-    /// Under loom there is no clock: waits without a deadline.
-    #[cfg(loom)]
-    pub fn wait_until(&self, key: u64, _deadline: std::time::Instant) -> bool {
-        self.wait(key);
-        true
+    /// Parks until a notify that came after the registration.
+    pub fn wait(self) {
+        self.ec.park(self.key, None);
+    }
+}
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        self.ec.unregister();
     }
 }
 
@@ -156,7 +221,7 @@ mod shared {
     use crate::error::{HcclError, Result};
     use crate::mem::DeviceMem;
     use rustix::thread::futex;
-    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::atomic::{fence, AtomicU32, Ordering};
     use std::time::Instant;
 
     #[derive(Debug)]
@@ -188,33 +253,49 @@ mod shared {
             unsafe { &*(self.mem.ptr().add(4) as *const AtomicU32) }
         }
 
+        /// See [`EventCount::prepare_wait`]: the same handshake on the
+        /// shared words. Returns the key.
+        pub(super) fn register(&self) -> u32 {
+            self.sleepers().fetch_add(1, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            self.epoch().load(Ordering::Acquire)
+        }
+
+        pub(super) fn unregister(&self) {
+            self.sleepers().fetch_sub(1, Ordering::Release);
+        }
+
         pub(super) fn notify(&self) {
-            // The same RMW handshake as the local backend (see notify there).
-            self.epoch().fetch_add(1, Ordering::AcqRel);
-            if self.sleepers().fetch_add(0, Ordering::AcqRel) > 0 {
+            // The peer's words are only written when someone is registered,
+            // so a notifier that signals every op reads a line that stays
+            // shared instead of bouncing it between the two cores.
+            fence(Ordering::SeqCst);
+            if self.sleepers().load(Ordering::Relaxed) > 0 {
+                self.epoch().fetch_add(1, Ordering::AcqRel);
                 let _ = futex::wake(self.epoch(), futex::Flags::empty(), u32::MAX);
             }
         }
 
-        pub(super) fn wait_until(&self, key: u32, deadline: Instant) -> bool {
-            self.sleepers().fetch_add(1, Ordering::AcqRel);
-            let mut woken = true;
-            while self.epoch().fetch_add(0, Ordering::AcqRel) == key {
-                let now = Instant::now();
-                if now >= deadline {
-                    woken = false;
-                    break;
-                }
-                let left = deadline - now;
-                let ts = futex::Timespec {
-                    tv_sec: left.as_secs() as _,
-                    tv_nsec: left.subsec_nanos() as _,
+        pub(super) fn park(&self, key: u32, deadline: Option<Instant>) -> bool {
+            while self.epoch().load(Ordering::Acquire) == key {
+                let ts = match deadline {
+                    Some(d) => {
+                        let now = Instant::now();
+                        if now >= d {
+                            return false;
+                        }
+                        let left = d - now;
+                        Some(futex::Timespec {
+                            tv_sec: left.as_secs() as _,
+                            tv_nsec: left.subsec_nanos() as _,
+                        })
+                    }
+                    None => None,
                 };
                 // Returns on wake, on a changed word (EAGAIN) or on timeout.
-                let _ = futex::wait(self.epoch(), futex::Flags::empty(), key, Some(&ts));
+                let _ = futex::wait(self.epoch(), futex::Flags::empty(), key, ts.as_ref());
             }
-            self.sleepers().fetch_sub(1, Ordering::AcqRel);
-            woken
+            true
         }
     }
 }
@@ -231,8 +312,18 @@ mod loom_tests {
     /// reports a deadlock if one does).
     #[test]
     fn no_lost_wakeup() {
-        loom::model(|| {
-            let ec = Arc::new(EventCount::new());
+        no_lost_wakeup_with(EventCount::new);
+    }
+
+    /// The same for the counting flavour (every notify moves the key).
+    #[test]
+    fn no_lost_wakeup_counting() {
+        no_lost_wakeup_with(EventCount::counting);
+    }
+
+    fn no_lost_wakeup_with(make: fn() -> EventCount) {
+        loom::model(move || {
+            let ec = Arc::new(make());
             let flag = Arc::new(AtomicBool::new(false));
             let (ec2, flag2) = (ec.clone(), flag.clone());
             let notifier = thread::spawn(move || {
@@ -240,11 +331,11 @@ mod loom_tests {
                 ec2.notify();
             });
             loop {
-                let key = ec.key();
+                let w = ec.prepare_wait();
                 if flag.load(Ordering::Acquire) {
                     break;
                 }
-                ec.wait(key);
+                w.wait();
             }
             notifier.join().unwrap();
         });
@@ -264,11 +355,11 @@ mod loom_tests {
             for _ in 0..2 {
                 let (ec, flag) = (ec.clone(), flag.clone());
                 waiters.push(thread::spawn(move || loop {
-                    let key = ec.key();
+                    let w = ec.prepare_wait();
                     if flag.load(Ordering::Acquire) {
                         break;
                     }
-                    ec.wait(key);
+                    w.wait();
                 }));
             }
             flag.store(true, Ordering::Release);
@@ -295,11 +386,11 @@ mod loom_tests {
             });
             for target in 1..=2 {
                 loop {
-                    let key = ec.key();
+                    let w = ec.prepare_wait();
                     if count.load(Ordering::Acquire) >= target {
                         break;
                     }
-                    ec.wait(key);
+                    w.wait();
                 }
             }
             producer.join().unwrap();
@@ -325,11 +416,11 @@ mod tests {
             ec2.notify();
         });
         loop {
-            let key = ec.key();
+            let w = ec.prepare_wait();
             if flag.load(Ordering::Acquire) {
                 break;
             }
-            assert!(ec.wait_until(key, Instant::now() + Duration::from_secs(10)));
+            assert!(w.wait_until(Instant::now() + Duration::from_secs(10)));
         }
         t.join().unwrap();
     }
@@ -337,9 +428,10 @@ mod tests {
     #[test]
     fn wait_until_times_out() {
         let ec = EventCount::new();
-        let key = ec.key();
         let start = Instant::now();
-        assert!(!ec.wait_until(key, start + Duration::from_millis(30)));
+        assert!(!ec
+            .prepare_wait()
+            .wait_until(start + Duration::from_millis(30)));
         assert!(start.elapsed() >= Duration::from_millis(30));
     }
 
@@ -352,22 +444,50 @@ mod tests {
         let eb = EventCount::on_shared_memory(&b, 128).unwrap();
         let key = ea.key();
         let ea2 = ea.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
         let t = std::thread::spawn(move || {
-            ea2.wait_until(key, Instant::now() + Duration::from_secs(10))
+            let w = ea2.prepare_wait();
+            tx.send(()).unwrap();
+            w.wait_until(Instant::now() + Duration::from_secs(10))
         });
-        std::thread::sleep(Duration::from_millis(30));
+        rx.recv().unwrap();
+        std::thread::sleep(Duration::from_millis(10));
         eb.notify(); // through the other mapping
         assert!(t.join().unwrap(), "woken through the shared word");
-        assert_ne!(ea.key(), key);
+        assert_ne!(
+            ea.key(),
+            key,
+            "a notify with a registered waiter moves the epoch"
+        );
         let k = eb.key();
-        assert!(!eb.wait_until(k, Instant::now() + Duration::from_millis(20)));
+        eb.notify();
+        assert_eq!(
+            eb.key(),
+            k,
+            "a notify with nobody registered writes nothing"
+        );
+        assert!(!eb
+            .prepare_wait()
+            .wait_until(Instant::now() + Duration::from_millis(20)));
     }
 
     #[test]
-    fn stale_key_returns_immediately() {
+    fn notify_after_registration_is_not_lost() {
         let ec = EventCount::new();
-        let key = ec.key();
+        let w = ec.prepare_wait();
         ec.notify();
-        ec.wait(key); // must not block
+        w.wait(); // must not block
+    }
+
+    #[test]
+    fn counting_event_count_moves_its_key_on_every_notify() {
+        let ec = EventCount::counting();
+        let k = ec.key();
+        ec.notify();
+        assert_ne!(ec.key(), k);
+        let plain = EventCount::new();
+        let k = plain.key();
+        plain.notify();
+        assert_eq!(plain.key(), k);
     }
 }

@@ -9,14 +9,14 @@ pub mod event_count;
 
 #[cfg(loom)]
 pub(crate) use loom::sync::{
-    atomic::{AtomicU64, AtomicUsize, Ordering},
+    atomic::{fence, AtomicU64, AtomicUsize, Ordering},
     Condvar, Mutex,
 };
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::{
-    atomic::{AtomicU64, AtomicUsize, Ordering},
+    atomic::{fence, AtomicU64, AtomicUsize, Ordering},
     Condvar, Mutex,
 };
 
-pub use event_count::EventCount;
+pub use event_count::{EventCount, Waiter};
