@@ -468,17 +468,23 @@ impl Communicator {
     /// Runs the cached op `idx` for `param`.
     fn run_cached(&self, st: &mut CommState, idx: usize, param: &OpParam) -> Result<()> {
         let op = &mut st.ops[idx];
-        op.res.param_input = param.input.clone();
-        op.res.param_output = param.output.clone();
-        param.stream.set_label(Some(op.label.clone()));
+        // a repeated op usually runs on the same buffers: a reference
+        // count is touched only when they change
+        if !op.res.param_input.same_range(&param.input) {
+            op.res.param_input = param.input.clone();
+        }
+        if !op.res.param_output.same_range(&param.output) {
+            op.res.param_output = param.output.clone();
+        }
+        param.stream.set_label_to(&op.label);
         for s in &op.res.slave_streams {
-            s.set_label(Some(op.label.clone()));
+            s.set_label_to(&op.label);
         }
         // An op that fails half-way must leave nothing queued: remember the
         // queue ends and roll back on error.
         let marks: SmallVec<[_; 4]> = std::iter::once(&param.stream)
             .chain(op.res.slave_streams.iter())
-            .map(|s| (s.clone(), s.mark()))
+            .map(|s| (s, s.mark()))
             .collect();
         // Consistency check: before any data moves, every peer this op talks
         // to compares its op descriptor with ours.

@@ -200,14 +200,10 @@ impl AivBoards {
     }
 }
 
-/// One small collective as a single task (see the module docs). Built by
-/// an executor, run by [`Stream::aiv_launch`](crate::Stream::aiv_launch).
-#[derive(Debug)]
-pub struct AivTask {
+/// A kernel's progress, whoever holds its memory.
+#[derive(Clone, Copy, Debug)]
+struct Progress {
     kind: AivKind,
-    boards: Arc<AivBoards>,
-    input: PinnedMem,
-    output: PinnedMem,
     desc: [u8; DESC_LEN],
     /// The op's sequence number on the boards, once published.
     seq: u64,
@@ -216,18 +212,31 @@ pub struct AivTask {
     polls: u32,
 }
 
-impl AivTask {
+/// One small collective, built by an executor and handed to
+/// [`Stream::aiv_launch`](crate::Stream::aiv_launch), which runs it at once
+/// when it can (see there) and otherwise queues it as an [`AivTask`]. It
+/// borrows the op's memory: a kernel that completes inside the launch
+/// never touches a reference count.
+#[derive(Debug)]
+pub struct AivLaunch<'a> {
+    progress: Progress,
+    boards: &'a Arc<AivBoards>,
+    input: &'a DeviceMem,
+    output: &'a DeviceMem,
+}
+
+impl<'a> AivLaunch<'a> {
     /// An AllReduce of `input` into `output` (equal lengths, at most
     /// [`AIV_MAX_BYTES`]) over `boards`. `desc` is this rank's op
     /// descriptor, compared with every peer's.
     pub fn all_reduce(
-        boards: &Arc<AivBoards>,
-        input: &DeviceMem,
-        output: &DeviceMem,
+        boards: &'a Arc<AivBoards>,
+        input: &'a DeviceMem,
+        output: &'a DeviceMem,
         dtype: DataType,
         op: ReduceOp,
         desc: &OpDesc,
-    ) -> Result<AivTask> {
+    ) -> Result<AivLaunch<'a>> {
         if input.len() != output.len() || input.len() % dtype.size() != 0 {
             return Err(HcclError::para(format!(
                 "AIV AllReduce: input of {} bytes and output of {} bytes must be equal multiples of {} ({dtype})",
@@ -244,36 +253,64 @@ impl AivTask {
         }
         let mut d = [0u8; DESC_LEN];
         d.copy_from_slice(&desc.to_bytes()[..DESC_LEN]);
-        Ok(AivTask {
-            kind: AivKind::AllReduce { dtype, op },
-            boards: boards.clone(),
-            input: input.pin(),
-            output: output.pin(),
-            desc: d,
-            seq: 0,
-            next: 0,
-            polls: 0,
+        Ok(AivLaunch {
+            progress: Progress {
+                kind: AivKind::AllReduce { dtype, op },
+                desc: d,
+                seq: 0,
+                next: 0,
+                polls: 0,
+            },
+            boards,
+            input,
+            output,
         })
     }
 
+    /// Advances the kernel in the launching thread. The caller holds the
+    /// stream's queue lock with nothing queued, so no task of the stream
+    /// runs concurrently, and the launching call holds the memory.
+    pub(crate) fn poll(&mut self) -> Poll<Result<()>> {
+        poll_kernel(&mut self.progress, self.boards, self.input, self.output)
+    }
+
+    /// The queued form: holds its memory pinned, keeps its progress.
+    pub(crate) fn into_task(self) -> AivTask {
+        AivTask {
+            progress: self.progress,
+            boards: self.boards.clone(),
+            input: self.input.pin(),
+            output: self.output.pin(),
+        }
+    }
+}
+
+/// A queued AIV kernel (see the module docs and [`AivLaunch`]).
+#[derive(Debug)]
+pub struct AivTask {
+    progress: Progress,
+    boards: Arc<AivBoards>,
+    input: PinnedMem,
+    output: PinnedMem,
+}
+
+impl AivTask {
     fn ranks(&self) -> u32 {
         self.boards.ranks()
     }
 
     /// What the kernel is doing, for errors and timeouts.
     pub fn describe(&self) -> String {
-        let AivKind::AllReduce { dtype, op } = self.kind;
+        let AivKind::AllReduce { dtype, op } = self.progress.kind;
         let what = format!(
             "AIV AllReduce kernel ({op} of {} bytes of {dtype})",
             self.input.mem().len()
         );
-        if self.seq == 0 || self.next >= self.ranks() {
+        let Progress { seq, next, .. } = self.progress;
+        if seq == 0 || next >= self.ranks() {
             what
         } else {
-            format!(
-                "{what} waiting for peer rank {} (op {} on the boards)",
-                self.next, self.seq
-            )
+            format!("{what} waiting for peer rank {next} (op {seq} on the boards)")
         }
     }
 
@@ -285,8 +322,8 @@ impl AivTask {
 
     /// The peer the kernel waits for, if any.
     pub fn waiting_for(&self) -> Option<u32> {
-        (self.seq != 0 && self.next < self.ranks() && self.next != self.boards.rank)
-            .then_some(self.next)
+        let Progress { seq, next, .. } = self.progress;
+        (seq != 0 && next < self.ranks() && next != self.boards.rank).then_some(next)
     }
 
     /// The link to the peer the kernel waits for (errors name the peer,
@@ -295,61 +332,89 @@ impl AivTask {
         self.waiting_for().map(|q| &self.boards.peer(q).link)
     }
 
-    /// Advances the kernel.
+    /// Advances the kernel. Its memory is pinned by this task, and no
+    /// other task of its stream runs while it does.
     pub(crate) fn poll(&mut self) -> Poll<Result<()>> {
-        let len = self.input.mem().len();
-        let b = &*self.boards;
-        if self.seq == 0 {
-            let seq = b.own.last_seq() + 1;
-            // SAFETY: the input range is pinned by this task and nothing
-            // else in this stream runs while it does.
-            let input = unsafe { std::slice::from_raw_parts(self.input.mem().ptr(), len) };
-            b.own.publish(seq, &self.desc, input);
-            for p in &b.peers {
-                p.link.wake_peer();
-            }
-            self.seq = seq;
-        }
-        // SAFETY: the output range is pinned by this task; host access to
-        // it is refused while pinned and no other task of this stream runs
-        // concurrently; boards are separate memory, so no slice below
-        // aliases it.
-        let out = unsafe { std::slice::from_raw_parts_mut(self.output.mem().ptr(), len) };
-        while self.next < b.ranks() {
-            let q = self.next;
-            let board = if q == b.rank {
-                &b.own
-            } else {
-                &b.peer(q).board
-            };
-            let Some((desc, payload)) = board.read(self.seq, len) else {
-                self.polls += 1;
-                if self.polls % CHECK_EVERY == 0 {
-                    if let Err(e) = b.peer(q).link.liveness() {
-                        return Poll::Ready(Err(e));
-                    }
-                }
-                return Poll::Pending;
-            };
-            if desc != self.desc {
-                let mut theirs = [0u8; OpDesc::WIRE];
-                theirs[..DESC_LEN].copy_from_slice(&desc);
-                let mut mine = [0u8; OpDesc::WIRE];
-                mine[..DESC_LEN].copy_from_slice(&self.desc);
-                let e = OpDesc::from_bytes(&mine)
-                    .check(&OpDesc::from_bytes(&theirs), q)
-                    .err()
-                    .unwrap_or_else(|| HcclError::internal("AIV descriptors differ"));
-                return Poll::Ready(Err(e.rank(b.rank)));
-            }
-            let AivKind::AllReduce { dtype, op } = self.kind;
-            if q == 0 {
-                out.copy_from_slice(payload);
-            } else if let Err(e) = reduce_in_place(dtype, op, out, payload) {
-                return Poll::Ready(Err(e));
-            }
-            self.next += 1;
-        }
-        Poll::Ready(Ok(()))
+        poll_kernel(
+            &mut self.progress,
+            &self.boards,
+            self.input.mem(),
+            self.output.mem(),
+        )
     }
+}
+
+/// Publishes (first poll), folds in what has arrived, and wakes the peers
+/// after a publish. `input` and `output` are the kernel's memory, which
+/// nothing else accesses while this runs (the callers say why).
+fn poll_kernel(
+    pr: &mut Progress,
+    b: &AivBoards,
+    input: &DeviceMem,
+    output: &DeviceMem,
+) -> Poll<Result<()>> {
+    let len = input.len();
+    let published = pr.seq == 0;
+    if published {
+        let seq = b.own.last_seq() + 1;
+        // SAFETY: the input range is held by the caller (see above) and
+        // only read here.
+        let input = unsafe { std::slice::from_raw_parts(input.ptr(), len) };
+        b.own.publish(seq, &pr.desc, input);
+        pr.seq = seq;
+    }
+    let r = fold(pr, b, output, len);
+    // Peers are woken after reading theirs, not right after publishing: a
+    // wake fences, and a fence waits for the publish to leave this core,
+    // which the reads would otherwise overlap.
+    if published {
+        for p in &b.peers {
+            p.link.wake_peer();
+        }
+    }
+    r
+}
+
+/// Folds in every entry published so far, in rank order.
+fn fold(pr: &mut Progress, b: &AivBoards, output: &DeviceMem, len: usize) -> Poll<Result<()>> {
+    // SAFETY: the output range is held by the caller, which guarantees no
+    // other access while the kernel runs (see `poll_kernel`); boards are
+    // separate memory, so no slice below aliases it.
+    let out = unsafe { std::slice::from_raw_parts_mut(output.ptr(), len) };
+    while pr.next < b.ranks() {
+        let q = pr.next;
+        let board = if q == b.rank {
+            &b.own
+        } else {
+            &b.peer(q).board
+        };
+        let Some((desc, payload)) = board.read(pr.seq, len) else {
+            pr.polls += 1;
+            if pr.polls % CHECK_EVERY == 0 {
+                if let Err(e) = b.peer(q).link.liveness() {
+                    return Poll::Ready(Err(e));
+                }
+            }
+            return Poll::Pending;
+        };
+        if desc != pr.desc {
+            let mut theirs = [0u8; OpDesc::WIRE];
+            theirs[..DESC_LEN].copy_from_slice(&desc);
+            let mut mine = [0u8; OpDesc::WIRE];
+            mine[..DESC_LEN].copy_from_slice(&pr.desc);
+            let e = OpDesc::from_bytes(&mine)
+                .check(&OpDesc::from_bytes(&theirs), q)
+                .err()
+                .unwrap_or_else(|| HcclError::internal("AIV descriptors differ"));
+            return Poll::Ready(Err(e.rank(b.rank)));
+        }
+        let AivKind::AllReduce { dtype, op } = pr.kind;
+        if q == 0 {
+            out.copy_from_slice(payload);
+        } else if let Err(e) = reduce_in_place(dtype, op, out, payload) {
+            return Poll::Ready(Err(e));
+        }
+        pr.next += 1;
+    }
+    Poll::Ready(Ok(()))
 }

@@ -156,6 +156,64 @@ fn back_to_back_ops_without_synchronizing() {
     }
 }
 
+/// The rank that launches last finds every peer's part published and
+/// completes the op inside the launch: nothing queued, its buffers never
+/// pinned, the result there before any synchronize. The ranks that
+/// launched earlier complete it at their next synchronize. Launch order
+/// is forced: rank 0 first, then 1, ..., each after the previous one's
+/// launch returned.
+#[test]
+fn the_last_rank_to_launch_completes_the_op_inside_the_launch() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    for p in [2u32, 4] {
+        let comms = comms(p, &[]);
+        let turn = Arc::new(AtomicU32::new(0));
+        run_ranks(p, Duration::from_secs(60), move |r| {
+            let comm = &comms[r as usize];
+            let s = comm.create_stream();
+            let c = 6;
+            for round in 0..3 {
+                let send = mem_f32(&(0..c).map(|i| fval(r, i, round)).collect::<Vec<_>>());
+                let recv = DeviceMem::alloc(c * 4).unwrap();
+                let base = round as u32 * p;
+                while turn.load(Ordering::Acquire) != base + r {
+                    std::thread::yield_now();
+                }
+                comm.all_reduce_raw(&send, &recv, c as u64, DataType::Fp32, ReduceOp::Sum, &s)
+                    .unwrap();
+                if r == p - 1 {
+                    assert!(
+                        s.query(),
+                        "p={p} round {round}: the last launcher queued its kernel"
+                    );
+                    assert_eq!(recv.tasks_in_flight(), 0);
+                    assert_eq!(send.tasks_in_flight(), 0);
+                    // readable without synchronizing: nothing holds it
+                    let got = recv.to_vec::<f32>(c).unwrap();
+                    assert_eq!(got, rank_order_sum(p, c, round), "p={p} round {round}");
+                } else {
+                    assert!(
+                        !s.query(),
+                        "p={p} round {round} rank {r}: completed before its peers launched"
+                    );
+                    assert!(
+                        recv.tasks_in_flight() > 0,
+                        "a queued kernel pins its output"
+                    );
+                }
+                turn.fetch_add(1, Ordering::AcqRel);
+                s.synchronize().unwrap();
+                assert_eq!(recv.to_vec::<f32>(c).unwrap(), rank_order_sum(p, c, round));
+                assert_eq!(comm.communicator().last_executor().as_deref(), Some(AIV));
+                // the next round starts when every rank is done with this one
+                while turn.load(Ordering::Acquire) < base + p {
+                    std::thread::yield_now();
+                }
+            }
+        });
+    }
+}
+
 #[test]
 fn larger_ops_and_other_hosts_do_not_take_the_kernel() {
     // one byte more than a board entry carries: another executor

@@ -59,6 +59,8 @@ int main(int argc, char **argv) {
         long total = b / 4;
         int c = (int)(split(op) ? total / p : total);
         for (int i = 0; i < warm; i++) run(op, s, r, c, p);
+        /* twice, as hccl-test does: the second barrier starts every rank awake */
+        MPI_Barrier(MPI_COMM_WORLD);
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
         for (int i = 0; i < iters; i++) run(op, s, r, c, p);

@@ -14,8 +14,9 @@ use crate::op::{OpParam, OpType};
 use crate::resource::{AlgResourceRequest, AlgResourceResponse};
 use crate::topo::{CommPlane, TopoInfo};
 pub use hccl_platform::aiv::AIV_MAX_BYTES;
-use hccl_platform::aiv::{AivBoards, AivTask};
-use hccl_platform::{HcclError, Result};
+use hccl_platform::aiv::{AivBoards, AivLaunch};
+use hccl_platform::{DeviceMem, HcclError, Result};
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// The AIV executors: (registered name, op).
@@ -66,8 +67,10 @@ impl CollExecutor for AivExecutor {
             )));
         }
         let s = &param.stream;
-        let input = param.input.range(0, bytes as usize)?;
-        let output = param.output.range(0, bytes as usize)?;
+        // the adapter passes exactly the op's bytes: take a sub-range (a
+        // reference count) only when the caller passed more
+        let input = exact(&param.input, bytes as usize)?;
+        let output = exact(&param.output, bytes as usize)?;
         if p == 1 {
             if !input.same_range(&output) {
                 s.memcpy_async(&output, &input)?;
@@ -89,7 +92,7 @@ impl CollExecutor for AivExecutor {
         let desc = param.descriptor(res.ccl_input.len() as u64);
         let task = match self.named.op {
             OpType::AllReduce => {
-                AivTask::all_reduce(boards, &input, &output, param.dtype, param.reduce_op, &desc)?
+                AivLaunch::all_reduce(boards, &input, &output, param.dtype, param.reduce_op, &desc)?
             }
             other => {
                 return Err(HcclError::internal(format!(
@@ -99,4 +102,14 @@ impl CollExecutor for AivExecutor {
         };
         s.aiv_launch(task)
     }
+}
+
+/// The first `bytes` of `m`, borrowed when that is all of it (a sub-range
+/// costs a reference count on the hot path of small ops).
+fn exact(m: &DeviceMem, bytes: usize) -> Result<Cow<'_, DeviceMem>> {
+    Ok(if m.len() == bytes {
+        Cow::Borrowed(m)
+    } else {
+        Cow::Owned(m.range(0, bytes)?)
+    })
 }

@@ -176,6 +176,16 @@ impl StreamInner {
     /// tasks rather than two per poll); host callbacks are the exception —
     /// they may enqueue on this very stream — and run with the lock released.
     pub(crate) fn run_ready(&self, dev: &device::DeviceInner) -> bool {
+        self.run_ready_while(dev, |_| true)
+    }
+
+    /// Like [`run_ready`](Self::run_ready), stopping at the first head task
+    /// `runnable` refuses.
+    pub(crate) fn run_ready_while(
+        &self,
+        dev: &device::DeviceInner,
+        runnable: impl Fn(&Task) -> bool,
+    ) -> bool {
         let mut done = 0u64;
         let mut bytes = (0u64, 0u64);
         let mut released = Released::default();
@@ -184,6 +194,9 @@ impl StreamInner {
             let Some(head) = q.tasks.front() else {
                 break None;
             };
+            if !runnable(head) {
+                break None;
+            }
             if head.is_callback() {
                 let label = q.head_label().cloned();
                 let mut task = q.pop_task().expect("head exists");
@@ -400,6 +413,17 @@ impl Stream {
         q.step = 0;
     }
 
+    /// Like [`set_label`](Self::set_label) with `Some(label)`, without
+    /// touching the label's reference count when it is already set (an op
+    /// repeated on a stream).
+    pub fn set_label_to(&self, label: &Arc<OpLabel>) {
+        let mut q = self.inner.lock_queue();
+        if !q.label.as_ref().is_some_and(|l| Arc::ptr_eq(l, label)) {
+            q.label = Some(label.clone());
+        }
+        q.step = 0;
+    }
+
     /// Sets the algorithm step of tasks enqueued from now on.
     pub fn set_step(&self, step: u32) {
         self.inner.lock_queue().step = step;
@@ -517,10 +541,55 @@ impl Stream {
         })
     }
 
-    /// Enqueues an AIV kernel: a whole small collective as one task
-    /// (see [`crate::aiv`]).
-    pub fn aiv_launch(&self, task: crate::aiv::AivTask) -> Result<()> {
-        self.enqueue(TaskKind::Aiv(Box::new(task)))
+    /// Launches an AIV kernel: a whole small collective as one task (see
+    /// [`crate::aiv`]).
+    ///
+    /// Under the inline driver, when no other thread drives the device
+    /// and nothing but AIV kernels is queued ahead of it, the kernel runs
+    /// in this call: earlier kernels are completed first (stream order),
+    /// then this one publishes this rank's part and folds in the peers'.
+    /// If every peer has already published, it completes here without
+    /// being queued at all; otherwise it is queued (already published) and
+    /// completes at the next launch or synchronize. So a rank that launches
+    /// after its peers finishes the op inside the launch, and none of them
+    /// spins at synchronize. Nothing but AIV kernels (a few hundred
+    /// nanoseconds each, never blocking) runs in the caller's thread here.
+    pub fn aiv_launch(&self, mut kernel: crate::aiv::AivLaunch<'_>) -> Result<()> {
+        let dev = &self.device.0;
+        if dev.config.mode == ExecMode::Inline {
+            if let Ok(snap) = dev.driver.try_lock() {
+                // tasks completed off the queue (synchronizers may wait)
+                let mut dequeued = self.inner.run_ready_while(dev, Task::is_aiv);
+                let mut q = self.inner.lock_queue();
+                let now = if q.tasks.is_empty() {
+                    kernel.poll()
+                } else {
+                    Poll::Pending
+                };
+                if let Poll::Ready(Ok(())) = now {
+                    drop(q);
+                    dev.stats.record(1, 0, 0);
+                } else {
+                    // queued as it is, published or not; a kernel that
+                    // failed at once fails the stream the way any failed
+                    // task does (reported at synchronize)
+                    let op = TaskKind::Aiv(Box::new(kernel.into_task())).into_op(&mut q.pools);
+                    q.push(op);
+                    let n = self.inner.enqueued.load(Ordering::Relaxed);
+                    self.inner.enqueued.store(n + 1, Ordering::Release);
+                    drop(q);
+                    if now.is_ready() {
+                        dequeued |= self.inner.run_ready_while(dev, Task::is_aiv);
+                    }
+                }
+                drop(snap);
+                if dequeued {
+                    dev.done.notify();
+                }
+                return Ok(());
+            }
+        }
+        self.enqueue(TaskKind::Aiv(Box::new(kernel.into_task())))
     }
 
     /// Enqueues a host function; an error it returns fails the stream.

@@ -589,6 +589,11 @@ impl Task {
         }
     }
 
+    /// Whether this is an AIV kernel.
+    pub(crate) fn is_aiv(&self) -> bool {
+        matches!(self.op, Op::Aiv { .. })
+    }
+
     /// Bytes (reduced, copied) for the device's statistics.
     pub(crate) fn stat_bytes(&self) -> (u64, u64) {
         match &self.op {
