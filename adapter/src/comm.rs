@@ -18,6 +18,9 @@ pub struct HcclComm {
     inner: Communicator,
     barrier_buf: std::sync::OnceLock<DeviceMem>,
     batch: std::sync::OnceLock<batch::BatchStreams>,
+    /// Op tags by op code (`AllReduce_<comm name>`, ...), built once: a
+    /// small op repeated in a loop should not format a string per call.
+    tags: [std::sync::OnceLock<(&'static str, Arc<str>)>; 12],
 }
 
 impl HcclComm {
@@ -26,6 +29,7 @@ impl HcclComm {
             inner,
             barrier_buf: std::sync::OnceLock::new(),
             batch: std::sync::OnceLock::new(),
+            tags: Default::default(),
         }
     }
 
@@ -186,14 +190,31 @@ impl HcclComm {
         &self.inner
     }
 
+    /// The op tag of `call`: HCCL's `<Op>_<communicator name>`, plus the
+    /// peer for a send or receive.
+    fn tag(&self, call: &Call<'_>) -> Arc<str> {
+        let make = || format!("{}_{}", call.api.trim_start_matches("Hccl"), self.name());
+        if matches!(call.op_type, OpType::Send | OpType::Receive) {
+            return format!("{}_{}", make(), call.peer).into();
+        }
+        match self.tags.get(call.op_type.code() as usize) {
+            Some(slot) => {
+                let (api, tag) = slot.get_or_init(|| (call.api, make().into()));
+                if *api == call.api {
+                    tag.clone()
+                } else {
+                    make().into()
+                }
+            }
+            None => make().into(),
+        }
+    }
+
     /// Validates a call and hands it to the framework. Nothing is enqueued
     /// unless every check passes.
     fn submit(&self, call: Call<'_>, stream: &Stream) -> Result<()> {
-        let mut tag = format!("{}_{}", call.api.trim_start_matches("Hccl"), self.name());
-        if matches!(call.op_type, OpType::Send | OpType::Receive) {
-            tag = format!("{tag}_{}", call.peer);
-        }
-        let ctx = |e: HcclError| e.rank(self.rank()).tag(tag.clone()).during(call.api);
+        let tag = self.tag(&call);
+        let ctx = |e: HcclError| e.rank(self.rank()).tag(&*tag).during(call.api);
         let p = self.size();
         for (what, r) in [("root", call.root), ("peer rank", call.peer)] {
             if r >= p {

@@ -1,6 +1,7 @@
 //! The parameters of one collective op, as the framework hands them to executors.
 
 use hccl_platform::{DataType, DeviceMem, ReduceOp, Stream};
+use std::sync::Arc;
 
 /// The collective being performed (HCCL's `HcclCMDType`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -92,7 +93,9 @@ pub enum WorkflowMode {
 #[derive(Clone, Debug)]
 pub struct OpParam {
     /// The op tag: names the op for resource caching and error messages.
-    pub tag: String,
+    /// Shared, so a caller that repeats an op hands the same tag again
+    /// without building a string per call.
+    pub tag: Arc<str>,
     /// Which collective.
     pub op_type: OpType,
     /// The master stream the op is enqueued on.
@@ -193,7 +196,7 @@ impl OpParam {
     /// A parameter set with no V counts and no peer.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
-        tag: impl Into<String>,
+        tag: impl Into<Arc<str>>,
         op_type: OpType,
         stream: Stream,
         input: DeviceMem,

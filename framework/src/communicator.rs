@@ -383,7 +383,7 @@ impl Communicator {
     /// the op's tag, and let it orchestrate the op on `param.stream`.
     /// The caller has validated the user arguments.
     pub fn exec_op(&self, param: &OpParam) -> Result<()> {
-        let ctx = |e: HcclError| e.rank(self.rank).tag(param.tag.clone());
+        let ctx = |e: HcclError| e.rank(self.rank).tag(&*param.tag);
         if param.stream.device().uid() != self.device.uid() {
             return Err(ctx(HcclError::para(format!(
                 "the stream belongs to device {} (uid {}), not to this communicator's rank {} device; \
@@ -406,7 +406,9 @@ impl Communicator {
             ))));
         }
         let repeat = match (key, st.last_pick) {
-            (Some(k), Some((last, i))) if k == last && st.ops[i].label.tag == param.tag => Some(i),
+            (Some(k), Some((last, i))) if k == last && *st.ops[i].label.tag == *param.tag => {
+                Some(i)
+            }
             _ => None,
         };
         let idx = match repeat {
@@ -427,7 +429,7 @@ impl Communicator {
         let name = self.selector.select(param, &self.topo, self.registry)?;
         let find = |ops: &[CachedOp]| {
             ops.iter()
-                .position(|o| o.label.tag == param.tag && o.label.algorithm == name)
+                .position(|o| *o.label.tag == *param.tag && o.label.algorithm == name)
         };
         let idx = match find(&st.ops) {
             Some(i) => i,
@@ -437,7 +439,7 @@ impl Communicator {
                 let res = st.resources.grant(&req, &param.input, &param.output)?;
                 tracing::debug!(tag = %param.tag, executor = %name, rank = self.rank, "resources granted");
                 let label = Arc::new(OpLabel {
-                    tag: param.tag.clone(),
+                    tag: param.tag.to_string(),
                     algorithm: name.clone(),
                     rank: self.rank,
                 });
@@ -503,7 +505,7 @@ impl Communicator {
             op.executor.orchestrate(param, &op.res)
         })();
         run.map_err(|e| {
-            let e = e.rank(self.rank).tag(param.tag.clone());
+            let e = e.rank(self.rank).tag(&*param.tag);
             for (s, m) in marks {
                 s.rollback(m, &e);
             }

@@ -417,7 +417,7 @@ pub fn simulate(
             DeviceMem::alloc(sh.out_elems as usize * u)?
         };
         let param = OpParam {
-            tag: format!("sim_{}", spec.op_type),
+            tag: format!("sim_{}", spec.op_type).into(),
             op_type: spec.op_type,
             stream: stream.clone(),
             input: input.clone(),
@@ -560,7 +560,7 @@ pub fn simulate(
     // Orchestrate every rank, then drive them all on this thread.
     for r in 0..p as usize {
         let label = Arc::new(OpLabel {
-            tag: params[r].tag.clone(),
+            tag: params[r].tag.to_string(),
             algorithm: name.to_owned(),
             rank: r as u32,
         });
@@ -570,7 +570,7 @@ pub fn simulate(
         }
         execs[r]
             .orchestrate(&params[r], &responses[r])
-            .map_err(|e| e.rank(r as u32).tag(params[r].tag.clone()))?;
+            .map_err(|e| e.rank(r as u32).tag(&*params[r].tag))?;
     }
     drive(&ranks)?;
     for (r, rank) in ranks.iter().enumerate() {
