@@ -15,12 +15,22 @@
 //! 3. reads every rank's entry in rank order as it appears and folds it
 //!    into the output.
 //!
-//! Each board has two entries, used alternately. Every rank publishes in
-//! every op and completes an op only after reading every peer's entry for
-//! it, so when a rank publishes op n + 2 into the entry of op n, every peer
-//! has already published op n + 1, i.e. finished reading op n: no
-//! acknowledgement is needed. The descriptor in the entry is compared with
-//! this rank's (HCCL's consistency check, at no extra cost).
+//! Each board has [`ENTRIES`] entries, used round-robin by op sequence
+//! number, and a counter line with the newest op this rank published and
+//! the newest it completed. A rank publishes op m into the entry of op
+//! m − ENTRIES only once every peer has completed that op (read from their
+//! counter lines, and cached, so this is a rare read), so no entry is
+//! overwritten while a peer may still read it. The descriptor in the entry
+//! is compared with this rank's (HCCL's consistency check, at no extra
+//! cost).
+//!
+//! A queued kernel whose input no earlier queued kernel writes may publish
+//! *ahead*, before the kernels in front of it complete ([`publish_ahead`]):
+//! its folding (which writes its output) still waits for its turn, so
+//! stream order holds for everything a user can observe. With ranks as
+//! processes on fewer cores than ranks, this lets one time slice of a rank
+//! publish several ops, instead of every op needing every rank scheduled in
+//! turn.
 //!
 //! Reducing in rank order on every rank gives every rank bit-identical
 //! results, as the ring and mesh executors do.
@@ -34,9 +44,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 
-/// Bytes of one rank's board: two entries.
-pub const BOARD_BYTES: usize = 2 * ENTRY;
+/// Entries per board: how many ops a rank may have published and not yet
+/// completed, plus one.
+pub const ENTRIES: u64 = 16;
 const ENTRY: usize = 2048;
+/// The counter line: newest published op, then newest completed op.
+const COUNTERS_AT: usize = ENTRIES as usize * ENTRY;
+/// Bytes of one rank's board: the entries and the counter line.
+pub const BOARD_BYTES: usize = COUNTERS_AT + 128;
 const SEQ_AT: usize = 0;
 const DESC_AT: usize = 8;
 /// The descriptor fields compared between ranks (`OpDesc` without the
@@ -67,7 +82,31 @@ impl Board {
 
     fn entry(&self, seq: u64) -> *mut u8 {
         // SAFETY: the entry lies inside the board (checked in `new`).
-        unsafe { self.0.ptr().add((seq % 2) as usize * ENTRY) }
+        unsafe { self.0.ptr().add((seq % ENTRIES) as usize * ENTRY) }
+    }
+
+    fn counter(&self, i: usize) -> &AtomicU64 {
+        // SAFETY: 8-aligned (the board is 128-aligned, COUNTERS_AT a
+        // multiple of 128) and inside the board (checked in `new`), which
+        // lives as long as `self.0`; only ever accessed atomically.
+        unsafe { &*(self.0.ptr().add(COUNTERS_AT + 8 * i) as *const AtomicU64) }
+    }
+
+    /// The newest op this (own) board published; only its rank writes it.
+    fn last_seq(&self) -> u64 {
+        self.counter(0).load(Ordering::Relaxed)
+    }
+
+    /// The newest op this board's rank completed (read every peer's entry
+    /// of, so that entry may be reused).
+    fn done(&self) -> u64 {
+        self.counter(1).load(Ordering::Acquire)
+    }
+
+    /// Records that this (own) board's rank completed op `seq`: after its
+    /// reads of the peers' entries (release).
+    fn set_done(&self, seq: u64) {
+        self.counter(1).store(seq, Ordering::Release);
     }
 
     fn seq_word(&self, seq: u64) -> &AtomicU64 {
@@ -77,26 +116,20 @@ impl Board {
         unsafe { &*(self.entry(seq).add(SEQ_AT) as *const AtomicU64) }
     }
 
-    /// The newest sequence number published on this (own) board.
-    fn last_seq(&self) -> u64 {
-        self.seq_word(0)
-            .load(Ordering::Relaxed)
-            .max(self.seq_word(1).load(Ordering::Relaxed))
-    }
-
     /// Publishes `payload` and `desc` as op `seq`.
     fn publish(&self, seq: u64, desc: &[u8; DESC_LEN], payload: &[u8]) {
         let e = self.entry(seq);
         // SAFETY: inside this rank's own board, which only this rank
         // writes; peers read this entry only after seeing `seq` in its
         // flag (stored below with release), and no peer still reads it:
-        // the last op that used it (seq - 2) was completed by every peer
-        // before it published seq - 1, which this rank has read.
+        // every peer completed the last op that used it, seq - ENTRIES
+        // (`AivBoards::may_publish`, checked by the caller).
         unsafe {
             std::ptr::copy_nonoverlapping(desc.as_ptr(), e.add(DESC_AT), DESC_LEN);
             std::ptr::copy_nonoverlapping(payload.as_ptr(), e.add(PAYLOAD_AT), payload.len());
         }
         self.seq_word(seq).store(seq, Ordering::Release);
+        self.counter(0).store(seq, Ordering::Relaxed);
     }
 
     /// The descriptor and payload of op `seq`, once published.
@@ -108,7 +141,7 @@ impl Board {
         let mut desc = [0u8; DESC_LEN];
         // SAFETY: the acquire load above saw the writer's release of `seq`,
         // so the entry's bytes are complete; the writer does not touch the
-        // entry again before this rank has published seq + 1 (see
+        // entry again before this rank has recorded op `seq` done (see
         // `publish`), and this slice does not outlive the current poll.
         let payload = unsafe {
             std::ptr::copy_nonoverlapping(e.add(DESC_AT), desc.as_mut_ptr(), DESC_LEN);
@@ -146,6 +179,9 @@ pub struct AivBoards {
     own: Board,
     /// Every other rank, by rank.
     peers: Vec<Peer>,
+    /// The smallest completed op over the peers when last read (they only
+    /// grow, so a stale value is safe, merely pessimistic).
+    peers_done: AtomicU64,
 }
 
 impl AivBoards {
@@ -188,11 +224,32 @@ impl AivBoards {
             rank,
             own: Board::new(own.expect("at least one link"))?,
             peers,
+            peers_done: AtomicU64::new(0),
         }))
     }
 
     fn ranks(&self) -> u32 {
         self.peers.len() as u32 + 1
+    }
+
+    /// Whether op `seq` may be published: every peer has completed the op
+    /// whose entry it reuses. Reads the peers' counter lines only when the
+    /// cached minimum is not enough.
+    fn may_publish(&self, seq: u64) -> bool {
+        let Some(need) = seq.checked_sub(ENTRIES) else {
+            return true;
+        };
+        if self.peers_done.load(Ordering::Relaxed) >= need {
+            return true;
+        }
+        let min = self
+            .peers
+            .iter()
+            .map(|p| p.board.done())
+            .min()
+            .unwrap_or(u64::MAX);
+        self.peers_done.fetch_max(min, Ordering::Relaxed);
+        min >= need
     }
 
     fn peer(&self, q: u32) -> &Peer {
@@ -204,6 +261,8 @@ impl AivBoards {
 #[derive(Clone, Copy, Debug)]
 struct Progress {
     kind: AivKind,
+    /// Payload bytes per rank.
+    len: usize,
     desc: [u8; DESC_LEN],
     /// The op's sequence number on the boards, once published.
     seq: u64,
@@ -256,6 +315,7 @@ impl<'a> AivLaunch<'a> {
         Ok(AivLaunch {
             progress: Progress {
                 kind: AivKind::AllReduce { dtype, op },
+                len: input.len(),
                 desc: d,
                 seq: 0,
                 next: 0,
@@ -271,15 +331,21 @@ impl<'a> AivLaunch<'a> {
     /// stream's queue lock with nothing queued, so no task of the stream
     /// runs concurrently, and the launching call holds the memory.
     pub(crate) fn poll(&mut self) -> Poll<Result<()>> {
-        poll_kernel(&mut self.progress, self.boards, self.input, self.output)
+        poll_kernel(
+            &mut self.progress,
+            self.boards,
+            Some(self.input),
+            self.output,
+        )
     }
 
-    /// The queued form: holds its memory pinned, keeps its progress.
+    /// The queued form: holds its memory pinned (the input only until it
+    /// is published), keeps its progress.
     pub(crate) fn into_task(self) -> AivTask {
         AivTask {
+            input: (self.progress.seq == 0).then(|| self.input.pin()),
             progress: self.progress,
             boards: self.boards.clone(),
-            input: self.input.pin(),
             output: self.output.pin(),
         }
     }
@@ -290,7 +356,8 @@ impl<'a> AivLaunch<'a> {
 pub struct AivTask {
     progress: Progress,
     boards: Arc<AivBoards>,
-    input: PinnedMem,
+    /// Until published: the payload is copied out at publication.
+    input: Option<PinnedMem>,
     output: PinnedMem,
 }
 
@@ -304,7 +371,7 @@ impl AivTask {
         let AivKind::AllReduce { dtype, op } = self.progress.kind;
         let what = format!(
             "AIV AllReduce kernel ({op} of {} bytes of {dtype})",
-            self.input.mem().len()
+            self.progress.len
         );
         let Progress { seq, next, .. } = self.progress;
         if seq == 0 || next >= self.ranks() {
@@ -335,35 +402,93 @@ impl AivTask {
     /// Advances the kernel. Its memory is pinned by this task, and no
     /// other task of its stream runs while it does.
     pub(crate) fn poll(&mut self) -> Poll<Result<()>> {
-        poll_kernel(
+        let r = poll_kernel(
             &mut self.progress,
             &self.boards,
-            self.input.mem(),
+            self.input.as_ref().map(PinnedMem::mem),
             self.output.mem(),
-        )
+        );
+        if self.progress.seq != 0 {
+            self.input = None;
+        }
+        r
+    }
+
+    /// Whether this kernel's output overlaps `m` (publishing ahead must
+    /// not read what an earlier kernel still writes).
+    pub(crate) fn writes(&self, m: &DeviceMem) -> bool {
+        self.output.mem().overlaps(m)
+    }
+
+    /// The unpublished input, if any.
+    pub(crate) fn unpublished_input(&self) -> Option<&DeviceMem> {
+        self.input.as_ref().map(PinnedMem::mem)
+    }
+
+    /// Whether `other` runs on the same boards.
+    pub(crate) fn same_boards(&self, other: &AivTask) -> bool {
+        Arc::ptr_eq(&self.boards, &other.boards)
+    }
+
+    /// Publishes this kernel's part ahead of its turn (see the module
+    /// docs), if the boards have room. The caller guarantees that no
+    /// earlier queued task writes the input. Returns whether it published.
+    pub(crate) fn publish_ahead(&mut self) -> bool {
+        let Some(input) = &self.input else {
+            return false;
+        };
+        if !publish(&mut self.progress, &self.boards, input.mem()) {
+            return false;
+        }
+        self.input = None;
+        for p in &self.boards.peers {
+            p.link.wake_peer();
+        }
+        true
     }
 }
 
-/// Publishes (first poll), folds in what has arrived, and wakes the peers
-/// after a publish. `input` and `output` are the kernel's memory, which
-/// nothing else accesses while this runs (the callers say why).
+/// Publishes op `last + 1` from `input` if the boards have room.
+fn publish(pr: &mut Progress, b: &AivBoards, input: &DeviceMem) -> bool {
+    let seq = b.own.last_seq() + 1;
+    if !b.may_publish(seq) {
+        return false;
+    }
+    // SAFETY: the input range is held by the caller and nothing writes it
+    // while the kernel runs (the callers say why); it is only read here.
+    let input = unsafe { std::slice::from_raw_parts(input.ptr(), pr.len) };
+    b.own.publish(seq, &pr.desc, input);
+    pr.seq = seq;
+    true
+}
+
+/// Publishes (when not yet published and the boards have room), folds in
+/// what has arrived, and wakes the peers after a publish. `input` (until
+/// published) and `output` are the kernel's memory, which nothing else
+/// writes while this runs (the callers say why).
 fn poll_kernel(
     pr: &mut Progress,
     b: &AivBoards,
-    input: &DeviceMem,
+    input: Option<&DeviceMem>,
     output: &DeviceMem,
 ) -> Poll<Result<()>> {
-    let len = input.len();
-    let published = pr.seq == 0;
-    if published {
-        let seq = b.own.last_seq() + 1;
-        // SAFETY: the input range is held by the caller (see above) and
-        // only read here.
-        let input = unsafe { std::slice::from_raw_parts(input.ptr(), len) };
-        b.own.publish(seq, &pr.desc, input);
-        pr.seq = seq;
+    let mut published = false;
+    if pr.seq == 0 {
+        let Some(input) = input else {
+            return Poll::Ready(Err(HcclError::internal(
+                "an unpublished AIV kernel lost its input",
+            )));
+        };
+        if !publish(pr, b, input) {
+            // a peer has not completed the op whose entry this one reuses
+            return match check_peers(pr, b) {
+                Err(e) => Poll::Ready(Err(e)),
+                Ok(()) => Poll::Pending,
+            };
+        }
+        published = true;
     }
-    let r = fold(pr, b, output, len);
+    let r = fold(pr, b, output);
     // Peers are woken after reading theirs, not right after publishing: a
     // wake fences, and a fence waits for the publish to leave this core,
     // which the reads would otherwise overlap.
@@ -375,8 +500,21 @@ fn poll_kernel(
     r
 }
 
+/// Counts a fruitless poll; every [`CHECK_EVERY`] polls, checks that the
+/// peers this kernel waits on are alive.
+fn check_peers(pr: &mut Progress, b: &AivBoards) -> Result<()> {
+    pr.polls += 1;
+    if pr.polls % CHECK_EVERY == 0 {
+        for p in &b.peers {
+            p.link.liveness()?;
+        }
+    }
+    Ok(())
+}
+
 /// Folds in every entry published so far, in rank order.
-fn fold(pr: &mut Progress, b: &AivBoards, output: &DeviceMem, len: usize) -> Poll<Result<()>> {
+fn fold(pr: &mut Progress, b: &AivBoards, output: &DeviceMem) -> Poll<Result<()>> {
+    let len = pr.len;
     // SAFETY: the output range is held by the caller, which guarantees no
     // other access while the kernel runs (see `poll_kernel`); boards are
     // separate memory, so no slice below aliases it.
@@ -416,5 +554,6 @@ fn fold(pr: &mut Progress, b: &AivBoards, output: &DeviceMem, len: usize) -> Pol
         }
         pr.next += 1;
     }
+    b.own.set_done(pr.seq);
     Poll::Ready(Ok(()))
 }

@@ -78,6 +78,39 @@ impl Queue {
         self.tasks.push_back(Task::new(op, self.step));
     }
 
+    /// Lets the AIV kernels queued behind a published AIV head publish
+    /// ahead of their turn, in queue order, as far as the boards allow and
+    /// no earlier queued kernel writes their input (see [`crate::aiv`]).
+    fn publish_ahead(&mut self) {
+        let published = |t: &Task| t.aiv().is_some_and(|k| k.unpublished_input().is_none());
+        if !self.tasks.front().is_some_and(published) {
+            return;
+        }
+        let limit = self.tasks.len().min(crate::aiv::ENTRIES as usize);
+        for i in 1..limit {
+            let Some(k) = self.tasks[i].aiv() else {
+                return;
+            };
+            let Some(input) = k.unpublished_input() else {
+                continue;
+            };
+            let clash = self
+                .tasks
+                .iter()
+                .take(i)
+                .any(|t| t.aiv().is_none_or(|e| !e.same_boards(k) || e.writes(input)));
+            if clash {
+                return;
+            }
+            let ok = self.tasks[i]
+                .aiv_mut()
+                .is_some_and(crate::aiv::AivTask::publish_ahead);
+            if !ok {
+                return;
+            }
+        }
+    }
+
     /// The head task's label.
     fn head_label(&self) -> Option<&OpLabel> {
         self.labels.front().and_then(|(_, l)| l.as_deref())
@@ -238,6 +271,9 @@ impl StreamInner {
                     // plan simulator runs without one, millions of times)
                     if q.head_since.is_none() && dev.config.exec_timeout.is_some() {
                         q.head_since = Some(Instant::now());
+                    }
+                    if q.tasks.len() > 1 && q.tasks.front().is_some_and(Task::is_aiv) {
+                        q.publish_ahead();
                     }
                     break None;
                 }
@@ -577,6 +613,9 @@ impl Stream {
                     q.push(op);
                     let n = self.inner.enqueued.load(Ordering::Relaxed);
                     self.inner.enqueued.store(n + 1, Ordering::Release);
+                    if q.tasks.len() > 1 {
+                        q.publish_ahead();
+                    }
                     drop(q);
                     if now.is_ready() {
                         dequeued |= self.inner.run_ready_while(dev, Task::is_aiv);

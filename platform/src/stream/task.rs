@@ -594,6 +594,22 @@ impl Task {
         matches!(self.op, Op::Aiv { .. })
     }
 
+    /// The AIV kernel, if this is one.
+    pub(crate) fn aiv(&self) -> Option<&AivTask> {
+        match &self.op {
+            Op::Aiv { task, .. } => Some(task),
+            _ => None,
+        }
+    }
+
+    /// The AIV kernel, mutably, if this is one.
+    pub(crate) fn aiv_mut(&mut self) -> Option<&mut AivTask> {
+        match &mut self.op {
+            Op::Aiv { task, .. } => Some(task),
+            _ => None,
+        }
+    }
+
     /// Bytes (reduced, copied) for the device's statistics.
     pub(crate) fn stat_bytes(&self) -> (u64, u64) {
         match &self.op {
