@@ -214,6 +214,82 @@ fn the_last_rank_to_launch_completes_the_op_inside_the_launch() {
     }
 }
 
+/// Kernels queued behind a pending one publish ahead when no earlier
+/// kernel writes their input: after rank 0 launched five independent ops,
+/// rank 1 completes every one of its five inside its launch. A chain of
+/// in-place ops (each reading what the previous one writes) must not
+/// publish ahead: rank 1's second launch then waits, and every result of
+/// the chain is still exact.
+#[test]
+fn independent_kernels_publish_ahead_and_dependent_ones_wait() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let comms = comms(2, &[]);
+    let turn = Arc::new(AtomicU32::new(0));
+    run_ranks(2, Duration::from_secs(60), move |r| {
+        let comm = &comms[r as usize];
+        let s = comm.create_stream();
+        let c = 3;
+        let ops = 5;
+        let wait_for = |t: u32| {
+            while turn.load(Ordering::Acquire) < t {
+                std::thread::yield_now();
+            }
+        };
+        // independent: own send and recv buffers per op
+        let sends: Vec<DeviceMem> = (0..ops)
+            .map(|k| mem_f32(&(0..c).map(|i| fval(r, i, k)).collect::<Vec<_>>()))
+            .collect();
+        let recvs: Vec<DeviceMem> = (0..ops).map(|_| DeviceMem::alloc(c * 4).unwrap()).collect();
+        wait_for(r);
+        for k in 0..ops {
+            comm.all_reduce_raw(
+                &sends[k],
+                &recvs[k],
+                c as u64,
+                DataType::Fp32,
+                ReduceOp::Sum,
+                &s,
+            )
+            .unwrap();
+            if r == 1 {
+                assert!(s.query(), "op {k} did not complete inside rank 1's launch");
+            }
+        }
+        turn.fetch_add(1, Ordering::AcqRel);
+        s.synchronize().unwrap();
+        for (k, recv) in recvs.iter().enumerate() {
+            assert_eq!(
+                recv.to_vec::<f32>(c).unwrap(),
+                rank_order_sum(2, c, k),
+                "rank {r} op {k}"
+            );
+        }
+        wait_for(2);
+        // dependent: in place on one buffer, so op k reads op k-1's output
+        let buf = DeviceMem::alloc(c * 4).unwrap();
+        buf.copy_from_host(&vec![r as i32 + 1; c]).unwrap();
+        wait_for(2 + r);
+        for k in 0..ops {
+            comm.all_reduce_raw(&buf, &buf, c as u64, DataType::Int32, ReduceOp::Sum, &s)
+                .unwrap();
+            if r == 1 && k == 1 {
+                assert!(
+                    !s.query(),
+                    "an op reading a pending op's output published ahead"
+                );
+            }
+        }
+        turn.fetch_add(1, Ordering::AcqRel);
+        s.synchronize().unwrap();
+        // 1 + 2 = 3, then doubled by every further op
+        assert_eq!(
+            buf.to_vec::<i32>(c).unwrap(),
+            vec![3 << (ops - 1); c],
+            "rank {r}"
+        );
+    });
+}
+
 #[test]
 fn larger_ops_and_other_hosts_do_not_take_the_kernel() {
     // one byte more than a board entry carries: another executor
