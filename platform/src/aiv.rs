@@ -11,9 +11,14 @@
 //! 1. publishes this rank's input and op descriptor in its own board's
 //!    entry for the op (payload first, then the entry's sequence number
 //!    with a release store — the flag carries the data),
-//! 2. wakes the peers, and
-//! 3. reads every rank's entry in rank order as it appears and folds it
-//!    into the output.
+//! 2. reads every rank's entry in rank order as it appears and folds it
+//!    into the output, and
+//! 3. wakes the peers after its first round of reads (a wake fences, and
+//!    the reads overlap the publish leaving this core).
+//!
+//! [`AivLaunch`] is a kernel as an executor builds it, borrowing the op's
+//! memory; under the inline driver the launch runs it at once and it is
+//! queued as an [`AivTask`] only if its peers have not all published yet.
 //!
 //! Each board has [`ENTRIES`] entries, used round-robin by op sequence
 //! number, and a counter line with the newest op this rank published and
@@ -25,7 +30,8 @@
 //! cost).
 //!
 //! A queued kernel whose input no earlier queued kernel writes may publish
-//! *ahead*, before the kernels in front of it complete ([`publish_ahead`]):
+//! *ahead*, before the kernels in front of it complete
+//! (`AivTask::publish_ahead`):
 //! its folding (which writes its output) still waits for its turn, so
 //! stream order holds for everything a user can observe. With ranks as
 //! processes on fewer cores than ranks, this lets one time slice of a rank
