@@ -595,8 +595,15 @@ impl Stream {
         if dev.config.mode == ExecMode::Inline {
             if let Ok(snap) = dev.driver.try_lock() {
                 // tasks completed off the queue (synchronizers may wait)
-                let mut dequeued = self.inner.run_ready_while(dev, Task::is_aiv);
+                // one queue lock when nothing is queued (the common case
+                // for a rank that launches after its peers)
+                let mut dequeued = false;
                 let mut q = self.inner.lock_queue();
+                if !q.tasks.is_empty() {
+                    drop(q);
+                    dequeued = self.inner.run_ready_while(dev, Task::is_aiv);
+                    q = self.inner.lock_queue();
+                }
                 let now = if q.tasks.is_empty() {
                     kernel.poll()
                 } else {
