@@ -132,7 +132,7 @@ struct CommState {
     /// The previous op's selection key and cached op: a loop of the same
     /// op skips the selector (whose choice depends only on the key, the
     /// topology and the configuration, all unchanged).
-    last_pick: Option<(PickKey, usize)>,
+    last_pick: Option<(PickKey, usize, Arc<str>)>,
 }
 
 /// What executor selection depends on for ops without count vectors.
@@ -405,9 +405,13 @@ impl Communicator {
                 "the communicator was aborted: {r}"
             ))));
         }
-        let repeat = match (key, st.last_pick) {
-            (Some(k), Some((last, i))) if k == last && *st.ops[i].label.tag == *param.tag => {
-                Some(i)
+        // the adapter hands the same tag object for a repeated op: a
+        // pointer comparison instead of a string comparison
+        let repeat = match (key, &st.last_pick) {
+            (Some(k), Some((last, i, tag)))
+                if k == *last && (Arc::ptr_eq(tag, &param.tag) || **tag == *param.tag) =>
+            {
+                Some(*i)
             }
             _ => None,
         };
@@ -460,7 +464,7 @@ impl Communicator {
                 st.ops.len() - 1
             }
         };
-        st.last_pick = key.map(|k| (k, idx));
+        st.last_pick = key.map(|k| (k, idx, param.tag.clone()));
         if st.last_executor.as_deref() != Some(name.as_str()) {
             st.last_executor = Some(name);
         }
