@@ -280,6 +280,10 @@ fn independent_kernels_publish_ahead_and_dependent_ones_wait() {
             }
         }
         turn.fetch_add(1, Ordering::AcqRel);
+        // rank 0 drives its queue (publishing op 1 in its turn) only once
+        // rank 1 has launched everything, so rank 1's second launch
+        // cannot have found op 1 published for a legitimate reason
+        wait_for(4);
         s.synchronize().unwrap();
         // 1 + 2 = 3, then doubled by every further op
         assert_eq!(
