@@ -33,6 +33,36 @@ fn mem_f32(v: &[f32]) -> DeviceMem {
     m
 }
 
+/// Per round k: rank `r`'s fp32 input of `c` elements and an output buffer.
+fn round_buffers(r: u32, c: usize, rounds: usize) -> (Vec<DeviceMem>, Vec<DeviceMem>) {
+    let sends = (0..rounds)
+        .map(|k| mem_f32(&(0..c).map(|i| fval(r, i, k)).collect::<Vec<_>>()))
+        .collect();
+    let recvs = (0..rounds)
+        .map(|_| DeviceMem::alloc(c * 4).unwrap())
+        .collect();
+    (sends, recvs)
+}
+
+/// fp32 sum of round `k` in `(sends, recvs)`, out of place.
+fn sum_round(
+    comm: &HcclComm,
+    bufs: &(Vec<DeviceMem>, Vec<DeviceMem>),
+    k: usize,
+    c: usize,
+    s: &hccl_adapter::Stream,
+) {
+    comm.all_reduce_raw(
+        &bufs.0[k],
+        &bufs.1[k],
+        c as u64,
+        DataType::Fp32,
+        ReduceOp::Sum,
+        s,
+    )
+    .unwrap();
+}
+
 /// fp32 sums in rank order, as the kernel folds them.
 fn rank_order_sum(p: u32, c: usize, round: usize) -> Vec<f32> {
     (0..c)
@@ -130,25 +160,12 @@ fn back_to_back_ops_without_synchronizing() {
             let s = comm.create_stream();
             let c = 5;
             let rounds = 200;
-            let sends: Vec<DeviceMem> = (0..rounds)
-                .map(|k| mem_f32(&(0..c).map(|i| fval(r, i, k)).collect::<Vec<_>>()))
-                .collect();
-            let recvs: Vec<DeviceMem> = (0..rounds)
-                .map(|_| DeviceMem::alloc(c * 4).unwrap())
-                .collect();
+            let bufs = round_buffers(r, c, rounds);
             for k in 0..rounds {
-                comm.all_reduce_raw(
-                    &sends[k],
-                    &recvs[k],
-                    c as u64,
-                    DataType::Fp32,
-                    ReduceOp::Sum,
-                    &s,
-                )
-                .unwrap();
+                sum_round(comm, &bufs, k, c, &s);
             }
             s.synchronize().unwrap();
-            for (k, recv) in recvs.iter().enumerate() {
+            for (k, recv) in bufs.1.iter().enumerate() {
                 let got = recv.to_vec::<f32>(c).unwrap();
                 assert_eq!(got, rank_order_sum(p, c, k), "p={p} round {k} rank {r}");
             }
@@ -236,28 +253,17 @@ fn independent_kernels_publish_ahead_and_dependent_ones_wait() {
             }
         };
         // independent: own send and recv buffers per op
-        let sends: Vec<DeviceMem> = (0..ops)
-            .map(|k| mem_f32(&(0..c).map(|i| fval(r, i, k)).collect::<Vec<_>>()))
-            .collect();
-        let recvs: Vec<DeviceMem> = (0..ops).map(|_| DeviceMem::alloc(c * 4).unwrap()).collect();
+        let bufs = round_buffers(r, c, ops);
         wait_for(r);
         for k in 0..ops {
-            comm.all_reduce_raw(
-                &sends[k],
-                &recvs[k],
-                c as u64,
-                DataType::Fp32,
-                ReduceOp::Sum,
-                &s,
-            )
-            .unwrap();
+            sum_round(comm, &bufs, k, c, &s);
             if r == 1 {
                 assert!(s.query(), "op {k} did not complete inside rank 1's launch");
             }
         }
         turn.fetch_add(1, Ordering::AcqRel);
         s.synchronize().unwrap();
-        for (k, recv) in recvs.iter().enumerate() {
+        for (k, recv) in bufs.1.iter().enumerate() {
             assert_eq!(
                 recv.to_vec::<f32>(c).unwrap(),
                 rank_order_sum(2, c, k),
