@@ -20,7 +20,7 @@ pub struct HcclComm {
     batch: std::sync::OnceLock<batch::BatchStreams>,
     /// Op tags by op code (`AllReduce_<comm name>`, ...), built once: a
     /// small op repeated in a loop should not format a string per call.
-    tags: [std::sync::OnceLock<(&'static str, Arc<str>)>; 12],
+    tags: [std::sync::OnceLock<(&'static str, Arc<str>)>; OpType::CODES],
 }
 
 impl HcclComm {

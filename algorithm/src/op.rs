@@ -35,6 +35,10 @@ pub enum OpType {
 }
 
 impl OpType {
+    /// How many distinct [`code`](Self::code)s there are (codes are
+    /// `0..CODES`).
+    pub const CODES: usize = 12;
+
     /// A numeric code for descriptors; Send and Receive share one, as the
     /// two halves of the same transfer.
     pub const fn code(self) -> u32 {
@@ -226,5 +230,35 @@ impl OpParam {
     /// Input size in bytes (`count × dtype size`).
     pub fn input_bytes(&self) -> u64 {
         self.count * self.dtype.size() as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_lie_below_codes_and_cover_it() {
+        use OpType::*;
+        let all = [
+            AllReduce,
+            AllGather,
+            ReduceScatter,
+            Broadcast,
+            Reduce,
+            Scatter,
+            Gather,
+            AllToAll,
+            AllToAllV,
+            AllGatherV,
+            ReduceScatterV,
+            Send,
+            Receive,
+        ];
+        let mut seen = [false; OpType::CODES];
+        for op in all {
+            seen[op.code() as usize] = true;
+        }
+        assert!(seen.iter().all(|&s| s), "a code below CODES is unused");
     }
 }

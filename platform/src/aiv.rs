@@ -45,7 +45,7 @@ use crate::dtype::{DataType, ReduceOp};
 use crate::error::{HcclError, Result};
 use crate::link::{Link, LinkHandle, OpDesc};
 use crate::mem::{DeviceMem, PinnedMem};
-use crate::reduce::reduce_in_place;
+use crate::reduce::{check_lengths, reduce_in_place};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
@@ -302,14 +302,12 @@ impl<'a> AivLaunch<'a> {
         op: ReduceOp,
         desc: &OpDesc,
     ) -> Result<AivLaunch<'a>> {
-        if input.len() != output.len() || input.len() % dtype.size() != 0 {
-            return Err(HcclError::para(format!(
-                "AIV AllReduce: input of {} bytes and output of {} bytes must be equal multiples of {} ({dtype})",
-                input.len(),
-                output.len(),
-                dtype.size()
-            )));
-        }
+        check_lengths(
+            "AIV AllReduce",
+            dtype,
+            output.len(),
+            &[("input", input.len())],
+        )?;
         if input.len() > AIV_MAX_BYTES {
             return Err(HcclError::para(format!(
                 "an AIV kernel carries at most {AIV_MAX_BYTES} bytes per rank, not {}",
@@ -487,10 +485,7 @@ fn poll_kernel(
         };
         if !publish(pr, b, input) {
             // a peer has not completed the op whose entry this one reuses
-            return match check_peers(pr, b) {
-                Err(e) => Poll::Ready(Err(e)),
-                Ok(()) => Poll::Pending,
-            };
+            return pending(pr, &b.peers);
         }
         published = true;
     }
@@ -506,16 +501,18 @@ fn poll_kernel(
     r
 }
 
-/// Counts a fruitless poll; every [`CHECK_EVERY`] polls, checks that the
-/// peers this kernel waits on are alive.
-fn check_peers(pr: &mut Progress, b: &AivBoards) -> Result<()> {
+/// A fruitless poll waiting on `peers`: every [`CHECK_EVERY`] polls,
+/// checks that they are still alive.
+fn pending<'a>(pr: &mut Progress, peers: impl IntoIterator<Item = &'a Peer>) -> Poll<Result<()>> {
     pr.polls += 1;
     if pr.polls % CHECK_EVERY == 0 {
-        for p in &b.peers {
-            p.link.liveness()?;
+        for p in peers {
+            if let Err(e) = p.link.liveness() {
+                return Poll::Ready(Err(e));
+            }
         }
     }
-    Ok(())
+    Poll::Pending
 }
 
 /// Folds in every entry published so far, in rank order.
@@ -533,13 +530,7 @@ fn fold(pr: &mut Progress, b: &AivBoards, output: &DeviceMem) -> Poll<Result<()>
             &b.peer(q).board
         };
         let Some((desc, payload)) = board.read(pr.seq, len) else {
-            pr.polls += 1;
-            if pr.polls % CHECK_EVERY == 0 {
-                if let Err(e) = b.peer(q).link.liveness() {
-                    return Poll::Ready(Err(e));
-                }
-            }
-            return Poll::Pending;
+            return pending(pr, [b.peer(q)]);
         };
         if desc != pr.desc {
             let mut theirs = [0u8; OpDesc::WIRE];

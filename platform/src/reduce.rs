@@ -1055,7 +1055,12 @@ fn bytes_into<T: Kernel>(op: ReduceOp, dst: &mut [u8], a: &[u8], b: &[u8]) {
 
 /// Checks that every buffer has `dst`'s length and that it is a whole number
 /// of `dtype` elements.
-fn check_lengths(what: &str, dtype: DataType, dst: usize, others: &[(&str, usize)]) -> Result<()> {
+pub(crate) fn check_lengths(
+    what: &str,
+    dtype: DataType,
+    dst: usize,
+    others: &[(&str, usize)],
+) -> Result<()> {
     for &(name, len) in others {
         if len != dst {
             return Err(HcclError::para(format!(

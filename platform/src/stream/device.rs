@@ -331,12 +331,17 @@ impl DeviceInner {
                 finish(gen);
                 return;
             }
+            // About to park: register as a sleeper before this round's
+            // look, so whatever a peer changes after the look wakes us (see
+            // EventCount) and what it changed before, the look sees.
+            let waiter = (yields >= YIELDS_BEFORE_PARK).then(|| self.events.prepare_wait());
             self.refresh(snapshot, &mut gen);
             let mut progressed = false;
             for s in snapshot.iter() {
                 progressed |= s.run_ready(self);
             }
             if progressed {
+                drop(waiter);
                 if done() {
                     // the caller wakes other synchronizers once it has
                     // released the driver lock
@@ -370,21 +375,10 @@ impl DeviceInner {
                 std::thread::yield_now();
                 continue;
             }
-            // Register as a sleeper, then look once more: whatever a peer
-            // changed after this point wakes us (see EventCount), and what
-            // it changed before, this round sees.
-            let waiter = self.events.prepare_wait();
-            let mut progressed = false;
-            for s in snapshot.iter() {
-                progressed |= s.run_ready(self);
-            }
-            if progressed {
-                drop(waiter);
-                self.done.notify();
-                idle_since = None;
-                yields = 0;
+            // registered at the top of this round: the yields are over
+            let Some(waiter) = waiter else {
                 continue;
-            }
+            };
             // Nothing runnable: fail overdue waits, else park until woken or
             // the earliest deadline.
             let mut earliest: Option<Instant> = None;

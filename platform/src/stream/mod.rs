@@ -55,6 +55,10 @@ struct Queue {
     /// Since when the head task has been waiting (only the head can wait,
     /// so one field serves the queue instead of one per task).
     head_since: Option<Instant>,
+    /// How many tasks right behind the head are AIV kernels already
+    /// published ahead (so a waiting head's every poll does not walk them
+    /// again).
+    published_ahead: usize,
 }
 
 fn same_label(a: &Option<Arc<OpLabel>>, b: &Option<Arc<OpLabel>>) -> bool {
@@ -87,27 +91,25 @@ impl Queue {
             return;
         }
         let limit = self.tasks.len().min(crate::aiv::ENTRIES as usize);
-        for i in 1..limit {
+        for i in 1 + self.published_ahead..limit {
             let Some(k) = self.tasks[i].aiv() else {
                 return;
             };
-            let Some(input) = k.unpublished_input() else {
-                continue;
-            };
-            let clash = self
-                .tasks
-                .iter()
-                .take(i)
-                .any(|t| t.aiv().is_none_or(|e| !e.same_boards(k) || e.writes(input)));
-            if clash {
-                return;
+            if let Some(input) = k.unpublished_input() {
+                let clash = self
+                    .tasks
+                    .iter()
+                    .take(i)
+                    .any(|t| t.aiv().is_none_or(|e| !e.same_boards(k) || e.writes(input)));
+                let ok = !clash
+                    && self.tasks[i]
+                        .aiv_mut()
+                        .is_some_and(crate::aiv::AivTask::publish_ahead);
+                if !ok {
+                    return;
+                }
             }
-            let ok = self.tasks[i]
-                .aiv_mut()
-                .is_some_and(crate::aiv::AivTask::publish_ahead);
-            if !ok {
-                return;
-            }
+            self.published_ahead = i;
         }
     }
 
@@ -129,6 +131,7 @@ impl Queue {
     fn pop_task(&mut self) -> Option<Task> {
         let t = self.tasks.pop_front()?;
         self.head_seq += 1;
+        self.published_ahead = self.published_ahead.saturating_sub(1);
         self.head = HeadState::default();
         self.head_since = None;
         if self.tasks.is_empty() {
@@ -151,6 +154,7 @@ impl Queue {
         while self.labels.back().is_some_and(|(s, _)| *s >= tail) {
             self.labels.pop_back();
         }
+        self.published_ahead = self.published_ahead.min(keep.saturating_sub(1));
         if keep == 0 {
             self.head = HeadState::default();
             self.head_since = None;
@@ -201,6 +205,16 @@ impl StreamInner {
 
     pub(crate) fn is_idle(&self) -> bool {
         self.completed.load(Ordering::Acquire) >= self.enqueued.load(Ordering::Acquire)
+    }
+
+    /// Queues `op` on the locked queue `q` (this stream's) and counts it
+    /// enqueued, under the same lock so a synchronizer never waits for a
+    /// count that no queued task will complete.
+    fn push_locked(&self, q: &mut Queue, op: Op) {
+        q.push(op);
+        // only written under the queue lock: a load and a store do
+        let n = self.enqueued.load(Ordering::Relaxed);
+        self.enqueued.store(n + 1, Ordering::Release);
     }
 
     /// Runs tasks from the head until one must wait. Returns whether any ran.
@@ -418,6 +432,7 @@ impl Stream {
                 label: None,
                 step: 0,
                 head_since: None,
+                published_ahead: 0,
             }),
             enqueued: AtomicU64::new(0),
             completed: AtomicU64::new(0),
@@ -477,10 +492,7 @@ impl Stream {
         {
             let mut q = self.inner.lock_queue();
             let op = make(&mut q.pools);
-            q.push(op);
-            // only written under the queue lock: a load and a store do
-            let n = self.inner.enqueued.load(Ordering::Relaxed);
-            self.inner.enqueued.store(n + 1, Ordering::Release);
+            self.inner.push_locked(&mut q, op);
         }
         if self.device.0.config.mode == ExecMode::Worker {
             self.device.0.events.notify();
@@ -617,9 +629,7 @@ impl Stream {
                     // failed at once fails the stream the way any failed
                     // task does (reported at synchronize)
                     let op = TaskKind::Aiv(Box::new(kernel.into_task())).into_op(&mut q.pools);
-                    q.push(op);
-                    let n = self.inner.enqueued.load(Ordering::Relaxed);
-                    self.inner.enqueued.store(n + 1, Ordering::Release);
+                    self.inner.push_locked(&mut q, op);
                     if q.tasks.len() > 1 {
                         q.publish_ahead();
                     }
