@@ -7,6 +7,7 @@ use hccl_framework::{CommConfig, Communicator, InProcGroup};
 use hccl_platform::{
     DataType, Device, DeviceBuffer, DeviceMem, Element, HcclError, ReduceOp, Result, Stream,
 };
+use std::borrow::Cow;
 use std::sync::Arc;
 
 mod batch;
@@ -262,9 +263,9 @@ impl HcclComm {
                 call.dtype,
             )
             .map_err(ctx)?;
-            call.send.range(0, send_bytes)?
+            call.send.prefix(send_bytes)?
         } else {
-            DeviceMem::null()
+            Cow::Owned(DeviceMem::null())
         };
         let output = if recv_bytes > 0 {
             validate::buffer(
@@ -275,9 +276,9 @@ impl HcclComm {
                 call.dtype,
             )
             .map_err(ctx)?;
-            call.recv.range(0, recv_bytes)?
+            call.recv.prefix(recv_bytes)?
         } else {
-            DeviceMem::null()
+            Cow::Owned(DeviceMem::null())
         };
         if send_bytes > 0
             && recv_bytes > 0
@@ -293,7 +294,7 @@ impl HcclComm {
         let param = OpParam {
             tag,
             op_type: call.op_type,
-            stream: stream.clone(),
+            stream: Cow::Borrowed(stream),
             input,
             output,
             count: call.count,

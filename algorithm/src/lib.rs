@@ -23,7 +23,7 @@ pub mod template;
 pub mod topo;
 
 pub use executor::{registry, CollExecutor, ExecutorFactory, ExecutorRegistry};
-pub use op::{OpParam, OpType, VCounts, WorkflowMode};
+pub use op::{DescriptorCache, OpParam, OpType, VCounts, WorkflowMode};
 pub use resource::{
     AlgResourceRequest, AlgResourceResponse, LevelNSubCommTransport, OpCommTransport,
     SingleSubCommTransport, TransportRequest,

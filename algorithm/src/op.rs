@@ -1,6 +1,7 @@
 //! The parameters of one collective op, as the framework hands them to executors.
 
 use hccl_platform::{DataType, DeviceMem, ReduceOp, Stream};
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// The collective being performed (HCCL's `HcclCMDType`).
@@ -94,8 +95,13 @@ pub enum WorkflowMode {
 }
 
 /// Everything an executor needs to know about one op call.
+///
+/// The stream and the buffers are borrowed from the caller where it can
+/// (the adapter's per-call path: no reference counts touched per op) or
+/// owned ([`OpParam::new`]); either way they read as `&Stream` and
+/// `&DeviceMem` through `Deref`.
 #[derive(Clone, Debug)]
-pub struct OpParam {
+pub struct OpParam<'a> {
     /// The op tag: names the op for resource caching and error messages.
     /// Shared, so a caller that repeats an op hands the same tag again
     /// without building a string per call.
@@ -103,11 +109,11 @@ pub struct OpParam {
     /// Which collective.
     pub op_type: OpType,
     /// The master stream the op is enqueued on.
-    pub stream: Stream,
+    pub stream: Cow<'a, Stream>,
     /// The user's input memory (the whole op).
-    pub input: DeviceMem,
+    pub input: Cow<'a, DeviceMem>,
     /// The user's output memory (the whole op).
-    pub output: DeviceMem,
+    pub output: Cow<'a, DeviceMem>,
     /// Element count (per rank, as HCCL's API counts it for the op).
     pub count: u64,
     /// Element type.
@@ -160,7 +166,7 @@ impl VCounts {
     }
 }
 
-impl OpParam {
+impl OpParam<'_> {
     /// The descriptor ranks compare before running this op: fields that
     /// legitimately differ between ranks (per-rank counts of V ops, the peer
     /// of a send/receive) are left out.
@@ -197,7 +203,59 @@ impl OpParam {
         }
     }
 
-    /// A parameter set with no V counts and no peer.
+    /// Input size in bytes (`count × dtype size`).
+    pub fn input_bytes(&self) -> u64 {
+        self.count * self.dtype.size() as u64
+    }
+}
+
+/// The last descriptor an op computed, kept with what it was computed
+/// from: a repeated op (same tag object, same shape) reuses it instead of
+/// hashing its tag again, a multiply per tag byte on the per-op path.
+#[derive(Debug, Default)]
+pub struct DescriptorCache {
+    last: Option<(Arc<str>, DescKey, hccl_platform::link::OpDesc)>,
+}
+
+/// The fields of an [`OpParam`] a descriptor is computed from, besides
+/// the tag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct DescKey {
+    op_type: OpType,
+    count: u64,
+    dtype: DataType,
+    reduce_op: ReduceOp,
+    root: u32,
+    buffer: u64,
+}
+
+impl DescriptorCache {
+    /// `param.descriptor(buffer)`, from the cache when `param` repeats the
+    /// last op (its tag is the same object: the adapter hands the same
+    /// tag for every call of one op kind).
+    pub fn get(&mut self, param: &OpParam<'_>, buffer: u64) -> hccl_platform::link::OpDesc {
+        let key = DescKey {
+            op_type: param.op_type,
+            count: param.count,
+            dtype: param.dtype,
+            reduce_op: param.reduce_op,
+            root: param.root,
+            buffer,
+        };
+        match &self.last {
+            Some((tag, k, desc)) if *k == key && Arc::ptr_eq(tag, &param.tag) => *desc,
+            _ => {
+                let desc = param.descriptor(buffer);
+                self.last = Some((param.tag.clone(), key, desc));
+                desc
+            }
+        }
+    }
+}
+
+impl OpParam<'static> {
+    /// A parameter set with no V counts and no peer, owning its stream and
+    /// buffers.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         tag: impl Into<Arc<str>>,
@@ -213,9 +271,9 @@ impl OpParam {
         OpParam {
             tag: tag.into(),
             op_type,
-            stream,
-            input,
-            output,
+            stream: Cow::Owned(stream),
+            input: Cow::Owned(input),
+            output: Cow::Owned(output),
             count,
             dtype,
             reduce_op,
@@ -225,11 +283,6 @@ impl OpParam {
             recv_v: None,
             peer: 0,
         }
-    }
-
-    /// Input size in bytes (`count × dtype size`).
-    pub fn input_bytes(&self) -> u64 {
-        self.count * self.dtype.size() as u64
     }
 }
 

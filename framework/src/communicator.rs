@@ -6,7 +6,8 @@ use crate::resource_manager::ResourceManager;
 use crate::selector::Selector;
 use hccl_algorithm::OpType;
 use hccl_algorithm::{
-    registry, AlgResourceResponse, CollExecutor, ExecutorRegistry, OpParam, TopoInfo,
+    registry, AlgResourceResponse, CollExecutor, DescriptorCache, ExecutorRegistry, OpParam,
+    TopoInfo,
 };
 use hccl_platform::link::InProcEndpoint;
 use hccl_platform::{
@@ -119,6 +120,8 @@ struct CachedOp {
     label: Arc<OpLabel>,
     /// One link per peer this op talks to (for the consistency check).
     peers: Vec<LinkHandle>,
+    /// The descriptor of the last run (for the consistency check).
+    desc: DescriptorCache,
 }
 
 struct CommState {
@@ -460,6 +463,7 @@ impl Communicator {
                     res,
                     label,
                     peers,
+                    desc: DescriptorCache::default(),
                 });
                 st.ops.len() - 1
             }
@@ -477,10 +481,10 @@ impl Communicator {
         // a repeated op usually runs on the same buffers: a reference
         // count is touched only when they change
         if !op.res.param_input.same_range(&param.input) {
-            op.res.param_input = param.input.clone();
+            op.res.param_input = DeviceMem::clone(&param.input);
         }
         if !op.res.param_output.same_range(&param.output) {
-            op.res.param_output = param.output.clone();
+            op.res.param_output = DeviceMem::clone(&param.output);
         }
         param.stream.set_label_to(&op.label);
         for s in &op.res.slave_streams {
@@ -488,7 +492,7 @@ impl Communicator {
         }
         // An op that fails half-way must leave nothing queued: remember the
         // queue ends and roll back on error.
-        let marks: SmallVec<[_; 4]> = std::iter::once(&param.stream)
+        let marks: SmallVec<[_; 4]> = std::iter::once(&*param.stream)
             .chain(op.res.slave_streams.iter())
             .map(|s| (s, s.mark()))
             .collect();
@@ -496,7 +500,7 @@ impl Communicator {
         // to compares its op descriptor with ours.
         let run = (|| {
             if self.config.consistency_check && !op.executor.checks_consistency() {
-                let desc = param.descriptor(self.config.buffer_size as u64);
+                let desc = op.desc.get(param, self.config.buffer_size as u64);
                 // send to every peer before waiting for any, so one slow or
                 // lost peer cannot hold back the others' checks
                 for link in &op.peers {

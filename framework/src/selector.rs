@@ -721,7 +721,7 @@ mod tests {
     }
 
     /// A (non-null) op param for `count` fp32 elements.
-    fn param(op: OpType, count: u64) -> OpParam {
+    fn param(op: OpType, count: u64) -> OpParam<'static> {
         let device = Device::new(0, DeviceConfig::default());
         OpParam::new(
             "t",

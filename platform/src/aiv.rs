@@ -70,6 +70,11 @@ const PAYLOAD_AT: usize = 56;
 pub const AIV_MAX_BYTES: usize = ENTRY - PAYLOAD_AT;
 /// Polls between checks that a silent peer is still alive.
 const CHECK_EVERY: u32 = 256;
+/// Re-reads of a missing peer entry a launch makes before queueing its
+/// kernel, when ranks have cores of their own (about a microsecond: a
+/// peer running the same loop publishes within that, and fewer than
+/// [`CHECK_EVERY`], so no liveness check runs in the launch).
+pub const LAUNCH_SPINS: u32 = 200;
 
 /// A view of one board (own or a peer's).
 #[derive(Clone, Debug)]
@@ -341,6 +346,22 @@ impl<'a> AivLaunch<'a> {
             Some(self.input),
             self.output,
         )
+    }
+
+    /// Like [`poll`](Self::poll), then, once published, re-reads the
+    /// missing peers' entries up to `spins` more times before giving up.
+    /// A rank with a core of its own usually sees a peer publish within a
+    /// few hundred nanoseconds, and completing the kernel here is cheaper
+    /// than queueing it (a box, pins, and a later poll from the queue).
+    pub(crate) fn poll_spinning(&mut self, spins: u32) -> Poll<Result<()>> {
+        let mut r = self.poll();
+        let mut left = spins;
+        while r.is_pending() && self.progress.seq != 0 && left > 0 {
+            std::hint::spin_loop();
+            r = fold(&mut self.progress, self.boards, self.output);
+            left -= 1;
+        }
+        r
     }
 
     /// The queued form: holds its memory pinned (the input only until it

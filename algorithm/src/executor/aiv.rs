@@ -10,13 +10,12 @@
 //! [`AIV_MAX_BYTES`].
 
 use super::{all_peers, check_op, flat_request, CollExecutor, Named};
-use crate::op::{OpParam, OpType};
+use crate::op::{DescriptorCache, OpParam, OpType};
 use crate::resource::{AlgResourceRequest, AlgResourceResponse};
 use crate::topo::{CommPlane, TopoInfo};
 pub use hccl_platform::aiv::AIV_MAX_BYTES;
 use hccl_platform::aiv::{AivBoards, AivLaunch};
-use hccl_platform::{DeviceMem, HcclError, Result};
-use std::borrow::Cow;
+use hccl_platform::{HcclError, Result};
 use std::sync::Arc;
 
 /// The AIV executors: (registered name, op).
@@ -29,6 +28,9 @@ pub struct AivExecutor {
     /// The ranks' boards, once looked up (the links are granted once per
     /// tag and kept).
     boards: Option<Arc<AivBoards>>,
+    /// The op descriptor of the last launch (compared with the peers'
+    /// in every kernel).
+    desc: DescriptorCache,
 }
 
 impl AivExecutor {
@@ -37,6 +39,7 @@ impl AivExecutor {
         AivExecutor {
             named: Named::new(name, op, topo),
             boards: None,
+            desc: DescriptorCache::default(),
         }
     }
 }
@@ -69,8 +72,8 @@ impl CollExecutor for AivExecutor {
         let s = &param.stream;
         // the adapter passes exactly the op's bytes: take a sub-range (a
         // reference count) only when the caller passed more
-        let input = exact(&param.input, bytes as usize)?;
-        let output = exact(&param.output, bytes as usize)?;
+        let input = param.input.prefix(bytes as usize)?;
+        let output = param.output.prefix(bytes as usize)?;
         if p == 1 {
             if !input.same_range(&output) {
                 s.memcpy_async(&output, &input)?;
@@ -89,7 +92,7 @@ impl CollExecutor for AivExecutor {
                 self.boards.insert(AivBoards::new(&links)?)
             }
         };
-        let desc = param.descriptor(res.ccl_input.len() as u64);
+        let desc = self.desc.get(param, res.ccl_input.len() as u64);
         let task = match self.named.op {
             OpType::AllReduce => {
                 AivLaunch::all_reduce(boards, &input, &output, param.dtype, param.reduce_op, &desc)?
@@ -102,14 +105,4 @@ impl CollExecutor for AivExecutor {
         };
         s.aiv_launch(task)
     }
-}
-
-/// The first `bytes` of `m`, borrowed when that is all of it (a sub-range
-/// costs a reference count on the hot path of small ops).
-fn exact(m: &DeviceMem, bytes: usize) -> Result<Cow<'_, DeviceMem>> {
-    Ok(if m.len() == bytes {
-        Cow::Borrowed(m)
-    } else {
-        Cow::Owned(m.range(0, bytes)?)
-    })
 }

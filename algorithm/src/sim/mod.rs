@@ -33,6 +33,7 @@ use hccl_platform::{
     ReduceOp, Stream,
 };
 use link::{Arrivals, Clock, SimLink, Stamp};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -419,9 +420,9 @@ pub fn simulate(
         let param = OpParam {
             tag: format!("sim_{}", spec.op_type).into(),
             op_type: spec.op_type,
-            stream: stream.clone(),
-            input: input.clone(),
-            output: output.clone(),
+            stream: Cow::Owned(stream.clone()),
+            input: Cow::Owned(input.clone()),
+            output: Cow::Owned(output.clone()),
             count: sh.count,
             dtype: spec.dtype,
             reduce_op: spec.reduce_op,
@@ -543,8 +544,8 @@ pub fn simulate(
         responses.push(AlgResourceResponse {
             ccl_input: mems[r].0.clone(),
             ccl_output: mems[r].1.clone(),
-            param_input: params[r].input.clone(),
-            param_output: params[r].output.clone(),
+            param_input: params[r].input.clone().into_owned(),
+            param_output: params[r].output.clone().into_owned(),
             scratch: mems[r].2.clone(),
             aiv_input: DeviceMem::null(),
             aiv_output: DeviceMem::null(),

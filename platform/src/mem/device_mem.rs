@@ -127,6 +127,17 @@ impl DeviceMem {
         }
     }
 
+    /// The first `len` bytes of this handle: borrowed when that is all of
+    /// it, so the per-op path of a call that passes exact buffers touches
+    /// no reference count.
+    pub fn prefix(&self, len: usize) -> Result<std::borrow::Cow<'_, DeviceMem>> {
+        Ok(if len == self.len {
+            std::borrow::Cow::Borrowed(self)
+        } else {
+            std::borrow::Cow::Owned(self.range(0, len)?)
+        })
+    }
+
     /// Whether both handles lie in the same region and their ranges overlap.
     pub fn overlaps(&self, other: &DeviceMem) -> bool {
         Arc::ptr_eq(&self.region, &other.region)

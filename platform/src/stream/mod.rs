@@ -20,7 +20,7 @@ use crate::error::{HcclError, Result};
 use crate::mem::DeviceMem;
 use crate::notify::Notify;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -34,6 +34,11 @@ pub(crate) struct StreamInner {
     /// Whether `error` may hold an error: `synchronize` reads this flag
     /// instead of locking the mutex on every call.
     has_error: AtomicBool,
+    /// The address of the queue's label while its step is 0, else 0:
+    /// `set_label_to` with the label already in place (an op repeated on
+    /// a stream) returns without taking the queue lock. Written only
+    /// under the queue lock; the label it names is kept alive by the queue.
+    label_at_step0: AtomicUsize,
 }
 
 /// A stream's queued tasks and the label new tasks get: one lock covers
@@ -192,6 +197,16 @@ impl Drop for Queue {
 static NEXT_STREAM: AtomicU64 = AtomicU64::new(1);
 
 impl StreamInner {
+    /// Records the queue's label and step for `set_label_to`'s lock-free
+    /// check; called under the queue lock after every change of either.
+    fn note_label(&self, q: &Queue) {
+        let at = match &q.label {
+            Some(l) if q.step == 0 => Arc::as_ptr(l) as usize,
+            _ => 0,
+        };
+        self.label_at_step0.store(at, Ordering::Relaxed);
+    }
+
     fn lock_queue(&self) -> std::sync::MutexGuard<'_, Queue> {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -438,6 +453,7 @@ impl Stream {
             completed: AtomicU64::new(0),
             error: Mutex::new(None),
             has_error: AtomicBool::new(false),
+            label_at_step0: AtomicUsize::new(0),
         });
         device.register(&inner);
         Stream {
@@ -462,22 +478,32 @@ impl Stream {
         let mut q = self.inner.lock_queue();
         q.label = label;
         q.step = 0;
+        self.inner.note_label(&q);
     }
 
     /// Like [`set_label`](Self::set_label) with `Some(label)`, without
-    /// touching the label's reference count when it is already set (an op
-    /// repeated on a stream).
+    /// touching the label's reference count when it is already set, nor
+    /// the queue lock when the step is still 0 (an op repeated on a
+    /// stream: the per-op path of small ops).
     pub fn set_label_to(&self, label: &Arc<OpLabel>) {
+        // Relaxed: only the thread enqueueing on this stream sets labels;
+        // a stale read can only take the lock below.
+        if self.inner.label_at_step0.load(Ordering::Relaxed) == Arc::as_ptr(label) as usize {
+            return;
+        }
         let mut q = self.inner.lock_queue();
         if !q.label.as_ref().is_some_and(|l| Arc::ptr_eq(l, label)) {
             q.label = Some(label.clone());
         }
         q.step = 0;
+        self.inner.note_label(&q);
     }
 
     /// Sets the algorithm step of tasks enqueued from now on.
     pub fn set_step(&self, step: u32) {
-        self.inner.lock_queue().step = step;
+        let mut q = self.inner.lock_queue();
+        q.step = step;
+        self.inner.note_label(&q);
     }
 
     /// Enqueues a task. Returns at once.
@@ -617,7 +643,14 @@ impl Stream {
                     q = self.inner.lock_queue();
                 }
                 let now = if q.tasks.is_empty() {
-                    kernel.poll()
+                    // spin a moment for the peers only where an idle
+                    // driver would spin too (a core per rank)
+                    let spins = if dev.config.spin.is_zero() {
+                        0
+                    } else {
+                        crate::aiv::LAUNCH_SPINS
+                    };
+                    kernel.poll_spinning(spins)
                 } else {
                     Poll::Pending
                 };

@@ -48,7 +48,7 @@ pub struct PipelineExecutor {
 
 /// What one round works with.
 struct Round<'a> {
-    param: &'a OpParam,
+    param: &'a OpParam<'a>,
     /// Master and slave stream.
     s: &'a Stream,
     slave: &'a Stream,
