@@ -632,9 +632,35 @@ impl Stream {
         let dev = &self.device.0;
         if dev.config.mode == ExecMode::Inline {
             if let Ok(snap) = dev.driver.try_lock() {
+                // spin a moment for the peers only where an idle driver
+                // would spin too (a core per rank)
+                let spins = if dev.config.spin.is_zero() {
+                    0
+                } else {
+                    crate::aiv::LAUNCH_SPINS
+                };
+                // The common case, a rank that launches after its peers:
+                // nothing queued. Only the driver completes tasks, and we
+                // hold it, so "every enqueued task completed" means the
+                // queue is empty without locking it (a task another thread
+                // pushes meanwhile is concurrent with this launch and may
+                // run after it).
+                if self.inner.is_idle() {
+                    let now = kernel.poll_spinning(spins);
+                    if let Poll::Ready(Ok(())) = now {
+                        dev.stats.record(1, 0, 0);
+                        return Ok(());
+                    }
+                    let mut q = self.inner.lock_queue();
+                    self.queue_kernel(&mut q, kernel);
+                    drop(q);
+                    if now.is_ready() && self.inner.run_ready_while(dev, Task::is_aiv) {
+                        drop(snap);
+                        dev.done.notify();
+                    }
+                    return Ok(());
+                }
                 // tasks completed off the queue (synchronizers may wait)
-                // one queue lock when nothing is queued (the common case
-                // for a rank that launches after its peers)
                 let mut dequeued = false;
                 let mut q = self.inner.lock_queue();
                 if !q.tasks.is_empty() {
@@ -643,13 +669,6 @@ impl Stream {
                     q = self.inner.lock_queue();
                 }
                 let now = if q.tasks.is_empty() {
-                    // spin a moment for the peers only where an idle
-                    // driver would spin too (a core per rank)
-                    let spins = if dev.config.spin.is_zero() {
-                        0
-                    } else {
-                        crate::aiv::LAUNCH_SPINS
-                    };
                     kernel.poll_spinning(spins)
                 } else {
                     Poll::Pending
@@ -658,14 +677,7 @@ impl Stream {
                     drop(q);
                     dev.stats.record(1, 0, 0);
                 } else {
-                    // queued as it is, published or not; a kernel that
-                    // failed at once fails the stream the way any failed
-                    // task does (reported at synchronize)
-                    let op = TaskKind::Aiv(Box::new(kernel.into_task())).into_op(&mut q.pools);
-                    self.inner.push_locked(&mut q, op);
-                    if q.tasks.len() > 1 {
-                        q.publish_ahead();
-                    }
+                    self.queue_kernel(&mut q, kernel);
                     drop(q);
                     if now.is_ready() {
                         dequeued |= self.inner.run_ready_while(dev, Task::is_aiv);
@@ -679,6 +691,18 @@ impl Stream {
             }
         }
         self.enqueue(TaskKind::Aiv(Box::new(kernel.into_task())))
+    }
+
+    /// Queues `kernel` on the locked queue as it is, published or not (a
+    /// kernel that failed at once fails the stream the way any failed task
+    /// does, reported at synchronize), and lets the queued kernels behind
+    /// the head publish ahead.
+    fn queue_kernel(&self, q: &mut Queue, kernel: crate::aiv::AivLaunch<'_>) {
+        let op = TaskKind::Aiv(Box::new(kernel.into_task())).into_op(&mut q.pools);
+        self.inner.push_locked(q, op);
+        if q.tasks.len() > 1 {
+            q.publish_ahead();
+        }
     }
 
     /// Enqueues a host function; an error it returns fails the stream.
