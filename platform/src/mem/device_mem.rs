@@ -372,6 +372,15 @@ pub(crate) fn copy_view(dst: MemView<'_>, src: MemView<'_>) -> Result<()> {
     if dst.len == 0 || dst.same_range(&src) {
         return Ok(());
     }
+    // by address, not by region: two external regions may wrap the same
+    // caller memory
+    let (d, s) = (dst.ptr() as usize, src.ptr() as usize);
+    if dst.len >= super::stream_copy::STREAM_MIN && (d + dst.len <= s || s + dst.len <= d) {
+        // SAFETY: as below, and the ranges do not overlap (checked).
+        if unsafe { super::stream_copy::copy_streaming(dst.ptr(), src.ptr(), dst.len) } {
+            return Ok(());
+        }
+    }
     // SAFETY: both ranges lie inside live regions (the handles keep them
     // alive); `copy` tolerates overlap; concurrent writers to these bytes are
     // excluded by the algorithms' ack protocol.
