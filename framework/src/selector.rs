@@ -12,7 +12,8 @@
 use crate::algo_env::AlgoConfig;
 use hccl_algorithm::cost::{predict, predict_hier_op, Algo, CostParams};
 use hccl_algorithm::executor::{
-    builtin_level1, hier_name, HierKind, RingLevel1, AIV_EXECUTORS, DIRECT_EXECUTORS,
+    aiv_payload_bytes, builtin_level1, hier_name, HierKind, RingLevel1, AIV_EXECUTORS,
+    DIRECT_EXECUTORS,
 };
 use hccl_algorithm::{ExecutorRegistry, OpParam, OpType, TopoInfo};
 use hccl_platform::{HcclError, Result};
@@ -239,7 +240,8 @@ impl Selector {
         self
     }
 
-    /// The AIV executor for `op` of `bytes`, if it applies.
+    /// The AIV executor for `op` publishing at most `bytes` per rank, if
+    /// it applies.
     fn aiv_choice(
         &self,
         op: OpType,
@@ -249,7 +251,7 @@ impl Selector {
     ) -> Option<(String, String)> {
         let max = self.aiv_max_bytes?;
         one_host_choice(AIV_EXECUTORS, op, topo, bytes <= max, registry, || {
-            format!("{bytes} bytes <= {max} (HCCL_RS_AIV_MAX_BYTES): one AIV kernel")
+            format!("{bytes} bytes per rank on the board <= {max} (HCCL_RS_AIV_MAX_BYTES): one AIV kernel")
         })
     }
 
@@ -416,7 +418,9 @@ impl Selector {
                 ))
             })?;
             (name.to_owned(), format!("HCCL_ALGO {level}:{choice}"))
-        } else if let Some((n, why)) = self.aiv_choice(op, topo, bytes, registry) {
+        } else if let Some((n, why)) = aiv_payload_bytes(param, p)
+            .and_then(|payload| self.aiv_choice(op, topo, payload, registry))
+        {
             (n, why)
         } else if let Some((n, why)) = self.direct_choice(op, topo, bytes, registry) {
             (n, why)

@@ -45,7 +45,7 @@ use crate::dtype::{DataType, ReduceOp};
 use crate::error::{HcclError, Result};
 use crate::link::{Link, LinkHandle, OpDesc};
 use crate::mem::{DeviceMem, PinnedMem};
-use crate::reduce::{check_lengths, reduce_in_place};
+use crate::reduce::reduce_in_place;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
@@ -162,7 +162,9 @@ impl Board {
     }
 }
 
-/// What a kernel computes.
+/// What a kernel computes. A *block* is the op's `count` elements; every
+/// rank publishes its input (see [`AivKind::publish_len`]) and reads from
+/// every rank's entry what its output needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AivKind {
     /// Every rank's output = input₀ op input₁ op … in rank order.
@@ -172,6 +174,110 @@ pub enum AivKind {
         /// Reduction.
         op: ReduceOp,
     },
+    /// Block q of every rank's output = rank q's input.
+    AllGather,
+    /// Rank r's output = block r of input₀ op block r of input₁ op …
+    ReduceScatter {
+        /// Element type.
+        dtype: DataType,
+        /// Reduction.
+        op: ReduceOp,
+    },
+    /// Block q of rank r's output = block r of rank q's input.
+    AllToAll,
+    /// Every rank's output = the root's input (the root's buffer is both).
+    Broadcast {
+        /// The root rank.
+        root: u32,
+    },
+    /// The root's output = input₀ op input₁ op … in rank order.
+    Reduce {
+        /// Element type.
+        dtype: DataType,
+        /// Reduction.
+        op: ReduceOp,
+        /// The root rank.
+        root: u32,
+    },
+    /// Rank r's output = block r of the root's input.
+    Scatter {
+        /// The root rank.
+        root: u32,
+    },
+    /// Block q of the root's output = rank q's input.
+    Gather {
+        /// The root rank.
+        root: u32,
+    },
+}
+
+impl AivKind {
+    /// The op's name, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            AivKind::AllReduce { .. } => "AllReduce",
+            AivKind::AllGather => "AllGather",
+            AivKind::ReduceScatter { .. } => "ReduceScatter",
+            AivKind::AllToAll => "AllToAll",
+            AivKind::Broadcast { .. } => "Broadcast",
+            AivKind::Reduce { .. } => "Reduce",
+            AivKind::Scatter { .. } => "Scatter",
+            AivKind::Gather { .. } => "Gather",
+        }
+    }
+
+    /// Bytes rank `me` of `p` publishes for blocks of `block` bytes: its
+    /// whole input (nothing off the root of a Broadcast or Scatter).
+    pub fn publish_len(self, me: u32, p: u32, block: usize) -> usize {
+        match self {
+            AivKind::AllReduce { .. }
+            | AivKind::AllGather
+            | AivKind::Reduce { .. }
+            | AivKind::Gather { .. } => block,
+            AivKind::ReduceScatter { .. } | AivKind::AllToAll => p as usize * block,
+            AivKind::Broadcast { root } => (me == root) as usize * block,
+            AivKind::Scatter { root } => (me == root) as usize * p as usize * block,
+        }
+    }
+
+    /// Bytes of rank `me`'s output the kernel writes (nothing at the root
+    /// of a Broadcast, whose buffer is its input, nor off the root of a
+    /// Reduce or Gather).
+    pub fn output_len(self, me: u32, p: u32, block: usize) -> usize {
+        match self {
+            AivKind::AllReduce { .. } | AivKind::ReduceScatter { .. } | AivKind::Scatter { .. } => {
+                block
+            }
+            AivKind::AllGather | AivKind::AllToAll => p as usize * block,
+            AivKind::Broadcast { root } => (me != root) as usize * block,
+            AivKind::Reduce { root, .. } => (me == root) as usize * block,
+            AivKind::Gather { root } => (me == root) as usize * p as usize * block,
+        }
+    }
+
+    /// Where rank `q`'s entry goes for rank `me`: `(offset in the entry,
+    /// offset in the output, reduction)`; `None` when `me` needs nothing
+    /// from it.
+    fn take(
+        self,
+        me: u32,
+        q: u32,
+        block: usize,
+    ) -> Option<(usize, usize, Option<(DataType, ReduceOp)>)> {
+        let (me_at, q_at) = (me as usize * block, q as usize * block);
+        match self {
+            AivKind::AllReduce { dtype, op } => Some((0, 0, Some((dtype, op)))),
+            AivKind::AllGather => Some((0, q_at, None)),
+            AivKind::ReduceScatter { dtype, op } => Some((me_at, 0, Some((dtype, op)))),
+            AivKind::AllToAll => Some((me_at, q_at, None)),
+            AivKind::Broadcast { root } => (q == root && me != root).then_some((0, 0, None)),
+            AivKind::Reduce { dtype, op, root } => {
+                (me == root).then_some((0, 0, Some((dtype, op))))
+            }
+            AivKind::Scatter { root } => (q == root).then_some((me_at, 0, None)),
+            AivKind::Gather { root } => (me == root).then_some((0, q_at, None)),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -272,8 +378,10 @@ impl AivBoards {
 #[derive(Clone, Copy, Debug)]
 struct Progress {
     kind: AivKind,
-    /// Payload bytes per rank.
+    /// Payload bytes this rank publishes.
     len: usize,
+    /// Bytes of one block (the op's `count` elements).
+    block: usize,
     desc: [u8; DESC_LEN],
     /// The op's sequence number on the boards, once published.
     seq: u64,
@@ -296,23 +404,41 @@ pub struct AivLaunch<'a> {
 }
 
 impl<'a> AivLaunch<'a> {
-    /// An AllReduce of `input` into `output` (equal lengths, at most
-    /// [`AIV_MAX_BYTES`]) over `boards`. `desc` is this rank's op
-    /// descriptor, compared with every peer's.
-    pub fn all_reduce(
+    /// A kernel of `kind` over blocks of `block` bytes: `input` is what
+    /// this rank publishes and `output` what it writes, exactly
+    /// [`AivKind::publish_len`] and [`AivKind::output_len`] bytes (at most
+    /// [`AIV_MAX_BYTES`] published). `desc` is this rank's op descriptor,
+    /// compared with every peer's.
+    pub fn new(
+        kind: AivKind,
         boards: &'a Arc<AivBoards>,
-        input: &'a DeviceMem,
-        output: &'a DeviceMem,
-        dtype: DataType,
-        op: ReduceOp,
+        (input, output): (&'a DeviceMem, &'a DeviceMem),
+        block: usize,
         desc: &OpDesc,
     ) -> Result<AivLaunch<'a>> {
-        check_lengths(
-            "AIV AllReduce",
-            dtype,
-            output.len(),
-            &[("input", input.len())],
-        )?;
+        let (me, p) = (boards.rank, boards.ranks());
+        let what = kind.name();
+        if let AivKind::AllReduce { dtype, .. }
+        | AivKind::ReduceScatter { dtype, .. }
+        | AivKind::Reduce { dtype, .. } = kind
+        {
+            if block % dtype.size() != 0 {
+                return Err(HcclError::para(format!(
+                    "AIV {what}: a block of {block} bytes is not a whole number of {dtype} elements"
+                )));
+            }
+        }
+        for (name, got, want) in [
+            ("input", input.len(), kind.publish_len(me, p, block)),
+            ("output", output.len(), kind.output_len(me, p, block)),
+        ] {
+            if got != want {
+                return Err(HcclError::para(format!(
+                    "AIV {what} on rank {me} of {p}: the {name} is {got} bytes, not {want} \
+                     (blocks of {block} bytes)"
+                )));
+            }
+        }
         if input.len() > AIV_MAX_BYTES {
             return Err(HcclError::para(format!(
                 "an AIV kernel carries at most {AIV_MAX_BYTES} bytes per rank, not {}",
@@ -323,8 +449,9 @@ impl<'a> AivLaunch<'a> {
         d.copy_from_slice(&desc.to_bytes()[..DESC_LEN]);
         Ok(AivLaunch {
             progress: Progress {
-                kind: AivKind::AllReduce { dtype, op },
+                kind,
                 len: input.len(),
+                block,
                 desc: d,
                 seq: 0,
                 next: 0,
@@ -334,6 +461,26 @@ impl<'a> AivLaunch<'a> {
             input,
             output,
         })
+    }
+
+    /// An AllReduce of `input` into `output` (equal lengths, at most
+    /// [`AIV_MAX_BYTES`]) over `boards`: [`AivLaunch::new`] for
+    /// [`AivKind::AllReduce`].
+    pub fn all_reduce(
+        boards: &'a Arc<AivBoards>,
+        input: &'a DeviceMem,
+        output: &'a DeviceMem,
+        dtype: DataType,
+        op: ReduceOp,
+        desc: &OpDesc,
+    ) -> Result<AivLaunch<'a>> {
+        Self::new(
+            AivKind::AllReduce { dtype, op },
+            boards,
+            (input, output),
+            input.len(),
+            desc,
+        )
     }
 
     /// Advances the kernel in the launching thread. The caller holds the
@@ -394,11 +541,17 @@ impl AivTask {
 
     /// What the kernel is doing, for errors and timeouts.
     pub fn describe(&self) -> String {
-        let AivKind::AllReduce { dtype, op } = self.progress.kind;
-        let what = format!(
-            "AIV AllReduce kernel ({op} of {} bytes of {dtype})",
-            self.progress.len
-        );
+        let what = match self.progress.kind {
+            AivKind::AllReduce { dtype, op } => format!(
+                "AIV AllReduce kernel ({op} of {} bytes of {dtype})",
+                self.progress.block
+            ),
+            kind => format!(
+                "AIV {} kernel (blocks of {} bytes)",
+                kind.name(),
+                self.progress.block
+            ),
+        };
         let Progress { seq, next, .. } = self.progress;
         if seq == 0 || next >= self.ranks() {
             what
@@ -548,19 +701,17 @@ fn same_desc(a: &[u8; DESC_LEN], b: &[u8; DESC_LEN]) -> bool {
 
 /// Folds in every entry published so far, in rank order.
 fn fold(pr: &mut Progress, b: &AivBoards, output: &DeviceMem) -> Poll<Result<()>> {
-    let len = pr.len;
+    let (me, p, block) = (b.rank, b.ranks(), pr.block);
     // SAFETY: the output range is held by the caller, which guarantees no
     // other access while the kernel runs (see `poll_kernel`); boards are
     // separate memory, so no slice below aliases it.
-    let out = unsafe { std::slice::from_raw_parts_mut(output.ptr(), len) };
-    while pr.next < b.ranks() {
+    let out = unsafe { std::slice::from_raw_parts_mut(output.ptr(), output.len()) };
+    while pr.next < p {
         let q = pr.next;
-        let board = if q == b.rank {
-            &b.own
-        } else {
-            &b.peer(q).board
-        };
-        let Some((desc, payload)) = board.read(pr.seq, len) else {
+        let board = if q == me { &b.own } else { &b.peer(q).board };
+        // every rank publishes what the kind says; the entry's length
+        // follows from the publisher's rank
+        let Some((desc, payload)) = board.read(pr.seq, pr.kind.publish_len(q, p, block)) else {
             return pending(pr, [b.peer(q)]);
         };
         if !same_desc(&desc, &pr.desc) {
@@ -572,13 +723,20 @@ fn fold(pr: &mut Progress, b: &AivBoards, output: &DeviceMem) -> Poll<Result<()>
                 .check(&OpDesc::from_bytes(&theirs), q)
                 .err()
                 .unwrap_or_else(|| HcclError::internal("AIV descriptors differ"));
-            return Poll::Ready(Err(e.rank(b.rank)));
+            return Poll::Ready(Err(e.rank(me)));
         }
-        let AivKind::AllReduce { dtype, op } = pr.kind;
-        if q == 0 {
-            out.copy_from_slice(payload);
-        } else if let Err(e) = reduce_in_place(dtype, op, out, payload) {
-            return Poll::Ready(Err(e));
+        if let Some((from, to, reduce)) = pr.kind.take(me, q, block) {
+            let (src, dst) = (&payload[from..from + block], &mut out[to..to + block]);
+            match reduce {
+                // the first rank's block starts the fold (rank order on
+                // every rank: bit-identical results)
+                Some((dtype, op)) if q != 0 => {
+                    if let Err(e) = reduce_in_place(dtype, op, dst, src) {
+                        return Poll::Ready(Err(e));
+                    }
+                }
+                _ => dst.copy_from_slice(src),
+            }
         }
         pr.next += 1;
     }

@@ -5,21 +5,62 @@
 //! 8-byte AllReduce (consistency check, ack, transfer, done, reduce, ...),
 //! the AIV kernel publishes the input with its descriptor in the flag line
 //! of this rank's board and folds the peers' entries as they appear: one
-//! task, one round, the consistency check included. Only for ranks of one
-//! host (every link must reach the boards) and payloads of at most
-//! [`AIV_MAX_BYTES`].
+//! task, one round, the consistency check included. Every primitive but
+//! the V ops and send/receive has a kernel (each rank publishes its input
+//! and takes from every entry what its output needs). Only for ranks of
+//! one host (every link must reach the boards) and payloads of at most
+//! [`AIV_MAX_BYTES`] per rank ([`aiv_payload_bytes`]).
 
 use super::{all_peers, check_op, flat_request, CollExecutor, Named};
 use crate::op::{DescriptorCache, OpParam, OpType};
 use crate::resource::{AlgResourceRequest, AlgResourceResponse};
 use crate::topo::{CommPlane, TopoInfo};
 pub use hccl_platform::aiv::AIV_MAX_BYTES;
-use hccl_platform::aiv::{AivBoards, AivLaunch};
+use hccl_platform::aiv::{AivBoards, AivKind, AivLaunch};
 use hccl_platform::{HcclError, Result};
 use std::sync::Arc;
 
 /// The AIV executors: (registered name, op).
-pub const AIV_EXECUTORS: &[(&str, OpType)] = &[("AllReduceMeshAivExecutor", OpType::AllReduce)];
+pub const AIV_EXECUTORS: &[(&str, OpType)] = &[
+    ("AllReduceMeshAivExecutor", OpType::AllReduce),
+    ("AllGatherMeshAivExecutor", OpType::AllGather),
+    ("ReduceScatterMeshAivExecutor", OpType::ReduceScatter),
+    ("AllToAllMeshAivExecutor", OpType::AllToAll),
+    ("BroadcastMeshAivExecutor", OpType::Broadcast),
+    ("ReduceMeshAivExecutor", OpType::Reduce),
+    ("ScatterMeshAivExecutor", OpType::Scatter),
+    ("GatherMeshAivExecutor", OpType::Gather),
+];
+
+/// The kernel for `param`'s op, if there is one.
+pub fn aiv_kind(param: &OpParam<'_>) -> Option<AivKind> {
+    let (dtype, op, root) = (param.dtype, param.reduce_op, param.root);
+    Some(match param.op_type {
+        OpType::AllReduce => AivKind::AllReduce { dtype, op },
+        OpType::AllGather => AivKind::AllGather,
+        OpType::ReduceScatter => AivKind::ReduceScatter { dtype, op },
+        OpType::AllToAll => AivKind::AllToAll,
+        OpType::Broadcast => AivKind::Broadcast { root },
+        OpType::Reduce => AivKind::Reduce { dtype, op, root },
+        OpType::Scatter => AivKind::Scatter { root },
+        OpType::Gather => AivKind::Gather { root },
+        _ => return None,
+    })
+}
+
+/// The most bytes any rank of `p` publishes on its board for `param`
+/// (what [`AIV_MAX_BYTES`] and `HCCL_RS_AIV_MAX_BYTES` bound): the count
+/// for most ops, every rank's block for ReduceScatter, AllToAll and
+/// Scatter. `None` for ops without a kernel.
+pub fn aiv_payload_bytes(param: &OpParam<'_>, p: u32) -> Option<u64> {
+    let block = param.count.checked_mul(param.dtype.size() as u64)?;
+    let blocks = match param.op_type {
+        OpType::ReduceScatter | OpType::AllToAll | OpType::Scatter => p as u64,
+        _ => 1,
+    };
+    aiv_kind(param)?;
+    block.checked_mul(blocks)
+}
 
 /// An AIV executor (see the module docs).
 #[derive(Debug)]
@@ -63,19 +104,26 @@ impl CollExecutor for AivExecutor {
         let name = self.named.name;
         check_op(name, self.named.op, param)?;
         let p = self.named.topo.user_rank_size;
-        let bytes = param.count * param.dtype.size() as u64;
-        if bytes > AIV_MAX_BYTES as u64 {
+        let me = self.named.topo.user_rank;
+        let kind = aiv_kind(param).ok_or_else(|| {
+            HcclError::internal(format!("{name} has no AIV kernel for {}", param.op_type))
+        })?;
+        let payload = aiv_payload_bytes(param, p).unwrap_or(u64::MAX);
+        if payload > AIV_MAX_BYTES as u64 {
             return Err(HcclError::not_support(format!(
-                "{name} carries at most {AIV_MAX_BYTES} bytes per rank, not {bytes}; choose another algorithm"
+                "{name} carries at most {AIV_MAX_BYTES} bytes per rank, not {payload}; choose another algorithm"
             )));
         }
+        let block = (param.count * param.dtype.size() as u64) as usize;
         let s = &param.stream;
         // the adapter passes exactly the op's bytes: take a sub-range (a
         // reference count) only when the caller passed more
-        let input = param.input.prefix(bytes as usize)?;
-        let output = param.output.prefix(bytes as usize)?;
+        let input = param.input.prefix(kind.publish_len(me, p, block))?;
+        let output = param.output.prefix(kind.output_len(me, p, block))?;
         if p == 1 {
-            if !input.same_range(&output) {
+            // one rank: the output is the input (a Broadcast's buffer
+            // already is)
+            if output.len() > 0 && !input.same_range(&output) {
                 s.memcpy_async(&output, &input)?;
             }
             return Ok(());
@@ -93,16 +141,7 @@ impl CollExecutor for AivExecutor {
             }
         };
         let desc = self.desc.get(param, res.ccl_input.len() as u64);
-        let task = match self.named.op {
-            OpType::AllReduce => {
-                AivLaunch::all_reduce(boards, &input, &output, param.dtype, param.reduce_op, &desc)?
-            }
-            other => {
-                return Err(HcclError::internal(format!(
-                    "{name} has no AIV kernel for {other}"
-                )))
-            }
-        };
+        let task = AivLaunch::new(kind, boards, (&input, &output), block, &desc)?;
         s.aiv_launch(task)
     }
 }

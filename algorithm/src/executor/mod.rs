@@ -18,7 +18,7 @@ pub(crate) mod ring_gather_scatter;
 mod ring_rooted;
 pub(crate) mod transfer;
 
-pub use aiv::{AivExecutor, AIV_EXECUTORS, AIV_MAX_BYTES};
+pub use aiv::{aiv_kind, aiv_payload_bytes, AivExecutor, AIV_EXECUTORS, AIV_MAX_BYTES};
 pub use all_reduce_rhd::AllReduceRhdExecutor;
 pub use all_reduce_ring::AllReduceRingExecutor;
 pub use broadcast_ring::BroadcastRingExecutor;

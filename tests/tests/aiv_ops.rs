@@ -1,0 +1,325 @@
+//! AIV kernels of the other primitives (AllGather, ReduceScatter,
+//! AllToAll, Broadcast, Reduce, Scatter, Gather), ranks as threads: chosen
+//! by default for small ops on one host, exact for every count up to what
+//! a board entry carries, for every root, back to back with rotating roots;
+//! ops whose per-rank payload does not fit take another executor; a root
+//! that differs between ranks fails the consistency check instead of
+//! mixing data; a silent peer times out naming the kernel and the peer.
+
+use hccl_adapter::{CommConfig, DataType, DeviceMem, HcclComm, HcclResult, ReduceOp};
+use hccl_algorithm::executor::AIV_MAX_BYTES;
+use hccl_tests::run_ranks;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn comms(p: u32, env: &[(&str, &str)]) -> Arc<Vec<HcclComm>> {
+    let mut all = env.to_vec();
+    if !env.iter().any(|(k, _)| *k == "HCCL_EXEC_TIMEOUT") {
+        all.push(("HCCL_EXEC_TIMEOUT", "20"));
+    }
+    let config = CommConfig::from_source(&all[..]).unwrap();
+    Arc::new(HcclComm::init_all_with(p, config).unwrap())
+}
+
+/// Element `i` of rank `r`'s input: distinct across ranks and positions.
+fn val(r: u32, i: usize) -> i32 {
+    (r as i32 + 1) * 100_003 + i as i32 * 7 - 50_000
+}
+
+fn mem_i32(v: &[i32]) -> DeviceMem {
+    let m = DeviceMem::alloc((v.len() * 4).max(1)).unwrap();
+    m.copy_from_host(v).unwrap();
+    m
+}
+
+fn input(r: u32, n: usize) -> DeviceMem {
+    mem_i32(&(0..n).map(|i| val(r, i)).collect::<Vec<_>>())
+}
+
+fn read(m: &DeviceMem, n: usize) -> Vec<i32> {
+    m.to_vec::<i32>(n).unwrap()
+}
+
+/// The primitives with a kernel besides AllReduce.
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    AllGather,
+    ReduceScatter,
+    AllToAll,
+    Broadcast,
+    Reduce,
+    Scatter,
+    Gather,
+}
+
+const OPS: [Op; 7] = [
+    Op::AllGather,
+    Op::ReduceScatter,
+    Op::AllToAll,
+    Op::Broadcast,
+    Op::Reduce,
+    Op::Scatter,
+    Op::Gather,
+];
+
+impl Op {
+    fn executor(self) -> String {
+        format!("{self:?}MeshAivExecutor")
+    }
+
+    /// Whether one rank publishes every rank's block.
+    fn publishes_all_blocks(self) -> bool {
+        matches!(self, Op::ReduceScatter | Op::AllToAll | Op::Scatter)
+    }
+
+    /// The largest count whose payload fits a board entry at `p` ranks.
+    fn max_count(self, p: u32) -> usize {
+        let per = if self.publishes_all_blocks() {
+            p as usize
+        } else {
+            1
+        };
+        AIV_MAX_BYTES / 4 / per
+    }
+
+    /// Runs the op for `c` elements per block on rank `r` of `p` and checks
+    /// the result against a reference computed from `val`.
+    fn run_and_check(self, comm: &HcclComm, s: &hccl_adapter::Stream, p: u32, c: usize, root: u32) {
+        let r = comm.rank();
+        let pc = p as usize * c;
+        let d = DataType::Int32;
+        let cc = c as u64;
+        let sum = |i: usize| (0..p).map(|q| val(q, i)).fold(0i32, i32::wrapping_add);
+        let (out, want): (DeviceMem, Vec<i32>) = match self {
+            Op::AllGather => {
+                let (send, recv) = (input(r, c), DeviceMem::alloc(pc * 4).unwrap());
+                comm.all_gather_raw(&send, &recv, cc, d, s).unwrap();
+                (recv, (0..pc).map(|i| val((i / c) as u32, i % c)).collect())
+            }
+            Op::ReduceScatter => {
+                let (send, recv) = (input(r, pc), DeviceMem::alloc(c * 4).unwrap());
+                comm.reduce_scatter_raw(&send, &recv, cc, d, ReduceOp::Sum, s)
+                    .unwrap();
+                (recv, (0..c).map(|i| sum(r as usize * c + i)).collect())
+            }
+            Op::AllToAll => {
+                let (send, recv) = (input(r, pc), DeviceMem::alloc(pc * 4).unwrap());
+                comm.all_to_all_raw(&send, cc, d, &recv, cc, d, s).unwrap();
+                let want = (0..pc)
+                    .map(|i| val((i / c) as u32, r as usize * c + i % c))
+                    .collect();
+                (recv, want)
+            }
+            Op::Broadcast => {
+                let buf = if r == root {
+                    input(r, c)
+                } else {
+                    mem_i32(&vec![-1; c])
+                };
+                comm.broadcast_raw(&buf, cc, d, root, s).unwrap();
+                (buf, (0..c).map(|i| val(root, i)).collect())
+            }
+            Op::Reduce => {
+                let (send, recv) = (input(r, c), mem_i32(&vec![-1; c]));
+                comm.reduce_raw(&send, &recv, cc, d, ReduceOp::Sum, root, s)
+                    .unwrap();
+                // off the root the receive buffer is untouched
+                let want = if r == root {
+                    (0..c).map(sum).collect()
+                } else {
+                    vec![-1; c]
+                };
+                (recv, want)
+            }
+            Op::Scatter => {
+                let send = if r == root {
+                    input(r, pc)
+                } else {
+                    DeviceMem::null()
+                };
+                let recv = DeviceMem::alloc(c * 4).unwrap();
+                comm.scatter_raw(&send, &recv, cc, d, root, s).unwrap();
+                (
+                    recv,
+                    (0..c).map(|i| val(root, r as usize * c + i)).collect(),
+                )
+            }
+            Op::Gather => {
+                let send = input(r, c);
+                let recv = mem_i32(&vec![-1; pc]);
+                comm.gather_raw(&send, &recv, cc, d, root, s).unwrap();
+                let want = if r == root {
+                    (0..pc).map(|i| val((i / c) as u32, i % c)).collect()
+                } else {
+                    vec![-1; pc]
+                };
+                (recv, want)
+            }
+        };
+        s.synchronize().unwrap();
+        assert_eq!(
+            comm.communicator().last_executor(),
+            Some(self.executor()),
+            "{self:?} p={p} c={c}"
+        );
+        assert_eq!(
+            read(&out, want.len()),
+            want,
+            "{self:?} p={p} c={c} root={root} rank {r}"
+        );
+    }
+}
+
+fn every_op_every_count(p: u32) {
+    let comms = comms(p, &[]);
+    run_ranks(p, Duration::from_secs(60), move |r| {
+        let comm = &comms[r as usize];
+        let s = comm.create_stream();
+        for op in OPS {
+            for c in [1, 3, 17, op.max_count(p)] {
+                for root in [0, p - 1] {
+                    op.run_and_check(comm, &s, p, c, root);
+                }
+            }
+        }
+    });
+}
+
+#[test]
+fn every_op_every_count_p2() {
+    every_op_every_count(2);
+}
+
+#[test]
+fn every_op_every_count_p3() {
+    every_op_every_count(3);
+}
+
+#[test]
+fn every_op_every_count_p5() {
+    every_op_every_count(5);
+}
+
+#[test]
+fn broadcasts_and_reduces_back_to_back_with_rotating_roots() {
+    let p = 4;
+    let comms = comms(p, &[]);
+    run_ranks(p, Duration::from_secs(60), move |r| {
+        let comm = &comms[r as usize];
+        let s = comm.create_stream();
+        // 50 different ops, one synchronize
+        let rounds: Vec<(DeviceMem, DeviceMem)> = (0..50)
+            .map(|k| (input(r + k, 3), DeviceMem::alloc(3 * 4).unwrap()))
+            .collect();
+        for (k, (send, recv)) in rounds.iter().enumerate() {
+            let root = k as u32 % p;
+            if k % 2 == 0 {
+                comm.broadcast_raw(send, 3, DataType::Int32, root, &s)
+                    .unwrap();
+            } else {
+                comm.reduce_raw(send, recv, 3, DataType::Int32, ReduceOp::Max, root, &s)
+                    .unwrap();
+            }
+        }
+        s.synchronize().unwrap();
+        for (k, (send, recv)) in rounds.iter().enumerate() {
+            let root = k as u32 % p;
+            let k = k as u32;
+            if k % 2 == 0 {
+                let want: Vec<i32> = (0..3).map(|i| val(root + k, i)).collect();
+                assert_eq!(read(send, 3), want, "broadcast {k}");
+            } else if r == root {
+                let want: Vec<i32> = (0..3)
+                    .map(|i| (0..p).map(|q| val(q + k, i)).max().unwrap())
+                    .collect();
+                assert_eq!(read(recv, 3), want, "reduce {k}");
+            }
+        }
+    });
+}
+
+#[test]
+fn ops_whose_payload_does_not_fit_take_another_executor() {
+    let p = 4;
+    let comms = comms(p, &[]);
+    run_ranks(p, Duration::from_secs(60), move |r| {
+        let comm = &comms[r as usize];
+        let s = comm.create_stream();
+        // an AllToAll publishes every rank's block: p × c × 4 bytes
+        let c = AIV_MAX_BYTES / 4 / p as usize + 1;
+        let pc = p as usize * c;
+        let (send, recv) = (input(r, pc), DeviceMem::alloc(pc * 4).unwrap());
+        comm.all_to_all_raw(
+            &send,
+            c as u64,
+            DataType::Int32,
+            &recv,
+            c as u64,
+            DataType::Int32,
+            &s,
+        )
+        .unwrap();
+        s.synchronize().unwrap();
+        assert_ne!(
+            comm.communicator().last_executor(),
+            Some(Op::AllToAll.executor())
+        );
+        let want: Vec<i32> = (0..pc)
+            .map(|i| val((i / c) as u32, r as usize * c + i % c))
+            .collect();
+        assert_eq!(read(&recv, pc), want);
+        // the same count fits an AllGather's entry
+        let (send, recv) = (input(r, c), DeviceMem::alloc(pc * 4).unwrap());
+        comm.all_gather_raw(&send, &recv, c as u64, DataType::Int32, &s)
+            .unwrap();
+        s.synchronize().unwrap();
+        assert_eq!(
+            comm.communicator().last_executor(),
+            Some(Op::AllGather.executor())
+        );
+    });
+}
+
+#[test]
+fn a_root_that_differs_between_ranks_fails_the_consistency_check() {
+    let comms = comms(2, &[]);
+    run_ranks(2, Duration::from_secs(60), move |r| {
+        let comm = &comms[r as usize];
+        let s = comm.create_stream();
+        let buf = input(r, 4);
+        // each rank names itself the root
+        comm.broadcast_raw(&buf, 4, DataType::Int32, r, &s).unwrap();
+        let e = s.synchronize().unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("inconsistent between ranks") && msg.contains("root"),
+            "rank {r}: {msg}"
+        );
+        // nothing of the peer's was written into the buffer
+        assert_eq!(read(&buf, 4), (0..4).map(|i| val(r, i)).collect::<Vec<_>>());
+    });
+}
+
+#[test]
+fn a_gather_whose_peer_never_calls_times_out_naming_it() {
+    let comms = comms(3, &[("HCCL_EXEC_TIMEOUT", "1")]);
+    let comm = &comms[0];
+    let s = comm.create_stream();
+    let send = input(0, 2);
+    let recv = DeviceMem::alloc(6 * 4).unwrap();
+    comm.gather_raw(&send, &recv, 2, DataType::Int32, 0, &s)
+        .unwrap();
+    let t = std::time::Instant::now();
+    let e = s.synchronize().unwrap_err();
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(e.code(), HcclResult::ETimeout, "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("AIV Gather kernel") && msg.contains("peer rank 1"),
+        "{msg}"
+    );
+}
