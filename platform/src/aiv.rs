@@ -162,6 +162,9 @@ impl Board {
     }
 }
 
+/// The element type and reduction a reducing kernel folds with.
+type Reduction = (DataType, ReduceOp);
+
 /// What a kernel computes. A *block* is the op's `count` elements; every
 /// rank publishes its input (see [`AivKind::publish_len`]) and reads from
 /// every rank's entry what its output needs.
@@ -258,12 +261,7 @@ impl AivKind {
     /// Where rank `q`'s entry goes for rank `me`: `(offset in the entry,
     /// offset in the output, reduction)`; `None` when `me` needs nothing
     /// from it.
-    fn take(
-        self,
-        me: u32,
-        q: u32,
-        block: usize,
-    ) -> Option<(usize, usize, Option<(DataType, ReduceOp)>)> {
+    fn take(self, me: u32, q: u32, block: usize) -> Option<(usize, usize, Option<Reduction>)> {
         let (me_at, q_at) = (me as usize * block, q as usize * block);
         match self {
             AivKind::AllReduce { dtype, op } => Some((0, 0, Some((dtype, op)))),
