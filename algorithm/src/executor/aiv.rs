@@ -123,7 +123,7 @@ impl CollExecutor for AivExecutor {
         if p == 1 {
             // one rank: the output is the input (a Broadcast's buffer
             // already is)
-            if output.len() > 0 && !input.same_range(&output) {
+            if !output.is_empty() && !input.same_range(&output) {
                 s.memcpy_async(&output, &input)?;
             }
             return Ok(());
