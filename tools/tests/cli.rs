@@ -660,3 +660,53 @@ fn aiv_kernel_across_processes() {
         "no /dev/shm segment may outlive the runs"
     );
 }
+
+/// The other AIV kernels across processes: every primitive with a kernel,
+/// forced at p = 2, 3, 4, 8 for sizes whose payload fits a board entry,
+/// results checked, and no segment left behind.
+#[test]
+fn aiv_kernels_of_every_op_across_processes() {
+    let before = leftover_segments();
+    for (op, executor) in [
+        ("all_gather", "AllGatherMeshAivExecutor"),
+        ("reduce_scatter", "ReduceScatterMeshAivExecutor"),
+        ("alltoall", "AllToAllMeshAivExecutor"),
+        ("broadcast", "BroadcastMeshAivExecutor"),
+        ("reduce", "ReduceMeshAivExecutor"),
+        ("scatter", "ScatterMeshAivExecutor"),
+        ("gather", "GatherMeshAivExecutor"),
+    ] {
+        for p in ["2", "3", "4", "8"] {
+            let out = hccl_test_env(
+                &[
+                    op,
+                    "-p",
+                    p,
+                    "-b",
+                    "64",
+                    "-e",
+                    "1024",
+                    "-f",
+                    "4",
+                    "-n",
+                    "20",
+                    "-w",
+                    "2",
+                    "-c",
+                    "1",
+                    "--transport",
+                    "process",
+                    "--algo",
+                    executor,
+                ],
+                &[],
+            );
+            assert_rows_succeed(&out, 3, &format!("{op} p={p}"));
+        }
+    }
+    assert_eq!(
+        leftover_segments(),
+        before,
+        "no /dev/shm segment may outlive the runs"
+    );
+}

@@ -798,3 +798,32 @@ fn aiv_allreduce_for_every_p_up_to_33() {
         }
     }
 }
+
+/// The other AIV kernels on the simulator's boards: every op, every p in
+/// 1..=17, counts up to what a board entry carries at that p, root 0 and
+/// the last rank.
+#[test]
+fn aiv_kernels_of_every_op_for_p_up_to_17() {
+    use crate::executor::AIV_EXECUTORS;
+    for &(name, op) in AIV_EXECUTORS {
+        if op == OpType::AllReduce {
+            continue;
+        }
+        for p in 1..=17u32 {
+            let per = match op {
+                OpType::ReduceScatter | OpType::AllToAll | OpType::Scatter => p as usize,
+                _ => 1,
+            };
+            let max = (crate::executor::AIV_MAX_BYTES / 4 / per) as u64;
+            for count in [0, 1, 5, max] {
+                for root in [0, p - 1] {
+                    let mut spec = SimSpec::op(op, p, count, DataType::Int32, ReduceOp::Max);
+                    spec.root = root;
+                    let r = simulate(registry(), name, &spec)
+                        .unwrap_or_else(|e| panic!("{name} p={p} count={count} root={root}: {e}"));
+                    assert!(r.checked, "{name} p={p} count={count} root={root}");
+                }
+            }
+        }
+    }
+}
