@@ -196,7 +196,7 @@ mod tests {
         assert_eq!(e.code(), hccl_platform::HcclResult::ENotFound);
         assert!(
             e.to_string().contains(
-                "known: AllGatherDirectExecutor, AllGatherMeshExecutor, AllGatherNBExecutor"
+                "known: AllGatherDirectExecutor, AllGatherMeshAivExecutor, AllGatherMeshExecutor"
             ),
             "{e}"
         );
