@@ -11,8 +11,9 @@
 //! 1. publishes this rank's input and op descriptor in its own board's
 //!    entry for the op (payload first, then the entry's sequence number
 //!    with a release store — the flag carries the data),
-//! 2. reads every rank's entry in rank order as it appears and folds it
-//!    into the output, and
+//! 2. reads every rank's entry in rank order as it appears and takes
+//!    from it what this rank's output needs ([`AivKind`]: AllReduce folds
+//!    every input, AllGather copies rank q's input into block q, ...), and
 //! 3. wakes the peers after its first round of reads (a wake fences, and
 //!    the reads overlap the publish leaving this core).
 //!
