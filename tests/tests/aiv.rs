@@ -330,7 +330,9 @@ fn larger_ops_and_other_hosts_do_not_take_the_kernel() {
         assert_eq!(recv.to_vec::<f32>(1).unwrap(), vec![3.0]);
     });
     // a bad value names the variable and the limit
-    let e = CommConfig::from_source(&[("HCCL_RS_AIV_MAX_BYTES", "4096")][..]).unwrap_err();
+    let too_many = (AIV_MAX_BYTES + 1).to_string();
+    let e =
+        CommConfig::from_source(&[("HCCL_RS_AIV_MAX_BYTES", too_many.as_str())][..]).unwrap_err();
     assert_eq!(e.code(), HcclResult::EPara);
     assert!(
         e.to_string().contains("HCCL_RS_AIV_MAX_BYTES")
