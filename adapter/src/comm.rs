@@ -193,21 +193,22 @@ impl HcclComm {
 
     /// The op tag of `call`: HCCL's `<Op>_<communicator name>`, plus the
     /// peer for a send or receive.
-    fn tag(&self, call: &Call<'_>) -> Arc<str> {
+    fn tag(&self, call: &Call<'_>) -> Cow<'_, Arc<str>> {
         let make = || format!("{}_{}", call.api.trim_start_matches("Hccl"), self.name());
         if matches!(call.op_type, OpType::Send | OpType::Receive) {
-            return format!("{}_{}", make(), call.peer).into();
+            return Cow::Owned(format!("{}_{}", make(), call.peer).into());
         }
         match self.tags.get(call.op_type.code() as usize) {
             Some(slot) => {
                 let (api, tag) = slot.get_or_init(|| (call.api, make().into()));
                 if *api == call.api {
-                    tag.clone()
+                    // borrowed: no reference count per call
+                    Cow::Borrowed(tag)
                 } else {
-                    make().into()
+                    Cow::Owned(make().into())
                 }
             }
-            None => make().into(),
+            None => Cow::Owned(make().into()),
         }
     }
 
@@ -215,7 +216,7 @@ impl HcclComm {
     /// unless every check passes.
     fn submit(&self, call: Call<'_>, stream: &Stream) -> Result<()> {
         let tag = self.tag(&call);
-        let ctx = |e: HcclError| e.rank(self.rank()).tag(&*tag).during(call.api);
+        let ctx = |e: HcclError| e.rank(self.rank()).tag(&**tag).during(call.api);
         let p = self.size();
         for (what, r) in [("root", call.root), ("peer rank", call.peer)] {
             if r >= p {

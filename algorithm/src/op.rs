@@ -104,8 +104,9 @@ pub enum WorkflowMode {
 pub struct OpParam<'a> {
     /// The op tag: names the op for resource caching and error messages.
     /// Shared, so a caller that repeats an op hands the same tag again
-    /// without building a string per call.
-    pub tag: Arc<str>,
+    /// without building a string per call, and borrowed where it can (no
+    /// reference count per call).
+    pub tag: Cow<'a, Arc<str>>,
     /// Which collective.
     pub op_type: OpType,
     /// The master stream the op is enqueued on.
@@ -246,7 +247,7 @@ impl DescriptorCache {
             Some((tag, k, desc)) if *k == key && Arc::ptr_eq(tag, &param.tag) => *desc,
             _ => {
                 let desc = param.descriptor(buffer);
-                self.last = Some((param.tag.clone(), key, desc));
+                self.last = Some((Arc::clone(&param.tag), key, desc));
                 desc
             }
         }
@@ -269,7 +270,7 @@ impl OpParam<'static> {
         root: u32,
     ) -> Self {
         OpParam {
-            tag: tag.into(),
+            tag: Cow::Owned(tag.into()),
             op_type,
             stream: Cow::Owned(stream),
             input: Cow::Owned(input),

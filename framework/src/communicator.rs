@@ -386,7 +386,7 @@ impl Communicator {
     /// the op's tag, and let it orchestrate the op on `param.stream`.
     /// The caller has validated the user arguments.
     pub fn exec_op(&self, param: &OpParam) -> Result<()> {
-        let ctx = |e: HcclError| e.rank(self.rank).tag(&*param.tag);
+        let ctx = |e: HcclError| e.rank(self.rank).tag(&**param.tag);
         if param.stream.device().uid() != self.device.uid() {
             return Err(ctx(HcclError::para(format!(
                 "the stream belongs to device {} (uid {}), not to this communicator's rank {} device; \
@@ -412,7 +412,7 @@ impl Communicator {
         // pointer comparison instead of a string comparison
         let repeat = match (key, &st.last_pick) {
             (Some(k), Some((last, i, tag)))
-                if k == *last && (Arc::ptr_eq(tag, &param.tag) || **tag == *param.tag) =>
+                if k == *last && (Arc::ptr_eq(tag, &param.tag) || **tag == **param.tag) =>
             {
                 Some(*i)
             }
@@ -436,7 +436,7 @@ impl Communicator {
         let name = self.selector.select(param, &self.topo, self.registry)?;
         let find = |ops: &[CachedOp]| {
             ops.iter()
-                .position(|o| *o.label.tag == *param.tag && o.label.algorithm == name)
+                .position(|o| *o.label.tag == **param.tag && o.label.algorithm == name)
         };
         let idx = match find(&st.ops) {
             Some(i) => i,
@@ -468,7 +468,7 @@ impl Communicator {
                 st.ops.len() - 1
             }
         };
-        st.last_pick = key.map(|k| (k, idx, param.tag.clone()));
+        st.last_pick = key.map(|k| (k, idx, Arc::clone(&param.tag)));
         if st.last_executor.as_deref() != Some(name.as_str()) {
             st.last_executor = Some(name);
         }
@@ -513,7 +513,7 @@ impl Communicator {
             op.executor.orchestrate(param, &op.res)
         })();
         run.map_err(|e| {
-            let e = e.rank(self.rank).tag(&*param.tag);
+            let e = e.rank(self.rank).tag(&**param.tag);
             for (s, m) in marks {
                 s.rollback(m, &e);
             }

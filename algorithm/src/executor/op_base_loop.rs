@@ -45,7 +45,7 @@ pub fn run_op_base_loop(
             "the CCL buffer ({chunk_capacity} bytes) cannot hold one {} element",
             param.dtype
         ))
-        .tag(&*param.tag));
+        .tag(&**param.tag));
     }
     let mut first = 0u64;
     let mut index = 0u64;

@@ -418,7 +418,7 @@ pub fn simulate(
             DeviceMem::alloc(sh.out_elems as usize * u)?
         };
         let param = OpParam {
-            tag: format!("sim_{}", spec.op_type).into(),
+            tag: Cow::Owned(format!("sim_{}", spec.op_type).into()),
             op_type: spec.op_type,
             stream: Cow::Owned(stream.clone()),
             input: Cow::Owned(input.clone()),
@@ -571,7 +571,7 @@ pub fn simulate(
         }
         execs[r]
             .orchestrate(&params[r], &responses[r])
-            .map_err(|e| e.rank(r as u32).tag(&*params[r].tag))?;
+            .map_err(|e| e.rank(r as u32).tag(&**params[r].tag))?;
     }
     drive(&ranks)?;
     for (r, rank) in ranks.iter().enumerate() {
