@@ -342,12 +342,28 @@ impl AivBoards {
                 peers.iter().map(|p| p.rank).collect::<Vec<_>>()
             )));
         }
-        Ok(Arc::new(AivBoards {
+        let boards = AivBoards {
             rank,
             own: Board::new(own.expect("at least one link"))?,
             peers,
             peers_done: AtomicU64::new(0),
-        }))
+        };
+        boards.prefault();
+        Ok(Arc::new(boards))
+    }
+
+    /// Touches every entry's first page on every board, so the first ops
+    /// do not take a page fault each (entries are 16 KiB apart: one page
+    /// per entry per board, in shared memory for processes). The own
+    /// board's words are written with an atomic add of zero, which changes
+    /// nothing even while another executor's kernels use the same board.
+    fn prefault(&self) {
+        for seq in 0..ENTRIES {
+            self.own.seq_word(seq).fetch_add(0, Ordering::Relaxed);
+            for p in &self.peers {
+                p.board.seq_word(seq).load(Ordering::Relaxed);
+            }
+        }
     }
 
     fn ranks(&self) -> u32 {
