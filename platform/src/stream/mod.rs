@@ -196,6 +196,11 @@ impl Drop for Queue {
 
 static NEXT_STREAM: AtomicU64 = AtomicU64::new(1);
 
+/// Outstanding tasks past which an AIV launch drives its stream instead of
+/// queueing more: twice the board entries, so a rank runs at most that
+/// many ops ahead of its slowest peer.
+const MAX_QUEUED_KERNELS: u64 = 2 * crate::aiv::ENTRIES;
+
 impl StreamInner {
     /// Records the queue's label and step for `set_label_to`'s lock-free
     /// check; called under the queue lock after every change of either.
@@ -220,6 +225,12 @@ impl StreamInner {
 
     pub(crate) fn is_idle(&self) -> bool {
         self.completed.load(Ordering::Acquire) >= self.enqueued.load(Ordering::Acquire)
+    }
+
+    /// Tasks enqueued and not yet completed.
+    fn outstanding(&self) -> u64 {
+        let done = self.completed.load(Ordering::Acquire);
+        self.enqueued.load(Ordering::Acquire).saturating_sub(done)
     }
 
     /// Queues `op` on the locked queue `q` (this stream's) and counts it
@@ -682,6 +693,21 @@ impl Stream {
                     if now.is_ready() {
                         dequeued |= self.inner.run_ready_while(dev, Task::is_aiv);
                     }
+                }
+                if self.inner.outstanding() > MAX_QUEUED_KERNELS {
+                    // Back-pressure: this rank is so far ahead that its
+                    // newest kernels cannot even publish (a peer has not
+                    // completed the op their board entry last held).
+                    // Queueing more would only grow the heap (fresh pages
+                    // fault, which on a virtual machine can stall for
+                    // milliseconds); drive the stream down to half instead,
+                    // as synchronize would (same timeouts).
+                    let target = MAX_QUEUED_KERNELS / 2;
+                    let mut snap = snap;
+                    dev.drive_until(&mut snap, &|| self.inner.outstanding() <= target);
+                    drop(snap);
+                    dev.done.notify();
+                    return Ok(());
                 }
                 drop(snap);
                 if dequeued {
