@@ -38,3 +38,24 @@ where
         let _ = h.join();
     }
 }
+
+/// `p` communicators of one process (ranks as threads) configured from
+/// `env` (key/value pairs as in the environment), with a 20-second
+/// `HCCL_EXEC_TIMEOUT` unless `env` sets one, so a hang fails quickly.
+pub fn comms_with_env(p: u32, env: &[(&str, &str)]) -> std::sync::Arc<Vec<hccl_adapter::HcclComm>> {
+    let mut all = env.to_vec();
+    if !env.iter().any(|(k, _)| *k == "HCCL_EXEC_TIMEOUT") {
+        all.push(("HCCL_EXEC_TIMEOUT", "20"));
+    }
+    let config = hccl_adapter::CommConfig::from_source(&all[..]).unwrap();
+    std::sync::Arc::new(hccl_adapter::HcclComm::init_all_with(p, config).unwrap())
+}
+
+/// Synchronizes `s`, which must fail, and within `limit` (a lost peer is a
+/// timeout error, never a hang); returns the error.
+pub fn sync_fails_within(s: &hccl_adapter::Stream, limit: Duration) -> hccl_adapter::HcclError {
+    let t = std::time::Instant::now();
+    let e = s.synchronize().unwrap_err();
+    assert!(t.elapsed() < limit, "took {:?}", t.elapsed());
+    e
+}

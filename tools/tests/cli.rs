@@ -621,53 +621,15 @@ fn direct_executors_across_processes_and_their_fallback() {
     );
 }
 
-/// The AIV kernel across processes (boards in the ranks' shared segments):
-/// forced at p = 2, 3, 4, 8 for every size a board entry carries, results
-/// checked, and no segment left behind.
+/// The AIV kernels across processes (boards in the ranks' shared
+/// segments): every primitive with a kernel, forced at p = 2, 3, 4, 8 for
+/// sizes whose payload fits a board entry, results checked, and no segment
+/// left behind.
 #[test]
-fn aiv_kernel_across_processes() {
-    let before = leftover_segments();
-    for p in ["2", "3", "4", "8"] {
-        let out = hccl_test_env(
-            &[
-                "all_reduce",
-                "-p",
-                p,
-                "-b",
-                "4",
-                "-e",
-                "1024",
-                "-f",
-                "4",
-                "-n",
-                "20",
-                "-w",
-                "2",
-                "-c",
-                "1",
-                "--transport",
-                "process",
-                "--algo",
-                "AllReduceMeshAivExecutor",
-            ],
-            &[],
-        );
-        assert_rows_succeed(&out, 5, &format!("p={p}"));
-    }
-    assert_eq!(
-        leftover_segments(),
-        before,
-        "no /dev/shm segment may outlive the runs"
-    );
-}
-
-/// The other AIV kernels across processes: every primitive with a kernel,
-/// forced at p = 2, 3, 4, 8 for sizes whose payload fits a board entry,
-/// results checked, and no segment left behind.
-#[test]
-fn aiv_kernels_of_every_op_across_processes() {
+fn aiv_kernels_across_processes() {
     let before = leftover_segments();
     for (op, executor) in [
+        ("all_reduce", "AllReduceMeshAivExecutor"),
         ("all_gather", "AllGatherMeshAivExecutor"),
         ("reduce_scatter", "ReduceScatterMeshAivExecutor"),
         ("alltoall", "AllToAllMeshAivExecutor"),
