@@ -244,10 +244,23 @@ impl AivKind {
             | AivKind::AllGather
             | AivKind::Reduce { .. }
             | AivKind::Gather { .. } => block,
-            AivKind::ReduceScatter { .. } | AivKind::AllToAll => p as usize * block,
+            AivKind::ReduceScatter { .. } | AivKind::AllToAll => (p as usize).saturating_mul(block),
             AivKind::Broadcast { root } => (me == root) as usize * block,
-            AivKind::Scatter { root } => (me == root) as usize * p as usize * block,
+            AivKind::Scatter { root } => (me == root) as usize * (p as usize).saturating_mul(block),
         }
+    }
+
+    /// The most bytes any rank of `p` publishes (what must fit a board
+    /// entry): the root's for a rooted op, every rank's alike otherwise.
+    pub fn max_publish_len(self, p: u32, block: usize) -> usize {
+        let root = match self {
+            AivKind::Broadcast { root }
+            | AivKind::Reduce { root, .. }
+            | AivKind::Scatter { root }
+            | AivKind::Gather { root } => root,
+            _ => 0,
+        };
+        self.publish_len(root, p, block)
     }
 
     /// Bytes of rank `me`'s output the kernel writes (nothing at the root
@@ -482,26 +495,6 @@ impl<'a> AivLaunch<'a> {
             input,
             output,
         })
-    }
-
-    /// An AllReduce of `input` into `output` (equal lengths, at most
-    /// [`AIV_MAX_BYTES`]) over `boards`: [`AivLaunch::new`] for
-    /// [`AivKind::AllReduce`].
-    pub fn all_reduce(
-        boards: &'a Arc<AivBoards>,
-        input: &'a DeviceMem,
-        output: &'a DeviceMem,
-        dtype: DataType,
-        op: ReduceOp,
-        desc: &OpDesc,
-    ) -> Result<AivLaunch<'a>> {
-        Self::new(
-            AivKind::AllReduce { dtype, op },
-            boards,
-            (input, output),
-            input.len(),
-            desc,
-        )
     }
 
     /// Advances the kernel in the launching thread. The caller holds the

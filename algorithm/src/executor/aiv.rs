@@ -49,17 +49,12 @@ pub fn aiv_kind(param: &OpParam<'_>) -> Option<AivKind> {
 }
 
 /// The most bytes any rank of `p` publishes on its board for `param`
-/// (what [`AIV_MAX_BYTES`] and `HCCL_RS_AIV_MAX_BYTES` bound): the count
-/// for most ops, every rank's block for ReduceScatter, AllToAll and
-/// Scatter. `None` for ops without a kernel.
+/// (what [`AIV_MAX_BYTES`] and `HCCL_RS_AIV_MAX_BYTES` bound; see
+/// [`AivKind::max_publish_len`]). `None` for ops without a kernel.
 pub fn aiv_payload_bytes(param: &OpParam<'_>, p: u32) -> Option<u64> {
     let block = param.count.checked_mul(param.dtype.size() as u64)?;
-    let blocks = match param.op_type {
-        OpType::ReduceScatter | OpType::AllToAll | OpType::Scatter => p as u64,
-        _ => 1,
-    };
-    aiv_kind(param)?;
-    block.checked_mul(blocks)
+    let block = usize::try_from(block).ok()?;
+    Some(aiv_kind(param)?.max_publish_len(p, block) as u64)
 }
 
 /// An AIV executor (see the module docs).

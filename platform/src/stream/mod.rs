@@ -224,7 +224,7 @@ impl StreamInner {
     }
 
     pub(crate) fn is_idle(&self) -> bool {
-        self.completed.load(Ordering::Acquire) >= self.enqueued.load(Ordering::Acquire)
+        self.outstanding() == 0
     }
 
     /// Tasks enqueued and not yet completed.
@@ -638,11 +638,14 @@ impl Stream {
     /// completes at the next launch or synchronize. So a rank that launches
     /// after its peers finishes the op inside the launch, and none of them
     /// spins at synchronize. Nothing but AIV kernels (a few hundred
-    /// nanoseconds each, never blocking) runs in the caller's thread here.
+    /// nanoseconds each) runs in the caller's thread here, and the launch
+    /// waits only when this rank is more than `MAX_QUEUED_KERNELS` ops
+    /// ahead of a peer (back-pressure: it then drives the stream as
+    /// synchronize would, with the same timeouts).
     pub fn aiv_launch(&self, mut kernel: crate::aiv::AivLaunch<'_>) -> Result<()> {
         let dev = &self.device.0;
         if dev.config.mode == ExecMode::Inline {
-            if let Ok(snap) = dev.driver.try_lock() {
+            if let Ok(mut snap) = dev.driver.try_lock() {
                 // spin a moment for the peers only where an idle driver
                 // would spin too (a core per rank)
                 let spins = if dev.config.spin.is_zero() {
@@ -650,39 +653,34 @@ impl Stream {
                 } else {
                     crate::aiv::LAUNCH_SPINS
                 };
-                // The common case, a rank that launches after its peers:
-                // nothing queued. Only the driver completes tasks, and we
-                // hold it, so "every enqueued task completed" means the
-                // queue is empty without locking it (a task another thread
-                // pushes meanwhile is concurrent with this launch and may
-                // run after it).
-                if self.inner.is_idle() {
+                // tasks completed off the queue (synchronizers may wait)
+                let mut dequeued = false;
+                let (mut q, now) = if self.inner.is_idle() {
+                    // The common case, a rank that launches after its
+                    // peers: nothing queued. Only the driver completes
+                    // tasks, and we hold it, so "every enqueued task
+                    // completed" means the queue is empty without locking
+                    // it (a task another thread pushes meanwhile is
+                    // concurrent with this launch and may run after it).
                     let now = kernel.poll_spinning(spins);
                     if let Poll::Ready(Ok(())) = now {
                         dev.stats.record(1, 0, 0);
                         return Ok(());
                     }
-                    let mut q = self.inner.lock_queue();
-                    self.queue_kernel(&mut q, kernel);
-                    drop(q);
-                    if now.is_ready() && self.inner.run_ready_while(dev, Task::is_aiv) {
-                        drop(snap);
-                        dev.done.notify();
-                    }
-                    return Ok(());
-                }
-                // tasks completed off the queue (synchronizers may wait)
-                let mut dequeued = false;
-                let mut q = self.inner.lock_queue();
-                if !q.tasks.is_empty() {
-                    drop(q);
-                    dequeued = self.inner.run_ready_while(dev, Task::is_aiv);
-                    q = self.inner.lock_queue();
-                }
-                let now = if q.tasks.is_empty() {
-                    kernel.poll_spinning(spins)
+                    (self.inner.lock_queue(), now)
                 } else {
-                    Poll::Pending
+                    let mut q = self.inner.lock_queue();
+                    if !q.tasks.is_empty() {
+                        drop(q);
+                        dequeued = self.inner.run_ready_while(dev, Task::is_aiv);
+                        q = self.inner.lock_queue();
+                    }
+                    let now = if q.tasks.is_empty() {
+                        kernel.poll_spinning(spins)
+                    } else {
+                        Poll::Pending
+                    };
+                    (q, now)
                 };
                 if let Poll::Ready(Ok(())) = now {
                     drop(q);
@@ -693,21 +691,19 @@ impl Stream {
                     if now.is_ready() {
                         dequeued |= self.inner.run_ready_while(dev, Task::is_aiv);
                     }
-                }
-                if self.inner.outstanding() > MAX_QUEUED_KERNELS {
-                    // Back-pressure: this rank is so far ahead that its
-                    // newest kernels cannot even publish (a peer has not
-                    // completed the op their board entry last held).
-                    // Queueing more would only grow the heap (fresh pages
-                    // fault, which on a virtual machine can stall for
-                    // milliseconds); drive the stream down to half instead,
-                    // as synchronize would (same timeouts).
-                    let target = MAX_QUEUED_KERNELS / 2;
-                    let mut snap = snap;
-                    dev.drive_until(&mut snap, &|| self.inner.outstanding() <= target);
-                    drop(snap);
-                    dev.done.notify();
-                    return Ok(());
+                    if self.inner.outstanding() > MAX_QUEUED_KERNELS {
+                        // Back-pressure: this rank is so far ahead that its
+                        // newest kernels cannot even publish (a peer has
+                        // not completed the op their board entry last
+                        // held). Queueing more would only grow the heap
+                        // (fresh pages fault, which on a virtual machine
+                        // can stall for milliseconds); drive the stream
+                        // down to half instead, as synchronize would (same
+                        // timeouts).
+                        let target = MAX_QUEUED_KERNELS / 2;
+                        dev.drive_until(&mut snap, &|| self.inner.outstanding() <= target);
+                        dequeued = true;
+                    }
                 }
                 drop(snap);
                 if dequeued {
