@@ -2,6 +2,7 @@
 
 #![warn(missing_docs)]
 
+pub mod args;
 pub mod calibrate;
 pub mod check;
 pub mod perf;
