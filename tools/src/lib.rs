@@ -1,5 +1,6 @@
 //! hccl-tools: the library behind the hccl-rs command-line tools.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod args;
