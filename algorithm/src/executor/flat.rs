@@ -57,7 +57,9 @@ impl<T: FlatExecutor> CollExecutor for T {
 
     fn calc_res_request(&self, param: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
         let n = self.named();
-        flat_request(n.name, n.op, param, topo, |r, size| self.peers(r, size, param))
+        flat_request(n.name, n.op, param, topo, |r, size| {
+            self.peers(r, size, param)
+        })
     }
 
     fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {

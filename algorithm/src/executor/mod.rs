@@ -38,8 +38,8 @@ pub use nhr_nb::{NonuniformExecutor, NB_EXECUTORS, NHR_EXECUTORS};
 pub use registry::{registry, ExecutorFactory, ExecutorRegistry};
 pub use rhd::{AllReduceRhdExecutor, RhdExecutor, RHD_EXECUTORS};
 pub use ring::{
-    AllGatherRingExecutor, AllReduceRingExecutor, BroadcastRingExecutor,
-    ReduceScatterRingExecutor, RingRootedExecutor, RING_ROOTED_EXECUTORS,
+    AllGatherRingExecutor, AllReduceRingExecutor, BroadcastRingExecutor, ReduceScatterRingExecutor,
+    RingRootedExecutor, RING_ROOTED_EXECUTORS,
 };
 // the op-base loop lives with the templates' layouts; executors and user
 // crates keep reaching it here

@@ -140,7 +140,10 @@ impl RingReduceScatter {
             return Ok(());
         };
         stream.set_step(s as u32);
-        let (tx, rx) = (self.slices[ring.behind(s + 1)], self.slices[ring.behind(s + 2)]);
+        let (tx, rx) = (
+            self.slices[ring.behind(s + 1)],
+            self.slices[ring.behind(s + 2)],
+        );
         let (kind, base) = (self.output_kind, self.output_base);
         let landing = rx.of(&self.output)?;
         prim::send_recv_reduce(

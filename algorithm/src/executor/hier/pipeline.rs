@@ -200,7 +200,11 @@ impl PipelineExecutor {
                 let slices = self.hosts.region_slices(&r.lay, i);
                 let region = (reg.of(cin)?, reg.of(cout)?, slices);
                 let how = (r.param.dtype, r.param.reduce_op);
-                Ok(RingReduceScatter::new(region, (MemKind::CclOutput, reg.offset), how))
+                Ok(RingReduceScatter::new(
+                    region,
+                    (MemKind::CclOutput, reg.offset),
+                    how,
+                ))
             })
             .collect::<Result<Vec<_>>>()?;
         let hn = self.hosts.count();
