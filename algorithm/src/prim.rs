@@ -19,7 +19,12 @@
 //! cannot deadlock. Local work that belongs to a step (the reduction of
 //! what arrived) is enqueued after its verbs, on the same stream.
 //!
-//! A ring reduce-scatter step then reads as
+//! A step is described by its halves: [`Tx`] (what goes where, named
+//! after `TxAsync`) and [`Rx`] (what arrives over which link). Transfers
+//! are writes into the receiver's buffer, so where NCCL's ring calls
+//! `recvReduceSend` (receive, reduce, forward the result), a step here
+//! sends the slice reduced in the previous step while the next one
+//! arrives: [`send_recv_reduce`]. A ring reduce-scatter step reads as
 //!
 //! ```ignore
 //! prim::send_recv_reduce(
