@@ -1,9 +1,12 @@
 //! hccl-algorithm: the algorithm layer of hccl-rs.
 //!
-//! Two kinds of building blocks, as in HCCL:
+//! Three layers, each built on the one before, as in HCCL (and NCCL's
+//! prims):
+//! - **step primitives** ([`prim`]) enqueue one communication step (send,
+//!   receive, send+receive+reduce, a many-peer exchange) on the link verbs
+//!   with the receiver-acks-first handshake;
 //! - **templates** ([`template`]) run one algorithm on one sub-communicator
-//!   (a ring reduce-scatter, a ring allgather, ...) by enqueueing link verbs
-//!   and local tasks on streams;
+//!   (a ring reduce-scatter, a ring allgather, ...) as a table of steps;
 //! - **executors** ([`executor`]) implement one op: they state the resources
 //!   they need ([`CollExecutor::calc_res_request`]) and, given what the
 //!   framework granted, orchestrate templates over the levels of the
@@ -18,6 +21,7 @@
 pub mod cost;
 pub mod executor;
 pub mod op;
+pub mod prim;
 pub mod resource;
 pub mod sim;
 pub mod template;

@@ -1,180 +1,232 @@
-//! Building blocks of the recursive halving/doubling (RHD) executors.
+//! RHD executors over the flat plane, for any rank count (the algorithms
+//! are the templates of [`crate::template::rhd`]; m is the largest power
+//! of two ≤ p):
 //!
-//! RHD runs on the largest power of two m ≤ p ("the core"); rank r ≥ m is
-//! paired with core rank r − m, which stands in for it (fold-in before, fold-
-//! out after). The core's data is cut into m groups of bytes; recursive
-//! halving leaves core rank r holding group r reduced over the core,
-//! recursive doubling starts from that and leaves every core rank holding
-//! every group. Every rank only ever talks to its fold partner and to
-//! r XOR 2^b, whatever the op's root, so the links an RHD executor requests
-//! do not depend on the root (op-base tags do not carry it).
+//! - **AllReduce**: recursive halving (reduce-scatter) then recursive
+//!   doubling (allgather), 2·log2(m) steps, plus one fold-in and one
+//!   fold-out step when p is not a power of two. Per op-base round the
+//!   user data is staged in the CCL input (the working buffer W); halving
+//!   steps land the partner's half in the CCL output and reduce it into W;
+//!   doubling steps write owned blocks straight into the partner's W.
+//! - **ReduceScatter**: fold-in (rank r ≥ m hands its whole input to
+//!   r − m, which reduces it), recursive halving over m groups, fold-out
+//!   (core rank r sends block r + m to rank r + m): log2 m (+2) steps.
+//! - **AllGather**: fold-in (rank r ≥ m hands its block to r − m),
+//!   recursive doubling over m groups, fold-out (core rank r sends
+//!   everything to r + m): log2 m (+2) steps.
+//!
+//!   Group g of both is rank blocks g and g + m, so the blocks a core rank
+//!   stands for are adjacent: per op-base round the p blocks are laid out
+//!   group by group in the CCL buffer and put back in rank order on the
+//!   way out.
+//! - **Broadcast** / **Reduce**: the binomial trees over the core, per
+//!   op-base round in the CCL input.
 
-use super::transfer::step;
-use crate::template::Slice;
-use crate::topo::SubCommInfo;
-use hccl_platform::{DataType, DeviceMem, MemKind, ReduceOp, Result, Stream};
+use super::flat::{FlatExecutor, Named};
+use crate::op::{OpParam, OpType};
+use crate::prim::{self, Rx, Tx};
+use crate::resource::AlgResourceResponse;
+use crate::template::layout::{
+    copy_through, round_capacity, run_op_base_loop, run_per_rank_rounds, Groups,
+};
+use crate::template::rhd::{self, core_size, doubling, halving, partners};
+use crate::topo::{CommPlane, SubCommInfo, TopoInfo};
+use hccl_platform::{DeviceMem, HcclError, MemKind, Result};
 
-/// Largest power of two ≤ p.
-pub(super) fn core_size(p: u32) -> u32 {
-    1 << (31 - p.leading_zeros())
+/// RHD AllReduce over the flat plane.
+#[derive(Debug)]
+pub struct AllReduceRhdExecutor(Named);
+
+/// The RHD executors besides AllReduce: (registered name, op).
+pub const RHD_EXECUTORS: &[(&str, OpType)] = &[
+    ("AllGatherRHDExecutor", OpType::AllGather),
+    ("ReduceScatterRHDExecutor", OpType::ReduceScatter),
+    ("BroadcastRHDExecutor", OpType::Broadcast),
+    ("ReduceRHDExecutor", OpType::Reduce),
+];
+
+/// An RHD executor for AllGather, ReduceScatter, Broadcast or Reduce over
+/// the flat plane.
+#[derive(Debug)]
+pub struct RhdExecutor(Named);
+
+impl AllReduceRhdExecutor {
+    /// The registered name.
+    pub const NAME: &'static str = "AllReduceRHDExecutor";
+
+    /// An executor for `topo`.
+    pub fn new(topo: &TopoInfo) -> Self {
+        Self(Named::new(Self::NAME, OpType::AllReduce, topo))
+    }
 }
 
-/// Peers rank `r` of `p` exchanges with.
-pub(super) fn partners(r: u32, p: u32) -> Vec<u32> {
-    let m = core_size(p);
-    if r >= m {
-        return vec![r - m];
+impl FlatExecutor for AllReduceRhdExecutor {
+    fn named(&self) -> &Named {
+        &self.0
     }
-    let mut v: Vec<u32> = (0..m.trailing_zeros()).map(|b| r ^ (1 << b)).collect();
-    if r + m < p {
-        v.push(r + m);
+    fn peers(&self, r: u32, n: u32, _: &OpParam) -> Vec<u32> {
+        partners(r, n)
     }
-    v
-}
-
-/// The m groups of a core buffer: group g is bytes `[b[g], b[g + 1])`.
-#[derive(Clone, Debug)]
-pub(super) struct Groups(Vec<usize>);
-
-impl Groups {
-    /// Groups from consecutive slices.
-    pub(super) fn from_slices(slices: &[Slice]) -> Self {
-        Self::from_sizes(slices.iter().map(|s| s.len))
-    }
-
-    /// Consecutive groups of the given sizes.
-    pub(super) fn from_sizes(sizes: impl IntoIterator<Item = usize>) -> Self {
-        let mut b = vec![0];
-        for len in sizes {
-            b.push(b[b.len() - 1] + len);
+    fn run(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+        let s = &param.stream;
+        let bytes = param.input_bytes() as usize;
+        if self.0.topo.user_rank_size == 1 {
+            return copy_through(param, bytes);
         }
-        Groups(b)
-    }
-
-    /// Offset and length of groups `lo..hi`.
-    pub(super) fn range(&self, lo: u32, hi: u32) -> (usize, usize) {
-        let (a, b) = (self.0[lo as usize], self.0[hi as usize]);
-        (a, b - a)
-    }
-
-    /// Offset of group `g`.
-    pub(super) fn start(&self, g: u32) -> usize {
-        self.0[g as usize]
+        let comm = res.sub_comm(CommPlane::Combine, 0)?;
+        run_op_base_loop(param, res, round_capacity(res), |chunk, res| {
+            let w = res.ccl_input.range(0, chunk.bytes)?;
+            s.memcpy_async(&w, &param.input.range(chunk.offset, chunk.bytes)?)?;
+            let how = (param.dtype, param.reduce_op);
+            rhd::all_reduce(s, &comm, (&w, &res.ccl_output, 0), how)?;
+            s.memcpy_async(&param.output.range(chunk.offset, chunk.bytes)?, &w)
+        })
     }
 }
 
-/// Reduces `src` into `dst` unless there is nothing to reduce.
-pub(super) fn reduce(
-    s: &Stream,
-    dst: &DeviceMem,
-    src: &DeviceMem,
-    dtype: DataType,
-    op: ReduceOp,
-) -> Result<()> {
-    if dst.is_empty() {
-        return Ok(());
-    }
-    s.reduce_async(dst, src, dtype, op)
+/// Where block b of p (each `wb` bytes) sits in the group-major layout of
+/// core size m: group b mod m, second within its group if b ≥ m.
+fn group_layout(p: u32, m: u32, wb: usize) -> (Groups, impl Fn(u32) -> usize) {
+    let groups = Groups::from_sizes((0..m).map(|g| if g + m < p { 2 * wb } else { wb }));
+    let starts: Vec<usize> = (0..m).map(|g| groups.start(g)).collect();
+    let at = move |b: u32| starts[(b % m) as usize] + if b >= m { wb } else { 0 };
+    (groups, at)
 }
 
-/// Recursive halving among the m core ranks, on steps `first..first + log2 m`:
-/// at distance k = m/2, m/4, …, 1 core rank r keeps the half of its groups
-/// whose index bit k matches its own, sends the other half into the
-/// partner's `landing` (addressed by the peer as `landing_kind` at `base`
-/// plus the same offsets as in `w`) and reduces the partner's half into
-/// `w`. Afterwards group r of `w` is reduced over the core.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn halving(
-    s: &Stream,
-    comm: &SubCommInfo,
-    m: u32,
-    groups: &Groups,
-    w: &DeviceMem,
-    landing: &DeviceMem,
-    (landing_kind, base): (MemKind, usize),
-    (dtype, op): (DataType, ReduceOp),
-    first: u32,
-) -> Result<()> {
-    let r = comm.local_rank;
-    let (mut lo, mut hi) = (0u32, m);
-    let (mut k, mut at) = (m / 2, first);
-    while k >= 1 {
-        s.set_step(at);
-        let mid = lo + (hi - lo) / 2;
-        let (keep, give) = if r & k == 0 {
-            ((lo, mid), (mid, hi))
-        } else {
-            ((mid, hi), (lo, mid))
-        };
-        let (go, gl) = groups.range(give.0, give.1);
-        let (ko, kl) = groups.range(keep.0, keep.1);
-        let l = comm.link(r ^ k)?;
-        step(
-            s,
-            Some(l),
-            Some((l, &w.range(go, gl)?, landing_kind, base + go)),
-        )?;
-        reduce(s, &w.range(ko, kl)?, &landing.range(ko, kl)?, dtype, op)?;
-        (lo, hi) = keep;
-        k /= 2;
-        at += 1;
+impl RhdExecutor {
+    /// The executor registered as `name` for `op` (one of [`RHD_EXECUTORS`]).
+    pub fn new(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
+        RhdExecutor(Named::new(name, op, topo))
     }
-    Ok(())
-}
 
-/// Recursive doubling among the m core ranks, on steps `first..first + log2 m`:
-/// core rank r starts holding group r of `w` and at distance k = 1, 2, …,
-/// m/2 writes the groups it holds into the partner's copy of `w`
-/// (addressed by the peer as `kind` at `base` plus the same offsets).
-/// Afterwards every core rank holds every group.
-pub(super) fn doubling(
-    s: &Stream,
-    comm: &SubCommInfo,
-    m: u32,
-    groups: &Groups,
-    w: &DeviceMem,
-    (kind, base): (MemKind, usize),
-    first: u32,
-) -> Result<()> {
-    let r = comm.local_rank;
-    let (mut lo, mut hi) = (r, r + 1);
-    let (mut k, mut at) = (1u32, first);
-    while k < m {
-        s.set_step(at);
-        let (o, l) = groups.range(lo, hi);
-        let link = comm.link(r ^ k)?;
-        step(s, Some(link), Some((link, &w.range(o, l)?, kind, base + o)))?;
-        let size = hi - lo;
-        lo = (lo / (2 * size)) * 2 * size;
-        hi = lo + 2 * size;
-        k *= 2;
-        at += 1;
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn partners_are_symmetric() {
-        for p in 1..=40u32 {
-            for r in 0..p {
-                for q in partners(r, p) {
-                    assert!(q < p, "p={p} r={r} q={q}");
-                    assert!(partners(q, p).contains(&r), "p={p}: {r}->{q} not mirrored");
+    /// ReduceScatter and AllGather: rounds of one window per rank block.
+    fn scattered(
+        &self,
+        param: &OpParam,
+        comm: &SubCommInfo,
+        res: &AlgResourceResponse,
+    ) -> Result<()> {
+        let s = &param.stream;
+        let (r, p) = (comm.local_rank, comm.local_rank_size);
+        let m = core_size(p);
+        let log = m.trailing_zeros();
+        let (c, u) = (param.count, param.dtype.size() as u64);
+        let b = |e: u64| (e * u) as usize;
+        let how = (param.dtype, param.reduce_op);
+        run_per_rank_rounds(res, (p as u64, c, u), |win| {
+            let (e0, w) = (win.first, win.len);
+            let (groups, at) = group_layout(p, m, b(w));
+            let all = b(p as u64 * w);
+            // rank q's window in a user buffer of p blocks
+            let user = |mem: &DeviceMem, q: u32| mem.range(b(q as u64 * c + e0), b(w));
+            let fold = (r >= m).then(|| comm.link(r - m)).transpose()?;
+            let partner = (r + m < p).then(|| comm.link(r + m)).transpose()?;
+            if self.0.op == OpType::ReduceScatter {
+                let wbuf = res.ccl_input.range(0, all)?;
+                for q in 0..p {
+                    s.memcpy_async(&wbuf.range(at(q), b(w))?, &user(&param.input, q)?)?;
                 }
+                s.set_step(0);
+                if let Some(l) = fold {
+                    prim::send(s, Tx::new(l, &wbuf, MemKind::CclOutput, 0))?;
+                    s.set_step(1 + log);
+                    prim::recv(s, Rx::new(l))?;
+                    let mine = res.ccl_output.range(at(r), b(w))?;
+                    return s.memcpy_async(&param.output.range(b(e0), b(w))?, &mine);
+                }
+                let landing = res.ccl_output.range(0, all)?;
+                if let Some(l) = partner {
+                    prim::recv_reduce(s, Rx::new(l), (&wbuf, &landing), how)?;
+                }
+                let landing_at = (MemKind::CclOutput, 0);
+                halving(s, comm, m, &groups, &wbuf, &landing, landing_at, how, 1)?;
+                s.set_step(1 + log);
+                if let Some(l) = partner {
+                    let theirs = wbuf.range(at(r + m), b(w))?;
+                    prim::send(s, Tx::new(l, &theirs, MemKind::CclOutput, at(r + m)))?;
+                }
+                s.memcpy_async(&param.output.range(b(e0), b(w))?, &wbuf.range(at(r), b(w))?)
+            } else {
+                let wbuf = res.ccl_output.range(0, all)?;
+                let mine = param.input.range(b(e0), b(w))?;
+                s.set_step(0);
+                if let Some(l) = fold {
+                    prim::send(s, Tx::new(l, &mine, MemKind::CclOutput, at(r)))?;
+                    s.set_step(1 + log);
+                    prim::recv(s, Rx::new(l))?;
+                } else {
+                    s.memcpy_async(&wbuf.range(at(r), b(w))?, &mine)?;
+                    if let Some(l) = partner {
+                        prim::recv(s, Rx::new(l))?;
+                    }
+                    doubling(s, comm, m, &groups, &wbuf, (MemKind::CclOutput, 0), 1)?;
+                    s.set_step(1 + log);
+                    if let Some(l) = partner {
+                        prim::send(s, Tx::new(l, &wbuf, MemKind::CclOutput, 0))?;
+                    }
+                }
+                for q in 0..p {
+                    s.memcpy_async(&user(&param.output, q)?, &wbuf.range(at(q), b(w))?)?;
+                }
+                Ok(())
             }
-        }
-        assert_eq!(core_size(33), 32);
+        })
     }
 
-    #[test]
-    fn groups_cover_their_sizes() {
-        let g = Groups::from_sizes([3, 0, 5]);
-        assert_eq!(g.range(0, 3), (0, 8));
-        assert_eq!(g.range(1, 2), (3, 0));
-        assert_eq!(g.start(2), 3);
+    /// Broadcast and Reduce: a binomial tree over the core per round.
+    fn tree(&self, param: &OpParam, comm: &SubCommInfo, res: &AlgResourceResponse) -> Result<()> {
+        let s = &param.stream;
+        let (r, root) = (comm.local_rank, param.root);
+        let outside = root >= core_size(comm.local_rank_size);
+        let how = (param.dtype, param.reduce_op);
+        run_op_base_loop(param, res, round_capacity(res), |chunk, res| {
+            let w = res.ccl_input.range(0, chunk.bytes)?;
+            let landing = res.ccl_output.range(0, chunk.bytes)?;
+            let user_out = || param.output.range(chunk.offset, chunk.bytes);
+            if self.0.op == OpType::Broadcast {
+                if r == root {
+                    s.memcpy_async(&w, &user_out()?)?;
+                }
+                rhd::broadcast(s, comm, &w, root)?;
+                if r != root {
+                    s.memcpy_async(&user_out()?, &w)?;
+                }
+                return Ok(());
+            }
+            s.memcpy_async(&w, &param.input.range(chunk.offset, chunk.bytes)?)?;
+            rhd::reduce(s, comm, (&w, &landing), root, how)?;
+            if r == root {
+                // a root outside the core received the result in its landing area
+                let result = if outside { &landing } else { &w };
+                s.memcpy_async(&user_out()?, result)?;
+            }
+            Ok(())
+        })
+    }
+}
+
+impl FlatExecutor for RhdExecutor {
+    fn named(&self) -> &Named {
+        &self.0
+    }
+    fn peers(&self, r: u32, n: u32, _: &OpParam) -> Vec<u32> {
+        partners(r, n)
+    }
+    fn run(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+        if param.count == 0 {
+            return Ok(());
+        }
+        if self.0.topo.user_rank_size == 1 {
+            return copy_through(param, param.input_bytes() as usize);
+        }
+        let comm = res.sub_comm(CommPlane::Combine, 0)?;
+        match self.0.op {
+            OpType::AllGather | OpType::ReduceScatter => self.scattered(param, &comm, res),
+            OpType::Broadcast | OpType::Reduce => self.tree(param, &comm, res),
+            op => Err(HcclError::internal(format!(
+                "{} cannot run {op}",
+                self.0.name
+            ))),
+        }
     }
 }

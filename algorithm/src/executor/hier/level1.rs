@@ -7,11 +7,10 @@
 //! [`super::register_level1`].
 
 use crate::cost::{terms, Algo};
-use crate::executor::all_reduce_rhd::rhd_all_reduce;
-use crate::executor::all_reduce_ring::ring_all_reduce;
-use crate::executor::nonuniform::{self, Family};
-use crate::executor::rhd::partners;
+use crate::executor::flat::ring_peers;
 use crate::op::OpType;
+use crate::template::nhr_nb::{self, Family};
+use crate::template::{rhd, ring};
 use crate::topo::SubCommInfo;
 use hccl_platform::{DataType, DeviceMem, MemKind, ReduceOp, Result, Stream};
 use std::sync::Arc;
@@ -67,7 +66,7 @@ impl Level1Algorithm for RingLevel1 {
         ""
     }
     fn peers(&self, r: u32, n: u32) -> Vec<u32> {
-        crate::executor::ring_peers(r, n)
+        ring_peers(r, n)
     }
     fn all_reduce(
         &self,
@@ -76,7 +75,7 @@ impl Level1Algorithm for RingLevel1 {
         (input, output, base): (&DeviceMem, &DeviceMem, usize),
         how: (DataType, ReduceOp),
     ) -> Result<()> {
-        ring_all_reduce(
+        ring::all_reduce(
             stream,
             comm,
             (input, output),
@@ -101,7 +100,7 @@ impl Level1Algorithm for RhdLevel1 {
         "RHD"
     }
     fn peers(&self, r: u32, n: u32) -> Vec<u32> {
-        partners(r, n)
+        rhd::partners(r, n)
     }
     fn all_reduce(
         &self,
@@ -110,7 +109,7 @@ impl Level1Algorithm for RhdLevel1 {
         (input, output, base): (&DeviceMem, &DeviceMem, usize),
         how: (DataType, ReduceOp),
     ) -> Result<()> {
-        rhd_all_reduce(stream, comm, (input, output, base), how)?;
+        rhd::all_reduce(stream, comm, (input, output, base), how)?;
         result_to_output(stream, input, output)
     }
     fn terms(&self, n: u32, bytes: u64) -> (f64, f64, f64) {
@@ -144,7 +143,7 @@ impl Level1Algorithm for NonuniformLevel1 {
         self.algo_name()
     }
     fn peers(&self, r: u32, n: u32) -> Vec<u32> {
-        nonuniform::peers(r, n)
+        nhr_nb::peers(r, n)
     }
     fn all_reduce(
         &self,
@@ -153,7 +152,7 @@ impl Level1Algorithm for NonuniformLevel1 {
         (input, output, base): (&DeviceMem, &DeviceMem, usize),
         how: (DataType, ReduceOp),
     ) -> Result<()> {
-        nonuniform::all_reduce(stream, comm, self.fam, (input, output, base), how)?;
+        nhr_nb::all_reduce(stream, comm, self.fam, (input, output, base), how)?;
         result_to_output(stream, input, output)
     }
     fn terms(&self, n: u32, bytes: u64) -> (f64, f64, f64) {

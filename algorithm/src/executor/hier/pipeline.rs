@@ -26,15 +26,15 @@
 
 use super::hosts::{Hosts, Layout, Split};
 use super::two_level::{hier_request, level0, trivial};
-use crate::executor::ring_gather_scatter::per_rank_window;
-use crate::executor::transfer::{exchange, Send};
+use crate::executor::flat::{check_op, ring_peers};
 use crate::executor::CollExecutor;
-use crate::executor::{check_op, ring_peers, round_capacity, run_op_base_loop};
 use crate::op::{OpParam, OpType};
+use crate::prim::{self, Rx, Tx};
 use crate::resource::{AlgResourceRequest, AlgResourceResponse};
-use crate::template::{RingAllGather, RingReduceScatter, Slice};
+use crate::template::layout::{round_capacity, run_op_base_loop, run_per_rank_rounds, Slice};
+use crate::template::{RingAllGather, RingReduceScatter};
 use crate::topo::{CommPlane, SubCommInfo, TopoInfo};
-use hccl_platform::{DeviceMem, HcclError, LinkHandle, MemKind, Notify, Result, Stream};
+use hccl_platform::{DeviceMem, HcclError, MemKind, Notify, Result, Stream};
 use std::sync::Arc;
 
 /// A Pipeline executor for AllReduce, AllGather or ReduceScatter.
@@ -103,7 +103,7 @@ impl PipelineExecutor {
     /// h−t in its regions into every host peer's CCL output.
     fn ag_phase(&self, r: &Round<'_>, out: &DeviceMem, t: u32) -> Result<()> {
         let (me, g) = (self.hosts.index, self.phase_host(t));
-        let mut from: Vec<&LinkHandle> = Vec::new();
+        let mut from: Vec<Rx<'_>> = Vec::new();
         let mut blocks: Vec<(u32, DeviceMem, usize)> = Vec::new();
         for (j, owned) in self.host_owners() {
             for i in owned {
@@ -111,7 +111,7 @@ impl PipelineExecutor {
                     continue;
                 };
                 if j != me {
-                    from.push(r.l0.link(j)?);
+                    from.push(Rx::new(r.l0.link(j)?));
                     continue;
                 }
                 for q in (0..self.hosts.mine().len() as u32).filter(|&q| q != me) {
@@ -121,7 +121,7 @@ impl PipelineExecutor {
         }
         let sends = sends(r.l0, &blocks)?;
         r.slave.set_step(t);
-        exchange(r.slave, &from, &sends)
+        prim::exchange(r.slave, &from, &sends)
     }
 
     /// ReduceScatter level-0 phase `k`: every host rank writes its copy of
@@ -131,7 +131,7 @@ impl PipelineExecutor {
         let (me, g) = (self.hosts.index, self.phase_host(k));
         let total = r.lay.total;
         let slot = |j: u32, b: Slice| total * (1 + j as usize) + b.offset;
-        let mut from: Vec<&LinkHandle> = Vec::new();
+        let mut from: Vec<Rx<'_>> = Vec::new();
         let mut blocks: Vec<(u32, DeviceMem, usize)> = Vec::new();
         let mut reduces: Vec<(Slice, u32)> = Vec::new();
         for (j, owned) in self.host_owners() {
@@ -144,14 +144,14 @@ impl PipelineExecutor {
                     continue;
                 }
                 for q in (0..self.hosts.mine().len() as u32).filter(|&q| q != me) {
-                    from.push(r.l0.link(q)?);
+                    from.push(Rx::new(r.l0.link(q)?));
                     reduces.push((b, q));
                 }
             }
         }
         let sends = sends(r.l0, &blocks)?;
         r.slave.set_step(k);
-        exchange(r.slave, &from, &sends)?;
+        prim::exchange(r.slave, &from, &sends)?;
         for (b, q) in reduces {
             if b.len > 0 {
                 r.slave.reduce_async(
@@ -171,12 +171,8 @@ impl PipelineExecutor {
             .regions()
             .map(|i| {
                 let reg = r.lay.regions[i as usize];
-                Ok(RingAllGather {
-                    output: out.range(reg.offset, reg.len)?,
-                    output_kind: MemKind::CclOutput,
-                    output_base: reg.offset,
-                    slices: self.hosts.region_slices(&r.lay, i),
-                })
+                let region = (reg.of(out)?, self.hosts.region_slices(&r.lay, i));
+                Ok(RingAllGather::new(region, (MemKind::CclOutput, reg.offset)))
             })
             .collect::<Result<Vec<_>>>()?;
         r.s.notify_record(r.start)?;
@@ -201,15 +197,14 @@ impl PipelineExecutor {
             .regions()
             .map(|i| {
                 let reg = r.lay.regions[i as usize];
-                Ok(RingReduceScatter {
-                    input: cin.range(reg.offset, reg.len)?,
-                    output: cout.range(reg.offset, reg.len)?,
-                    output_kind: MemKind::CclOutput,
-                    output_base: reg.offset,
-                    slices: self.hosts.region_slices(&r.lay, i),
-                    dtype: r.param.dtype,
-                    op: r.param.reduce_op,
-                })
+                let slices = self.hosts.region_slices(&r.lay, i);
+                let region = (reg.of(cin)?, reg.of(cout)?, slices);
+                let how = (r.param.dtype, r.param.reduce_op);
+                Ok(RingReduceScatter::new(
+                    region,
+                    (MemKind::CclOutput, reg.offset),
+                    how,
+                ))
             })
             .collect::<Result<Vec<_>>>()?;
         let hn = self.hosts.count();
@@ -293,9 +288,10 @@ impl PipelineExecutor {
         }
         let (c, b) = (param.count, |e: u64| (e * u) as usize);
         let rs = self.op == OpType::ReduceScatter;
-        let n = per_rank_window(res, p * if rs { copies } else { 1 }, u)?;
-        for i in 0..c.div_ceil(n) {
-            let (e0, w) = (i * n, n.min(c - i * n));
+        // reduce-scatter stages `copies` blocks per rank
+        let blocks = p * if rs { copies } else { 1 };
+        run_per_rank_rounds(res, (blocks, c, u), |win| {
+            let (e0, w) = (win.first, win.len);
             let user = |mem: &DeviceMem, q: u64| mem.range(b(q * c + e0), b(w));
             let r = round(self.hosts.layout(|_| b(w)))?;
             let mine = r.lay.at[me];
@@ -319,17 +315,17 @@ impl PipelineExecutor {
                     s.memcpy_async(&user(&param.output, q)?, &out.range(at.offset, at.len)?)?;
                 }
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 }
 
 /// The sends of a mesh step: (host peer, local source, offset in the
 /// peer's CCL output).
-fn sends<'a>(l0: &'a SubCommInfo, blocks: &'a [(u32, DeviceMem, usize)]) -> Result<Vec<Send<'a>>> {
+fn sends<'a>(l0: &'a SubCommInfo, blocks: &'a [(u32, DeviceMem, usize)]) -> Result<Vec<Tx<'a>>> {
     blocks
         .iter()
-        .map(|(q, m, off)| Ok((l0.link(*q)?, m, MemKind::CclOutput, *off)))
+        .map(|(q, m, off)| Ok(Tx::new(l0.link(*q)?, m, MemKind::CclOutput, *off)))
         .collect()
 }
 

@@ -2,13 +2,15 @@
 
 use super::hosts::{overlap, span, Hosts, Layout, Split};
 use super::level1::Level1Algorithm;
-use crate::executor::ring_gather_scatter::per_rank_window;
-use crate::executor::transfer::{exchange, Send};
+use crate::executor::flat::{check_op, ring_peers};
 use crate::executor::CollExecutor;
-use crate::executor::{check_op, copy_through, ring_peers, round_capacity, run_op_base_loop};
 use crate::op::{OpParam, OpType};
+use crate::prim::{self, Rx, Tx};
 use crate::resource::{AlgResourceRequest, AlgResourceResponse, SingleSubCommTransport};
-use crate::template::{RingAllGather, RingReduceScatter, Slice};
+use crate::template::layout::{
+    copy_through, round_capacity, run_op_base_loop, run_per_rank_rounds, Slice,
+};
+use crate::template::{RingAllGather, RingReduceScatter};
 use crate::topo::{CommPlane, SubCommInfo, TopoInfo};
 use hccl_platform::{DeviceMem, HcclError, MemKind, Result, Stream};
 use std::ops::Range;
@@ -163,16 +165,8 @@ impl HierExecutor {
             let slices = self
                 .hosts
                 .level0_slices(self.hosts.host, &parts, self.split());
-            RingReduceScatter {
-                input: cin.clone(),
-                output: cout.clone(),
-                output_kind: MemKind::CclOutput,
-                output_base: 0,
-                slices: slices.clone(),
-                dtype: param.dtype,
-                op: param.reduce_op,
-            }
-            .run(s, &l0)?;
+            let bufs = (cin.clone(), cout.clone(), slices.clone());
+            RingReduceScatter::new(bufs, (MemKind::CclOutput, 0), how).run(s, &l0)?;
             for (u, comm) in units.iter().zip(&l1) {
                 let sp = span(&parts, u.clone());
                 let (i, o) = (
@@ -181,13 +175,7 @@ impl HierExecutor {
                 );
                 self.level1.all_reduce(s, comm, (&i, &o, sp.offset), how)?;
             }
-            RingAllGather {
-                output: cout.clone(),
-                output_kind: MemKind::CclOutput,
-                output_base: 0,
-                slices,
-            }
-            .run(s, &l0)?;
+            RingAllGather::new((cout.clone(), slices), (MemKind::CclOutput, 0)).run(s, &l0)?;
             s.memcpy_async(&param.output.range(chunk.offset, bytes)?, &cout)
         })
     }
@@ -200,9 +188,8 @@ impl HierExecutor {
         let (p, me) = (self.topo.user_rank_size as u64, self.topo.user_rank);
         let (c, u) = (param.count, param.dtype.size() as u64);
         let b = |e: u64| (e * u) as usize;
-        let n = per_rank_window(res, p, u)?;
-        for i in 0..c.div_ceil(n) {
-            let (e0, w) = (i * n, n.min(c - i * n));
+        run_per_rank_rounds(res, (p, c, u), |win| {
+            let (e0, w) = (win.first, win.len);
             // rank q's window in a user buffer of p blocks
             let user = |mem: &DeviceMem, q: u32| mem.range(b(q as u64 * c + e0), b(w));
             let ahc = self.kind == HierKind::Ahc;
@@ -221,28 +208,18 @@ impl HierExecutor {
                 )?;
                 for (u, comm) in units.iter().zip(&l1) {
                     let reg = lay.regions[u.start as usize];
-                    RingAllGather {
-                        output: cout.range(reg.offset, reg.len)?,
-                        output_kind: MemKind::CclOutput,
-                        output_base: reg.offset,
-                        slices: self.hosts.region_slices(&lay, u.start),
-                    }
-                    .run(s, comm)?;
+                    let region = (reg.of(&cout)?, self.hosts.region_slices(&lay, u.start));
+                    RingAllGather::new(region, (MemKind::CclOutput, reg.offset)).run(s, comm)?;
                 }
-                RingAllGather {
-                    output: cout.clone(),
-                    output_kind: MemKind::CclOutput,
-                    output_base: 0,
-                    slices: self
-                        .hosts
-                        .level0_slices(self.hosts.host, &lay.regions, Split::Index),
-                }
-                .run(s, &l0)?;
+                let slices = self
+                    .hosts
+                    .level0_slices(self.hosts.host, &lay.regions, Split::Index);
+                RingAllGather::new((cout.clone(), slices), (MemKind::CclOutput, 0)).run(s, &l0)?;
                 for q in 0..p as u32 {
                     let at = lay.at[q as usize];
                     s.memcpy_async(&user(&param.output, q)?, &cout.range(at.offset, at.len)?)?;
                 }
-                continue;
+                return Ok(());
             }
             for q in 0..p as u32 {
                 let at = lay.at[q as usize];
@@ -256,16 +233,9 @@ impl HierExecutor {
             let slices = self
                 .hosts
                 .level0_slices(self.hosts.host, &parts, self.split());
-            let rs = |input: DeviceMem, output: DeviceMem, base, slices| RingReduceScatter {
-                input,
-                output,
-                output_kind: MemKind::CclOutput,
-                output_base: base,
-                slices,
-                dtype: param.dtype,
-                op: param.reduce_op,
-            };
-            rs(cin.clone(), cout.clone(), 0, slices.clone()).run(s, &l0)?;
+            let how = (param.dtype, param.reduce_op);
+            let rs = |bufs, base| RingReduceScatter::new(bufs, (MemKind::CclOutput, base), how);
+            rs((cin.clone(), cout.clone(), slices.clone()), 0).run(s, &l0)?;
             for (u, comm) in units.iter().zip(&l1) {
                 let sp = span(&parts, u.clone());
                 let member_slices = if ahc {
@@ -287,7 +257,7 @@ impl HierExecutor {
                     cin.range(sp.offset, sp.len)?,
                     cout.range(sp.offset, sp.len)?,
                 );
-                rs(i, o, sp.offset, member_slices).run(s, comm)?;
+                rs((i, o, member_slices), sp.offset).run(s, comm)?;
             }
             let out = param.output.range(b(e0), b(w))?;
             if ahc {
@@ -295,8 +265,8 @@ impl HierExecutor {
             } else {
                 s.memcpy_async(&out, &cin.range(mine.offset, mine.len)?)?;
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// AHC ReduceScatter's last step: the reduced blocks of this host are
@@ -323,14 +293,14 @@ impl HierExecutor {
                 sends.push((j as u32, cin.range(give.offset, give.len)?, give.offset));
             }
             if overlap(slices[j], block(me)).len > 0 {
-                from.push(l0.link(j as u32)?);
+                from.push(Rx::new(l0.link(j as u32)?));
             }
         }
-        let sends: Vec<Send<'_>> = sends
+        let sends: Vec<Tx<'_>> = sends
             .iter()
-            .map(|(j, m, off)| Ok((l0.link(*j)?, m, MemKind::CclOutput, *off)))
+            .map(|(j, m, off)| Ok(Tx::new(l0.link(*j)?, m, MemKind::CclOutput, *off)))
             .collect::<Result<_>>()?;
-        exchange(s, &from, &sends)?;
+        prim::exchange(s, &from, &sends)?;
         let mine = block(me);
         for (j, &sl) in slices.iter().enumerate() {
             let piece = overlap(sl, mine);

@@ -1,14 +1,18 @@
-//! The resource request every flat-plane op-base executor makes: check the
-//! op and the mode, then ask for links from this rank to the peers its
-//! algorithm talks to, on the CCL buffers.
+//! What every flat-plane executor shares, written once: its identity
+//! ([`Named`]: registered name, op, topology), the op and mode check, the
+//! resource request (links from this rank to the peers its algorithm talks
+//! to, on the CCL buffers), and — through [`FlatExecutor`] — its whole
+//! [`CollExecutor`] impl, so an executor only states its peers and its
+//! body.
 
+use super::CollExecutor;
 use crate::op::{OpParam, OpType, WorkflowMode};
-use crate::resource::{AlgResourceRequest, SingleSubCommTransport};
+use crate::resource::{AlgResourceRequest, AlgResourceResponse, SingleSubCommTransport};
 use crate::topo::{CommPlane, TopoInfo};
 use hccl_platform::{HcclError, MemKind, Result};
 
-/// What a table-driven executor (one type serving several ops, each
-/// registered under its own name) knows about itself.
+/// What an executor on the flat plane knows about itself (one type may
+/// serve several ops, each registered under its own name).
 #[derive(Clone, Debug)]
 pub(crate) struct Named {
     /// The registered name.
@@ -27,6 +31,39 @@ impl Named {
             op,
             topo: topo.clone(),
         }
+    }
+}
+
+/// A flat-plane executor: its identity, the peers it needs links to, and
+/// its body. Every such type gets [`CollExecutor`] from the impl below:
+/// `name` is the registered name, `calc_res_request` checks the op and
+/// asks for links to [`peers`](Self::peers) on the `Combine` plane,
+/// `orchestrate` runs [`run`](Self::run).
+pub(crate) trait FlatExecutor: Send {
+    /// The executor's name, op and topology.
+    fn named(&self) -> &Named;
+
+    /// The sub-comm ranks that rank `r` of `n` exchanges data with for `param`.
+    fn peers(&self, r: u32, n: u32, param: &OpParam) -> Vec<u32>;
+
+    /// Enqueues the op (HCCL's `Orchestrate`).
+    fn run(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()>;
+}
+
+impl<T: FlatExecutor> CollExecutor for T {
+    fn name(&self) -> &str {
+        self.named().name
+    }
+
+    fn calc_res_request(&self, param: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
+        let n = self.named();
+        flat_request(n.name, n.op, param, topo, |r, size| {
+            self.peers(r, size, param)
+        })
+    }
+
+    fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+        self.run(param, res)
     }
 }
 

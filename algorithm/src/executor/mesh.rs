@@ -9,16 +9,18 @@
 //! rank computes bit-identical results.
 //!
 //! Each op is registered under its own name (`AllGatherMeshExecutor`, ...);
-//! one engine runs them all from the per-op table in `plan.rs`.
+//! one engine runs them all from the per-op table of
+//! [`crate::template::mesh`]. The Star (rooted ops) and PairWise (alltoall,
+//! one peer per step) executors are this engine too, so they live here.
 
-pub(crate) mod plan;
-
-use super::CollExecutor;
+use super::flat::{all_peers, FlatExecutor, Named};
 use crate::op::{OpParam, OpType};
-use crate::resource::{AlgResourceRequest, AlgResourceResponse};
+use crate::prim::{self, Rx, Tx};
+use crate::resource::AlgResourceResponse;
+use crate::template::layout::PIPELINE_CHUNK_BYTES;
+use crate::template::mesh::{window, Block, MeshPlan};
 use crate::topo::{CommPlane, TopoInfo};
 use hccl_platform::{HcclError, MemKind, Result};
-use plan::{Block, MeshPlan};
 
 /// The mesh executors: (registered name, op).
 pub const MESH_EXECUTORS: &[(&str, OpType)] = &[
@@ -61,9 +63,7 @@ pub const STAR_EXECUTORS: &[(&str, OpType)] = &[
 /// A mesh executor for one op.
 #[derive(Debug)]
 pub struct MeshExecutor {
-    name: &'static str,
-    op: OpType,
-    topo: TopoInfo,
+    named: Named,
     pairwise: bool,
     star: bool,
 }
@@ -72,9 +72,7 @@ impl MeshExecutor {
     /// The executor registered as `name` for `op`.
     pub fn new(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
         MeshExecutor {
-            name,
-            op,
-            topo: topo.clone(),
+            named: Named::new(name, op, topo),
             pairwise: false,
             star: false,
         }
@@ -97,34 +95,25 @@ impl MeshExecutor {
     }
 }
 
-fn window(b: Option<Block>, round: u64, n: u64) -> Option<Block> {
-    let b = b?;
-    let start = round * n;
-    (start < b.len).then(|| Block {
-        off: b.off + start,
-        len: n.min(b.len - start),
-    })
-}
-
-impl CollExecutor for MeshExecutor {
-    fn name(&self) -> &str {
-        self.name
+impl FlatExecutor for MeshExecutor {
+    fn named(&self) -> &Named {
+        &self.named
     }
 
-    fn calc_res_request(&self, param: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
-        match self.op {
-            OpType::Send | OpType::Receive => {
-                let peer = param.peer;
-                super::flat_request(self.name, self.op, param, topo, move |_, _| vec![peer])
-            }
-            _ => super::flat_request(self.name, self.op, param, topo, super::all_peers),
+    fn peers(&self, r: u32, n: u32, param: &OpParam) -> Vec<u32> {
+        match self.named.op {
+            OpType::Send | OpType::Receive => vec![param.peer],
+            _ => all_peers(r, n),
         }
     }
 
-    fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+    fn run(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
         let s = &param.stream;
-        let p = self.topo.user_rank_size;
-        let me = self.topo.user_rank;
+        let (p, me, op) = (
+            self.named.topo.user_rank_size,
+            self.named.topo.user_rank,
+            self.named.op,
+        );
         let u = param.dtype.size() as u64;
         let plan = MeshPlan::of(param, p, me)?;
         let longest = plan.longest();
@@ -164,12 +153,12 @@ impl CollExecutor for MeshExecutor {
         };
         // One slot per sender in every receiver's CCL output, or a single
         // slot when only the root sends (star broadcast and scatter).
-        let single = self.star && matches!(self.op, OpType::Broadcast | OpType::Scatter);
+        let single = self.star && matches!(op, OpType::Broadcast | OpType::Scatter);
         let slots = if single { 1 } else { p as u64 };
         let n = res
             .ccl_output
             .len()
-            .min(super::PIPELINE_CHUNK_BYTES.max(p as usize * (64 << 10))) as u64
+            .min(PIPELINE_CHUNK_BYTES.max(p as usize * (64 << 10))) as u64
             / (slots * u);
         if n == 0 {
             return Err(HcclError::para(format!(
@@ -200,28 +189,22 @@ impl CollExecutor for MeshExecutor {
         for i in 0..rounds {
             for (ph, (to, from)) in phases.iter().enumerate() {
                 s.set_step((i as usize * phases.len() + ph) as u32);
-                for &q in from {
-                    if window(plan.recvs[q as usize], i, n).is_some() {
-                        link(q)?.tx_ack(s)?;
-                    }
-                }
-                for &q in to {
-                    if let Some(w) = window(plan.sends[q as usize], i, n) {
-                        let l = link(q)?;
-                        l.rx_ack(s)?;
-                        l.tx_async(MemKind::CclOutput, slot_at(me), &input(w)?, s)?;
-                    }
-                }
-                for &q in to {
-                    if window(plan.sends[q as usize], i, n).is_some() {
-                        link(q)?.tx_wait_done(s)?;
-                    }
-                }
-                for &q in from {
-                    if window(plan.recvs[q as usize], i, n).is_some() {
-                        link(q)?.rx_wait_done(s)?;
-                    }
-                }
+                // this rank's window to each peer it sends to, from the user input
+                let sources = to
+                    .iter()
+                    .filter_map(|&q| window(plan.sends[q as usize], i, n).map(|w| (q, w)))
+                    .map(|(q, w)| Ok((link(q)?, input(w)?)))
+                    .collect::<Result<Vec<_>>>()?;
+                let sends: Vec<Tx<'_>> = sources
+                    .iter()
+                    .map(|(l, src)| Tx::new(l, src, MemKind::CclOutput, slot_at(me)))
+                    .collect();
+                let recvs = from
+                    .iter()
+                    .filter(|&&q| window(plan.recvs[q as usize], i, n).is_some())
+                    .map(|&q| Ok(Rx::new(link(q)?)))
+                    .collect::<Result<Vec<_>>>()?;
+                prim::exchange(s, &recvs, &sends)?;
                 if !plan.reduce {
                     for &q in from {
                         if let Some(w) = window(plan.recvs[q as usize], i, n) {

@@ -1,16 +1,30 @@
-//! What each rank sends to and receives from each peer, per op, as element
-//! blocks of the user buffers. One table drives every mesh executor.
+//! The mesh template: what each rank sends to and receives from each peer,
+//! per op, as element blocks of the user buffers ([`MeshPlan`]), and the
+//! part of a block one op-base round moves ([`window`]). One table drives
+//! every mesh, star and pairwise executor, and the direct-read executors
+//! read the same blocks from the peers' side.
 
 use crate::op::{OpParam, OpType, VCounts};
 use hccl_platform::{HcclError, Result};
 
 /// A block of elements of a user buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Block {
+pub struct Block {
     /// First element.
     pub off: u64,
     /// Elements.
     pub len: u64,
+}
+
+/// The part of block `b` that op-base round `round` moves, `n` elements
+/// per round (`None`: the block is done, or there is none).
+pub fn window(b: Option<Block>, round: u64, n: u64) -> Option<Block> {
+    let b = b?;
+    let start = round * n;
+    (start < b.len).then(|| Block {
+        off: b.off + start,
+        len: n.min(b.len - start),
+    })
 }
 
 impl Block {
@@ -21,7 +35,7 @@ impl Block {
 
 /// One rank's part of a mesh op.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct MeshPlan {
+pub struct MeshPlan {
     /// Per peer: the input block sent to it (None: nothing, and for self).
     pub sends: Vec<Option<Block>>,
     /// Per peer: the output block its data lands in (None: nothing, and self).
@@ -49,7 +63,7 @@ fn v<'a>(v: &'a Option<VCounts>, what: &str, p: u32) -> Result<&'a VCounts> {
 
 impl MeshPlan {
     /// The plan of rank `me` of `p` for `param`.
-    pub(crate) fn of(param: &OpParam, p: u32, me: u32) -> Result<MeshPlan> {
+    pub fn of(param: &OpParam, p: u32, me: u32) -> Result<MeshPlan> {
         let n = p as usize;
         let c = param.count;
         let root = param.root;
@@ -246,7 +260,7 @@ impl MeshPlan {
     }
 
     /// Elements of the longest block (sets the number of rounds).
-    pub(crate) fn longest(&self) -> u64 {
+    pub fn longest(&self) -> u64 {
         let blocks = self
             .sends
             .iter()

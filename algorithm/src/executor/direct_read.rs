@@ -23,10 +23,10 @@
 //!    from every peer that reads this rank — so no rank returns, and lets
 //!    its user touch the buffers, while a peer still reads them.
 
-use super::mesh::plan::{Block, MeshPlan};
-use super::{check_op, CollExecutor, Named};
+use super::flat::{all_peers, check_op, FlatExecutor, Named};
 use crate::op::{OpParam, OpType};
-use crate::resource::{AlgResourceRequest, AlgResourceResponse};
+use crate::resource::AlgResourceResponse;
+use crate::template::mesh::{Block, MeshPlan};
 use crate::template::Slice;
 use crate::topo::{CommPlane, TopoInfo};
 use hccl_platform::{DeviceMem, HcclError, LinkHandle, MemKind, Result, Stream};
@@ -75,22 +75,16 @@ fn others(me: u32, p: u32) -> impl Iterator<Item = u32> {
     (1..p).map(move |i| (me + i) % p)
 }
 
-impl CollExecutor for DirectExecutor {
-    fn name(&self) -> &str {
-        self.named.name
+impl FlatExecutor for DirectExecutor {
+    fn named(&self) -> &Named {
+        &self.named
     }
 
-    fn calc_res_request(&self, param: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
-        super::flat_request(
-            self.named.name,
-            self.named.op,
-            param,
-            topo,
-            super::all_peers,
-        )
+    fn peers(&self, r: u32, n: u32, _: &OpParam) -> Vec<u32> {
+        all_peers(r, n)
     }
 
-    fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+    fn run(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
         let name = self.named.name;
         check_op(name, self.named.op, param)?;
         let p = self.named.topo.user_rank_size;

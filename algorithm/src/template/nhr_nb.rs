@@ -1,7 +1,7 @@
-//! Building blocks of the NHR and NB executors (seed 002 §3.7, §3.8): a
-//! reduce-scatter in ⌈log2 p⌉ steps for any rank count p, its mirror
-//! allgather, and the scatter that follows the reduce-scatter's trees
-//! backwards from a root.
+//! NHR and NB templates (seed 002 §3.7, §3.8): a reduce-scatter in
+//! ⌈log2 p⌉ steps for any rank count p, its mirror allgather, the
+//! allreduce made of both, and the scatter that follows the
+//! reduce-scatter's trees backwards from a root.
 //!
 //! The data is cut into p blocks, block b ending at rank b. Every step k is
 //! a ring at distance δ: rank x sends to x + δ and receives from x − δ
@@ -25,15 +25,14 @@
 //! reversed (the transpose of a valid reduce-scatter is a valid allgather),
 //! so it sends exactly what the reduce-scatter received.
 
-use super::rhd::{reduce, Groups};
-use super::transfer::{step_pieces, Piece};
-use crate::template::Slice;
+use crate::prim::{self, Piece, Rx, Tx};
+use crate::template::layout::{Groups, Slice};
 use crate::topo::SubCommInfo;
 use hccl_platform::{DataType, DeviceMem, MemKind, ReduceOp, Result, Stream};
 
 /// Which nonuniform algorithm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Family {
+pub enum Family {
     /// Distance halving, contiguous windows.
     Nhr,
     /// Distance doubling, blocks by lowest set bit of their offset.
@@ -41,7 +40,7 @@ pub(super) enum Family {
 }
 
 /// ⌈log2 p⌉: the number of steps of one reduce-scatter or allgather.
-pub(super) fn steps(p: u32) -> u32 {
+pub fn steps(p: u32) -> u32 {
     if p <= 1 {
         0
     } else {
@@ -50,7 +49,7 @@ pub(super) fn steps(p: u32) -> u32 {
 }
 
 /// Every peer rank `r` of `p` talks to: x ± 2^k for k < ⌈log2 p⌉.
-pub(super) fn peers(r: u32, p: u32) -> Vec<u32> {
+pub fn peers(r: u32, p: u32) -> Vec<u32> {
     let mut v: Vec<u32> = (0..steps(p))
         .flat_map(|k| {
             let d = (1u32 << k) % p;
@@ -65,7 +64,7 @@ pub(super) fn peers(r: u32, p: u32) -> Vec<u32> {
 
 impl Family {
     /// The ring distance of reduce-scatter step `k` (of `steps(p)`).
-    pub(super) fn delta(self, k: u32, p: u32) -> u32 {
+    pub fn delta(self, k: u32, p: u32) -> u32 {
         match self {
             Family::Nhr => 1 << (steps(p) - 1 - k),
             Family::Nb => 1 << k,
@@ -74,7 +73,7 @@ impl Family {
 
     /// Whether, at reduce-scatter step `k`, a rank sends its partial of the
     /// block at offset `d` (from itself) on to the rank δ ahead.
-    pub(super) fn sends(self, k: u32, p: u32, d: u32) -> bool {
+    pub fn sends(self, k: u32, p: u32, d: u32) -> bool {
         let delta = self.delta(k, p);
         match self {
             Family::Nhr => d >= delta && d < delta + delta.min(p - delta),
@@ -149,7 +148,7 @@ type PlanStep = (u32, bool, Vec<u32>, Vec<u32>);
 
 /// Where peers write: their `kind` buffer at `base` plus the offset the
 /// data has in `w` (every rank keeps `w` at the same place).
-pub(super) type At = (MemKind, usize);
+pub type At = (MemKind, usize);
 
 /// Enqueues `plan` on steps `first..`: each step sends its blocks of `w`
 /// into the peer's buffer at `at` (same offsets) and receives its blocks
@@ -182,14 +181,14 @@ fn run_plan(
         let from = if recv.is_empty() {
             None
         } else {
-            Some((comm.link(from)?, recv.len()))
+            Some(Rx::transfers(comm.link(from)?, recv.len()))
         };
         let to = if pieces.is_empty() {
             None
         } else {
-            Some((comm.link(to)?, &pieces[..]))
+            Some(Tx::pieces(comm.link(to)?, &pieces))
         };
-        step_pieces(s, from, to)?;
+        prim::step(s, from, to)?;
         after(&recv)?;
     }
     Ok(())
@@ -200,14 +199,14 @@ fn run_plan(
 /// (same offsets as `w`; addressed by the peer at `landing_at`) and are
 /// reduced into `w`. Afterwards block r of `w` is reduced over all ranks.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn reduce_scatter(
+pub fn reduce_scatter(
     s: &Stream,
     comm: &SubCommInfo,
     fam: Family,
     groups: &Groups,
     w: &DeviceMem,
     (landing, landing_at): (&DeviceMem, At),
-    (dtype, op): (DataType, ReduceOp),
+    how: (DataType, ReduceOp),
     first: u32,
 ) -> Result<()> {
     let (r, p) = (comm.local_rank, comm.local_rank_size);
@@ -217,7 +216,7 @@ pub(super) fn reduce_scatter(
     });
     run_plan(s, comm, groups, w, landing_at, first, plan, |got| {
         for &(off, len) in got {
-            reduce(s, &w.range(off, len)?, &landing.range(off, len)?, dtype, op)?;
+            prim::reduce(s, &w.range(off, len)?, &landing.range(off, len)?, how)?;
         }
         Ok(())
     })
@@ -226,7 +225,7 @@ pub(super) fn reduce_scatter(
 /// The allgather over the blocks `groups` of `w` (addressed by peers at
 /// `at`), on steps `first..first + ⌈log2 p⌉`: rank r starts holding
 /// block r and ends holding every block.
-pub(super) fn all_gather(
+pub fn all_gather(
     s: &Stream,
     comm: &SubCommInfo,
     fam: Family,
@@ -249,7 +248,7 @@ pub(super) fn all_gather(
 /// partials landing in `landing` (the CCL output at `base`, as long as
 /// `w`), then allgather, 2⌈log2 p⌉ steps. The result ends in `w`. The
 /// flat AllReduce and the hierarchical executors' level 1 both run this.
-pub(super) fn all_reduce(
+pub fn all_reduce(
     s: &Stream,
     comm: &SubCommInfo,
     fam: Family,
@@ -275,7 +274,7 @@ pub(super) fn all_reduce(
 /// peers at `at`), on steps `first..first + ⌈log2 p⌉`: the root starts
 /// holding every block, rank r ends holding (at least) block r.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn scatter(
+pub fn scatter(
     s: &Stream,
     comm: &SubCommInfo,
     fam: Family,

@@ -1,6 +1,6 @@
 //! The NHR and NB executors: AllReduce, AllGather, ReduceScatter,
 //! Broadcast and Scatter for any rank count in ⌈log2 p⌉ steps per phase
-//! (building blocks and the two algorithms in `nonuniform.rs`).
+//! (the two algorithms are the templates of [`crate::template::nhr_nb`]).
 //!
 //! - **ReduceScatter** / **AllGather**: one phase over p blocks, one rank
 //!   window each, laid out in rank order in a CCL buffer per op-base round.
@@ -11,13 +11,15 @@
 //! - **Broadcast**: scatter of the root's data cut into p slices, then
 //!   allgather (seed 002: 2⌈log2 p⌉ steps, 2(p−1)/p of the data per rank).
 
-use super::nonuniform::{all_gather, all_reduce, peers, reduce_scatter, scatter, Family};
-use super::rhd::Groups;
-use super::ring_gather_scatter::{per_rank_window, slots};
-use super::{round_capacity, run_op_base_loop, CollExecutor, Named};
+use super::flat::{FlatExecutor, Named};
 use crate::op::{OpParam, OpType};
-use crate::resource::{AlgResourceRequest, AlgResourceResponse};
-use crate::template::Slice;
+use crate::resource::AlgResourceResponse;
+use crate::template::layout::{
+    copy_through, round_capacity, run_op_base_loop, run_per_rank_rounds, slots, Groups, Slice,
+};
+use crate::template::nhr_nb::{
+    all_gather, all_reduce, peers, reduce_scatter, scatter, steps, Family,
+};
 use crate::topo::{CommPlane, SubCommInfo, TopoInfo};
 use hccl_platform::{DeviceMem, HcclError, MemKind, Result};
 
@@ -75,9 +77,8 @@ impl NonuniformExecutor {
         let (r, p) = (comm.local_rank, comm.local_rank_size);
         let (c, u) = (param.count, param.dtype.size() as u64);
         let b = |e: u64| (e * u) as usize;
-        let n = per_rank_window(res, p as u64, u)?;
-        for i in 0..c.div_ceil(n) {
-            let (e0, w) = (i * n, n.min(c - i * n));
+        run_per_rank_rounds(res, (p as u64, c, u), |win| {
+            let (e0, w) = (win.first, win.len);
             let groups = Groups::from_slices(&slots(p as u64, w, u));
             let all = b(p as u64 * w);
             // rank q's window in a user buffer of p blocks, and in the CCL buffer
@@ -131,8 +132,8 @@ impl NonuniformExecutor {
                     s.memcpy_async(&param.output.range(b(e0), b(w))?, &slot(&wbuf, r)?)?;
                 }
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// AllReduce and Broadcast: rounds of the message cut into p slices.
@@ -140,9 +141,8 @@ impl NonuniformExecutor {
         let s = &param.stream;
         let (r, p) = (comm.local_rank, comm.local_rank_size);
         let fam = self.fam;
-        let after = super::nonuniform::steps(p);
-        let capacity = round_capacity(res);
-        run_op_base_loop(param, res, capacity, |chunk, res| {
+        let after = steps(p);
+        run_op_base_loop(param, res, round_capacity(res), |chunk, res| {
             let user_out = param.output.range(chunk.offset, chunk.bytes)?;
             if self.named.op == OpType::AllReduce {
                 let w = res.ccl_input.range(0, chunk.bytes)?;
@@ -176,21 +176,19 @@ impl NonuniformExecutor {
     }
 }
 
-impl CollExecutor for NonuniformExecutor {
-    fn name(&self) -> &str {
-        self.named.name
+impl FlatExecutor for NonuniformExecutor {
+    fn named(&self) -> &Named {
+        &self.named
     }
-
-    fn calc_res_request(&self, param: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
-        super::flat_request(self.named.name, self.named.op, param, topo, peers)
+    fn peers(&self, r: u32, n: u32, _: &OpParam) -> Vec<u32> {
+        peers(r, n)
     }
-
-    fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+    fn run(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
         if param.count == 0 {
             return Ok(());
         }
         if self.named.topo.user_rank_size == 1 {
-            return super::copy_through(param, param.input_bytes() as usize);
+            return copy_through(param, param.input_bytes() as usize);
         }
         let comm = res.sub_comm(CommPlane::Combine, 0)?;
         match self.named.op {

@@ -1,0 +1,395 @@
+//! Ring executors over the flat plane (neighbours only; bandwidth-optimal
+//! for large messages), staging each op-base round through the CCL buffers
+//! around the templates of [`crate::template::ring`] and
+//! [`crate::template::chain`]:
+//!
+//! - **AllReduce** per round: user input → CCL input, ring reduce-scatter
+//!   (peers' partials land in the CCL output), the reduced slice copied
+//!   into the CCL output, ring allgather there, CCL output → user output.
+//!   Traffic per rank: 2(p−1)/p of the data, in 2(p−1) steps.
+//! - **AllGather** / **ReduceScatter** per round: each rank's window of w
+//!   elements is staged into slot r of a CCL buffer laid out as p slots of
+//!   w elements, the ring template runs over the slots, and the result is
+//!   copied out (each rank sends (p−1)/p of the data in p−1 steps).
+//! - **Broadcast** is the pipelined chain from the root; **Reduce** the
+//!   chain run backwards, starting at root+1 and ending at the root, each
+//!   rank reducing the arriving segment into its own before passing it on
+//!   (2(p−1) steps per round, every link carries the data once).
+//! - **Scatter** sends the root's p−1 blocks down the chain root → root+1
+//!   → …, farthest destination first, each rank forwarding the block it got
+//!   in the previous step: p−1 steps, each link carrying one block per step.
+//!   **Gather** is the mirror: every rank passes its own block and then the
+//!   blocks arriving from farther ranks towards the root, p−1 steps. Both
+//!   stage nothing: blocks leave from the user input and arrive in slot t
+//!   (the destination's position along the chain) of each rank's CCL
+//!   output, p slots per op-base round.
+
+use super::flat::{ring_peers, FlatExecutor, Named};
+use crate::op::{OpParam, OpType};
+use crate::prim::{self, Rx, Tx};
+use crate::resource::AlgResourceResponse;
+use crate::template::layout::{
+    copy_through, round_capacity, run_op_base_loop, run_per_rank_rounds, slots,
+    PIPELINE_CHUNK_BYTES,
+};
+use crate::template::{chain, ring, RingAllGather, RingReduceScatter};
+use crate::topo::{CommPlane, TopoInfo};
+use hccl_platform::{HcclError, MemKind, Result};
+
+/// Ring AllReduce over the flat (`Combine`) plane.
+#[derive(Debug)]
+pub struct AllReduceRingExecutor(Named);
+
+/// Ring AllGather over the flat plane.
+#[derive(Debug)]
+pub struct AllGatherRingExecutor(Named);
+
+/// Ring ReduceScatter over the flat plane.
+#[derive(Debug)]
+pub struct ReduceScatterRingExecutor(Named);
+
+/// Ring (chain) Broadcast over the flat plane.
+#[derive(Debug)]
+pub struct BroadcastRingExecutor(Named);
+
+/// The rooted ring executors: (registered name, op).
+pub const RING_ROOTED_EXECUTORS: &[(&str, OpType)] = &[
+    ("ReduceRingExecutor", OpType::Reduce),
+    ("ScatterRingExecutor", OpType::Scatter),
+    ("GatherRingExecutor", OpType::Gather),
+];
+
+/// A ring executor for Reduce, Scatter or Gather over the flat plane.
+#[derive(Debug)]
+pub struct RingRootedExecutor(Named);
+
+impl AllReduceRingExecutor {
+    /// The registered name.
+    pub const NAME: &'static str = "AllReduceRingExecutor";
+    /// An executor for `topo`.
+    pub fn new(topo: &TopoInfo) -> Self {
+        Self(Named::new(Self::NAME, OpType::AllReduce, topo))
+    }
+}
+
+impl AllGatherRingExecutor {
+    /// The registered name.
+    pub const NAME: &'static str = "AllGatherRingExecutor";
+    /// An executor for `topo`.
+    pub fn new(topo: &TopoInfo) -> Self {
+        Self(Named::new(Self::NAME, OpType::AllGather, topo))
+    }
+}
+
+impl ReduceScatterRingExecutor {
+    /// The registered name.
+    pub const NAME: &'static str = "ReduceScatterRingExecutor";
+    /// An executor for `topo`.
+    pub fn new(topo: &TopoInfo) -> Self {
+        Self(Named::new(Self::NAME, OpType::ReduceScatter, topo))
+    }
+}
+
+impl BroadcastRingExecutor {
+    /// The registered name.
+    pub const NAME: &'static str = "BroadcastRingExecutor";
+    /// An executor for `topo`.
+    pub fn new(topo: &TopoInfo) -> Self {
+        Self(Named::new(Self::NAME, OpType::Broadcast, topo))
+    }
+}
+
+impl RingRootedExecutor {
+    /// The executor registered as `name` for `op` (one of
+    /// [`RING_ROOTED_EXECUTORS`]).
+    pub fn new(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
+        RingRootedExecutor(Named::new(name, op, topo))
+    }
+}
+
+impl FlatExecutor for AllReduceRingExecutor {
+    fn named(&self) -> &Named {
+        &self.0
+    }
+    fn peers(&self, r: u32, n: u32, _: &OpParam) -> Vec<u32> {
+        ring_peers(r, n)
+    }
+    fn run(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+        let stream = &param.stream;
+        let bytes = param.input_bytes() as usize;
+        if self.0.topo.user_rank_size == 1 {
+            return copy_through(param, bytes);
+        }
+        let comm = res.sub_comm(CommPlane::Combine, 0)?;
+        run_op_base_loop(param, res, round_capacity(res), |chunk, res| {
+            let cin = res.ccl_input.range(0, chunk.bytes)?;
+            let cout = res.ccl_output.range(0, chunk.bytes)?;
+            stream.memcpy_async(&cin, &param.input.range(chunk.offset, chunk.bytes)?)?;
+            let how = (param.dtype, param.reduce_op);
+            ring::all_reduce(stream, &comm, (&cin, &cout), (MemKind::CclOutput, 0), how)?;
+            stream.memcpy_async(&param.output.range(chunk.offset, chunk.bytes)?, &cout)
+        })
+    }
+}
+
+/// The op-base frame of the ring AllGather and ReduceScatter: nothing to
+/// do for no elements, a local copy on one rank, else `round(e0, w)` for
+/// each round of `w` elements per rank starting at element `e0`.
+fn ring_rounds(
+    named: &Named,
+    param: &OpParam,
+    res: &AlgResourceResponse,
+    mut round: impl FnMut(&crate::topo::SubCommInfo, u64, u64) -> Result<()>,
+) -> Result<()> {
+    let (p, c, u) = (
+        named.topo.user_rank_size as u64,
+        param.count,
+        param.dtype.size() as u64,
+    );
+    if c == 0 {
+        return Ok(());
+    }
+    if p == 1 {
+        return copy_through(param, (c * u) as usize);
+    }
+    let comm = res.sub_comm(CommPlane::Combine, 0)?;
+    run_per_rank_rounds(res, (p, c, u), |win| round(&comm, win.first, win.len))
+}
+
+impl FlatExecutor for AllGatherRingExecutor {
+    fn named(&self) -> &Named {
+        &self.0
+    }
+    fn peers(&self, r: u32, n: u32, _: &OpParam) -> Vec<u32> {
+        ring_peers(r, n)
+    }
+    fn run(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+        let s = &param.stream;
+        let (p, me) = (
+            self.0.topo.user_rank_size as u64,
+            self.0.topo.user_rank as u64,
+        );
+        let (c, u) = (param.count, param.dtype.size() as u64);
+        let b = |e: u64| (e * u) as usize;
+        ring_rounds(&self.0, param, res, |comm, e0, w| {
+            s.memcpy_async(
+                &res.ccl_output.range(b(me * w), b(w))?,
+                &param.input.range(b(e0), b(w))?,
+            )?;
+            let out = (res.ccl_output.range(0, b(p * w))?, slots(p, w, u));
+            RingAllGather::new(out, (MemKind::CclOutput, 0)).run(s, comm)?;
+            for q in 0..p {
+                s.memcpy_async(
+                    &param.output.range(b(q * c + e0), b(w))?,
+                    &res.ccl_output.range(b(q * w), b(w))?,
+                )?;
+            }
+            Ok(())
+        })
+    }
+}
+
+impl FlatExecutor for ReduceScatterRingExecutor {
+    fn named(&self) -> &Named {
+        &self.0
+    }
+    fn peers(&self, r: u32, n: u32, _: &OpParam) -> Vec<u32> {
+        ring_peers(r, n)
+    }
+    fn run(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+        let s = &param.stream;
+        let (p, me) = (
+            self.0.topo.user_rank_size as u64,
+            self.0.topo.user_rank as u64,
+        );
+        let (c, u) = (param.count, param.dtype.size() as u64);
+        let b = |e: u64| (e * u) as usize;
+        ring_rounds(&self.0, param, res, |comm, e0, w| {
+            for q in 0..p {
+                s.memcpy_async(
+                    &res.ccl_input.range(b(q * w), b(w))?,
+                    &param.input.range(b(q * c + e0), b(w))?,
+                )?;
+            }
+            let bufs = (
+                res.ccl_input.range(0, b(p * w))?,
+                res.ccl_output.range(0, b(p * w))?,
+                slots(p, w, u),
+            );
+            let how = (param.dtype, param.reduce_op);
+            RingReduceScatter::new(bufs, (MemKind::CclOutput, 0), how).run(s, comm)?;
+            s.memcpy_async(
+                &param.output.range(b(e0), b(w))?,
+                &res.ccl_input.range(b(me * w), b(w))?,
+            )
+        })
+    }
+}
+
+impl FlatExecutor for BroadcastRingExecutor {
+    fn named(&self) -> &Named {
+        &self.0
+    }
+    fn peers(&self, r: u32, n: u32, _: &OpParam) -> Vec<u32> {
+        ring_peers(r, n)
+    }
+    fn run(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+        let s = &param.stream;
+        let (p, me) = (self.0.topo.user_rank_size, self.0.topo.user_rank);
+        if p == 1 || param.count == 0 {
+            return Ok(());
+        }
+        // position along the chain, root first
+        let pos = (me + p - param.root) % p;
+        let comm = res.sub_comm(CommPlane::Combine, 0)?;
+        let links = (comm.link((me + p - 1) % p)?, comm.link((me + 1) % p)?);
+        let capacity = res.ccl_input.len().min(PIPELINE_CHUNK_BYTES);
+        run_op_base_loop(param, res, capacity, |chunk, res| {
+            let w = res.ccl_input.range(0, chunk.bytes)?;
+            let user = param.output.range(chunk.offset, chunk.bytes)?;
+            if pos == 0 {
+                s.memcpy_async(&w, &user)?;
+            }
+            chain::run(s, (pos, p), links, &w, None)?;
+            if pos > 0 {
+                s.memcpy_async(&user, &w)?;
+            }
+            Ok(())
+        })
+    }
+}
+
+impl RingRootedExecutor {
+    fn reduce(&self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+        let s = &param.stream;
+        let (p, me, root) = (
+            self.0.topo.user_rank_size,
+            self.0.topo.user_rank,
+            param.root,
+        );
+        // the chain starts after the root and ends at it
+        let pos = (me + 2 * p - root - 1) % p;
+        let comm = res.sub_comm(CommPlane::Combine, 0)?;
+        let links = (comm.link((me + p - 1) % p)?, comm.link((me + 1) % p)?);
+        run_op_base_loop(param, res, round_capacity(res), |chunk, res| {
+            let w = res.ccl_input.range(0, chunk.bytes)?;
+            s.memcpy_async(&w, &param.input.range(chunk.offset, chunk.bytes)?)?;
+            let how = (&res.ccl_output, param.dtype, param.reduce_op);
+            chain::run(s, (pos, p), links, &w, Some(how))?;
+            if me == root {
+                s.memcpy_async(&param.output.range(chunk.offset, chunk.bytes)?, &w)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Scatter and gather: one block per link per step along the chain.
+    fn blocks(&self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+        let s = &param.stream;
+        let (p, me, root) = (
+            self.0.topo.user_rank_size,
+            self.0.topo.user_rank,
+            param.root,
+        );
+        let (p64, c, u) = (p as u64, param.count, param.dtype.size() as u64);
+        let b = |e: u64| (e * u) as usize;
+        // position along the chain, root first
+        let j = (me + p - root) % p;
+        let comm = res.sub_comm(CommPlane::Combine, 0)?;
+        let left = comm.link((me + p - 1) % p)?;
+        let right = comm.link((me + 1) % p)?;
+        let scatter = self.0.op == OpType::Scatter;
+        // scatter flows away from the root (to the right), gather towards it
+        let (up, down) = if scatter {
+            (left, right)
+        } else {
+            (right, left)
+        };
+        // user block of chain position t
+        let user = |t: u32| ((root + t) % p) as u64 * c;
+        run_per_rank_rounds(res, (p64, c, u), |win| {
+            let (i, e0, w) = (win.index, win.first, win.len);
+            let slot = slots(p64, w, u);
+            let at = |t: u32| res.ccl_output.range(slot[t as usize].offset, b(w));
+            if j == 0 {
+                // the root's own block
+                let (src, dst) = if scatter {
+                    (user(0) + e0, e0)
+                } else {
+                    (e0, user(0) + e0)
+                };
+                s.memcpy_async(
+                    &param.output.range(b(dst), b(w))?,
+                    &param.input.range(b(src), b(w))?,
+                )?;
+            }
+            for k in 0..p - 1 {
+                s.set_step(i as u32 * (p - 1) + k);
+                // which chain position's block arrives and which leaves
+                let (recv, send) = if scatter {
+                    (
+                        (j >= 1 && k + 1 >= j).then(|| p + j - 2 - k),
+                        (j + 1 < p && k >= j).then(|| p + j - 1 - k),
+                    )
+                } else {
+                    (
+                        (j + 1 + k < p).then_some(j + 1 + k),
+                        (j >= 1 && j + k < p).then_some(j + k),
+                    )
+                };
+                // a block leaves from the user input on its first hop
+                let send = match send {
+                    Some(t) => {
+                        let src = if scatter && j == 0 {
+                            param.input.range(b(user(t) + e0), b(w))?
+                        } else if !scatter && k == 0 {
+                            param.input.range(b(e0), b(w))?
+                        } else {
+                            at(t)?
+                        };
+                        Some((src, slot[t as usize].offset))
+                    }
+                    None => None,
+                };
+                let to = send
+                    .as_ref()
+                    .map(|(src, off)| Tx::new(down, src, MemKind::CclOutput, *off));
+                prim::step(s, recv.map(|_| Rx::new(up)), to)?;
+            }
+            if scatter && j > 0 {
+                s.memcpy_async(&param.output.range(b(e0), b(w))?, &at(j)?)?;
+            }
+            if !scatter && j == 0 {
+                for t in 1..p {
+                    s.memcpy_async(&param.output.range(b(user(t) + e0), b(w))?, &at(t)?)?;
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+impl FlatExecutor for RingRootedExecutor {
+    fn named(&self) -> &Named {
+        &self.0
+    }
+    fn peers(&self, r: u32, n: u32, _: &OpParam) -> Vec<u32> {
+        ring_peers(r, n)
+    }
+    fn run(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+        if param.count == 0 {
+            return Ok(());
+        }
+        if self.0.topo.user_rank_size == 1 {
+            return copy_through(param, param.input_bytes() as usize);
+        }
+        match self.0.op {
+            OpType::Reduce => self.reduce(param, res),
+            OpType::Scatter | OpType::Gather => self.blocks(param, res),
+            op => Err(HcclError::internal(format!(
+                "{} cannot run {op}",
+                self.0.name
+            ))),
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! The pipelined chain: data cut into segments that travel position 0 →
+//! 1 → … → p−1, each position passing a segment on as soon as it has it,
+//! so p−2 + S steps move S segments and every link carries the data once.
+//! The ring Broadcast runs it from the root, the ring Reduce towards it
+//! (reducing every arriving segment into its own before passing it on).
+
+use crate::prim::{self, Rx, Tx};
+use crate::template::layout::Slice;
+use hccl_platform::{DataType, DeviceMem, LinkHandle, MemKind, ReduceOp, Result, Stream};
+
+/// Runs one round of a pipelined chain on `w` (the round's bytes at offset
+/// 0 of this rank's CCL input), at chain position `pos` of `p`, receiving
+/// from `up` and sending to `down`: `w` is cut into p segments; segment k
+/// leaves position 0 at step k and is passed on by each position as soon
+/// as it arrives, so p−2+p steps move the round and every link carries it
+/// once. Without `reduce`, arriving segments land in `w` itself
+/// (broadcast); with it, they land in `landing` (this rank's CCL output,
+/// same offsets) and are reduced into `w` before being passed on (reduce:
+/// position p−1 ends with the full reduction).
+pub fn run(
+    s: &Stream,
+    (pos, p): (u32, u32),
+    (up, down): (&LinkHandle, &LinkHandle),
+    w: &DeviceMem,
+    reduce: Option<(&DeviceMem, DataType, ReduceOp)>,
+) -> Result<()> {
+    let kind = if reduce.is_some() {
+        MemKind::CclOutput
+    } else {
+        MemKind::CclInput
+    };
+    for (k, seg) in Slice::split(w.len(), p as usize).iter().enumerate() {
+        s.set_step(k as u32 + pos);
+        let piece = seg.of(w)?;
+        if pos > 0 {
+            match reduce {
+                Some((landing, dtype, op)) => {
+                    let into = (&piece, &seg.of(landing)?);
+                    prim::recv_reduce(s, Rx::new(up), into, (dtype, op))?;
+                }
+                None => prim::recv(s, Rx::new(up))?,
+            }
+        }
+        if pos + 1 < p {
+            prim::send(s, Tx::new(down, &piece, kind, seg.offset))?;
+        }
+    }
+    Ok(())
+}

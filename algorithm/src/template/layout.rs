@@ -1,0 +1,243 @@
+//! Where data sits: per-rank slices of a buffer, consecutive groups of
+//! bytes, per-rank windows of an op-base round, and the op-base loop
+//! itself (HCCL's `RunLoop`: user data staged through the CCL buffers in
+//! rounds).
+
+use crate::op::OpParam;
+use crate::resource::AlgResourceResponse;
+use hccl_platform::{DeviceMem, HcclError, Result};
+
+/// Slice boundaries are multiples of this many bytes (a multiple of every
+/// element size, and the cache-line pair size that keeps peers' writes apart).
+pub const SLICE_ALIGN: usize = 128;
+
+/// Upper bound on the bytes an op-base round stages at once. Rounds this
+/// small keep the staging copies, transfers and reductions of a round in
+/// cache instead of streaming the whole message through DRAM several times
+/// (measured: 32 MiB allreduce between two processes 2.0 → 3.2 GB/s bus
+/// bandwidth going from a 200 MiB round to 1 MiB; 256 KiB–1 MiB is flat).
+pub const PIPELINE_CHUNK_BYTES: usize = 1 << 20;
+
+/// A byte range of a buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slice {
+    /// Offset in bytes.
+    pub offset: usize,
+    /// Length in bytes.
+    pub len: usize,
+}
+
+impl Slice {
+    /// Splits `bytes` into `parts` slices of equal 128-byte-aligned size
+    /// (the tail slices may be shorter or empty).
+    pub fn split(bytes: usize, parts: usize) -> Vec<Slice> {
+        let parts = parts.max(1);
+        let per = bytes.div_ceil(parts).div_ceil(SLICE_ALIGN) * SLICE_ALIGN;
+        (0..parts)
+            .map(|i| {
+                let offset = (i * per).min(bytes);
+                Slice {
+                    offset,
+                    len: per.min(bytes - offset),
+                }
+            })
+            .collect()
+    }
+
+    /// This slice of `mem`.
+    pub fn of(&self, mem: &DeviceMem) -> Result<DeviceMem> {
+        mem.range(self.offset, self.len)
+    }
+}
+
+/// Slot slices for a round: p slots of `w` elements of `u` bytes each.
+pub fn slots(p: u64, w: u64, u: u64) -> Vec<Slice> {
+    (0..p)
+        .map(|k| Slice {
+            offset: (k * w * u) as usize,
+            len: (w * u) as usize,
+        })
+        .collect()
+}
+
+/// Consecutive groups of bytes of a buffer: group g is bytes
+/// `[b[g], b[g + 1])` (the core groups of RHD, the blocks of NHR/NB).
+#[derive(Clone, Debug)]
+pub struct Groups(Vec<usize>);
+
+impl Groups {
+    /// Groups from consecutive slices.
+    pub fn from_slices(slices: &[Slice]) -> Self {
+        Self::from_sizes(slices.iter().map(|s| s.len))
+    }
+
+    /// Consecutive groups of the given sizes.
+    pub fn from_sizes(sizes: impl IntoIterator<Item = usize>) -> Self {
+        let mut b = vec![0];
+        for len in sizes {
+            b.push(b[b.len() - 1] + len);
+        }
+        Groups(b)
+    }
+
+    /// Offset and length of groups `lo..hi`.
+    pub fn range(&self, lo: u32, hi: u32) -> (usize, usize) {
+        let (a, b) = (self.0[lo as usize], self.0[hi as usize]);
+        (a, b - a)
+    }
+
+    /// Offset of group `g`.
+    pub fn start(&self, g: u32) -> usize {
+        self.0[g as usize]
+    }
+}
+
+/// Bytes one op-base round of an executor that works in both CCL buffers
+/// may stage: what both hold, capped at [`PIPELINE_CHUNK_BYTES`].
+pub fn round_capacity(res: &AlgResourceResponse) -> usize {
+    res.ccl_input
+        .len()
+        .min(res.ccl_output.len())
+        .min(PIPELINE_CHUNK_BYTES)
+}
+
+/// Elements per rank block that one op-base round moves: p blocks of `u`
+/// bytes each must fit both CCL buffers (and the round-size cap that
+/// keeps a round in cache).
+pub fn per_rank_window(res: &AlgResourceResponse, p: u64, u: u64) -> Result<u64> {
+    let n = round_capacity(res) as u64 / (p * u);
+    if n == 0 {
+        return Err(HcclError::para(format!(
+            "the CCL buffer cannot hold one element per rank for {p} ranks"
+        )));
+    }
+    Ok(n)
+}
+
+/// One chunk of the op: element range and byte range in the user buffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chunk {
+    /// Index of the chunk.
+    pub index: u64,
+    /// First element of the chunk.
+    pub first: u64,
+    /// Elements in the chunk.
+    pub count: u64,
+    /// Byte offset of the chunk in the user buffers.
+    pub offset: usize,
+    /// Bytes in the chunk.
+    pub bytes: usize,
+}
+
+/// Calls `body` for each chunk of `param.count` elements that fits
+/// `chunk_capacity` bytes of CCL buffer (whole elements). `body` enqueues the
+/// staging copies and the algorithm for its chunk.
+pub fn run_op_base_loop(
+    param: &OpParam,
+    res: &AlgResourceResponse,
+    chunk_capacity: usize,
+    mut body: impl FnMut(Chunk, &AlgResourceResponse) -> Result<()>,
+) -> Result<()> {
+    let unit = param.dtype.size() as u64;
+    let per_chunk = chunk_capacity as u64 / unit;
+    if per_chunk == 0 {
+        return Err(HcclError::para(format!(
+            "the CCL buffer ({chunk_capacity} bytes) cannot hold one {} element",
+            param.dtype
+        ))
+        .tag(&**param.tag));
+    }
+    let mut first = 0u64;
+    let mut index = 0u64;
+    while first < param.count {
+        let count = per_chunk.min(param.count - first);
+        let chunk = Chunk {
+            index,
+            first,
+            count,
+            offset: (first * unit) as usize,
+            bytes: (count * unit) as usize,
+        };
+        tracing::trace!(tag = %param.tag, ?chunk, "op-base chunk");
+        body(chunk, res)?;
+        first += count;
+        index += 1;
+    }
+    Ok(())
+}
+
+/// One round of an op that moves one window per rank block: elements
+/// `first..first + len` of every rank's block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    /// Index of the round.
+    pub index: u64,
+    /// First element of the window in each rank block.
+    pub first: u64,
+    /// Elements in the window.
+    pub len: u64,
+}
+
+/// The op-base loop of the executors that move one window per rank block
+/// (`count` elements each, `p` blocks of `u`-byte elements): `round` for
+/// each window that fits [`per_rank_window`].
+pub fn run_per_rank_rounds(
+    res: &AlgResourceResponse,
+    (p, count, u): (u64, u64, u64),
+    mut round: impl FnMut(Window) -> Result<()>,
+) -> Result<()> {
+    let n = per_rank_window(res, p, u)?;
+    for index in 0..count.div_ceil(n) {
+        let first = index * n;
+        round(Window {
+            index,
+            first,
+            len: n.min(count - first),
+        })?;
+    }
+    Ok(())
+}
+
+/// On a one-rank communicator every op this crate's executors run is a copy
+/// of the first `bytes` of the input to the output; enqueues it (nothing
+/// when they are the same memory).
+pub fn copy_through(param: &OpParam, bytes: usize) -> Result<()> {
+    if bytes == 0 {
+        return Ok(());
+    }
+    let (src, dst) = (param.input.range(0, bytes)?, param.output.range(0, bytes)?);
+    if !src.same_range(&dst) {
+        param.stream.memcpy_async(&dst, &src)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slices_cover_the_buffer_aligned() {
+        for bytes in [0usize, 1, 28, 128, 129, 4097 * 4, 1 << 20] {
+            for parts in 1..=9 {
+                let s = Slice::split(bytes, parts);
+                assert_eq!(s.len(), parts);
+                assert_eq!(s.iter().map(|s| s.len).sum::<usize>(), bytes);
+                let mut next = 0;
+                for sl in &s {
+                    assert_eq!(sl.offset, next);
+                    assert!(sl.offset % SLICE_ALIGN == 0 || sl.len == 0);
+                    next += sl.len;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn groups_cover_their_sizes() {
+        let g = Groups::from_sizes([3, 0, 5]);
+        assert_eq!(g.range(0, 3), (0, 8));
+        assert_eq!(g.range(1, 2), (3, 0));
+        assert_eq!(g.start(2), 3);
+    }
+}
