@@ -4,6 +4,7 @@ mod aiv;
 pub(crate) mod all_reduce_rhd;
 pub(crate) mod all_reduce_ring;
 mod broadcast_ring;
+mod decl;
 mod direct;
 mod flat_request;
 pub(crate) mod hier;
@@ -22,6 +23,10 @@ pub use aiv::{aiv_kind, aiv_payload_bytes, AivExecutor, AIV_EXECUTORS, AIV_MAX_B
 pub use all_reduce_rhd::AllReduceRhdExecutor;
 pub use all_reduce_ring::AllReduceRingExecutor;
 pub use broadcast_ring::BroadcastRingExecutor;
+pub use decl::{
+    best, model_bytes, AlgoTag, Candidate, CostFn, Estimate, ExecutorInfo, ScoreRange,
+    SelectLimits, SelectQuery, ServesFn,
+};
 pub use direct::{DirectExecutor, DIRECT_EXECUTORS, DIRECT_STAGE_BYTES};
 pub(crate) use flat_request::{all_peers, check_op, flat_request, ring_peers, Named};
 pub use hier::{
