@@ -64,6 +64,10 @@ impl SelectionMemo {
     }
 }
 
+/// A candidate of the ranking as the tests see it: name and predicted µs.
+#[cfg(test)]
+type Considered = (String, f64);
+
 /// Entries kept before the memo starts over (a size sweep must not grow it
 /// without bound).
 const MEMO_CAP: usize = 256;
@@ -118,7 +122,10 @@ fn rank_reason(candidates: &[Candidate], i: usize) -> String {
         .collect();
     let (won, list) = (&candidates[i], list.join(", "));
     if won.estimate.score == Estimate::MODEL_SCORE {
-        format!("cost model: predicted {:.1}us ({list})", won.estimate.micros)
+        format!(
+            "cost model: predicted {:.1}us ({list})",
+            won.estimate.micros
+        )
     } else {
         format!(
             "{}: declared score {} ({list})",
@@ -303,7 +310,7 @@ impl Selector {
         topo: &TopoInfo,
         bytes: u64,
         registry: &ExecutorRegistry,
-    ) -> Result<(String, f64, Vec<(String, f64)>)> {
+    ) -> Result<(String, f64, Vec<Considered>)> {
         let (c, i) = self.rank(op, topo, bytes, registry);
         let i = i.ok_or_else(|| HcclError::not_support(format!("no executor implements {op}")))?;
         let all = c
@@ -660,6 +667,50 @@ mod tests {
         assert!(
             considered.iter().all(|(n, _)| !is_hier(n)),
             "{considered:?}"
+        );
+    }
+
+    /// An executor registered without a declaration is never ranked,
+    /// whatever the op and size, only forced by name; one registered with
+    /// a declaration is ranked at once, even after the choice for its op
+    /// was memoised (the memo follows the registry's generation), and
+    /// below the AIV executors' score.
+    #[test]
+    fn only_declared_executors_are_ranked() {
+        use hccl_algorithm::executor::{AllReduceRingExecutor, Estimate, ExecutorInfo};
+        use hccl_algorithm::{CollExecutor, ExecutorFactory};
+        let reg = ExecutorRegistry::with_builtins();
+        let f: ExecutorFactory = Arc::new(|t: &TopoInfo| {
+            Box::new(AllReduceRingExecutor::new(t)) as Box<dyn CollExecutor>
+        });
+        reg.register("PlainTestExecutor", f.clone()).unwrap();
+        let sel = Selector::new(None, AlgoConfig::default())
+            .with_aiv(Some(16456))
+            .with_direct(Some(256 << 10));
+        for map in [vec![0; 4], vec![0, 0, 1, 1]] {
+            let topo = TopoInfo::new(0, map).unwrap();
+            for op in [OpType::AllReduce, OpType::AllGather, OpType::AllToAllV] {
+                for count in [1u64, 1000, 1 << 16, 1 << 20] {
+                    let name = sel.select(&param(op, count), &topo, &reg).unwrap();
+                    assert_ne!(name, "PlainTestExecutor");
+                }
+            }
+        }
+        let topo = TopoInfo::single_server(0, 4).unwrap();
+        let mid = param(OpType::AllReduce, 1 << 14);
+        assert_ne!(sel.select(&mid, &topo, &reg).unwrap(), "CheapTestExecutor");
+        let cheap = ExecutorInfo::new(&[OpType::AllReduce], |_| Some(Estimate::predicted(0.0)));
+        reg.register_with("CheapTestExecutor", f, cheap).unwrap();
+        assert_eq!(sel.select(&mid, &topo, &reg).unwrap(), "CheapTestExecutor");
+        assert_eq!(
+            sel.select(&param(OpType::AllReduce, 4), &topo, &reg)
+                .unwrap(),
+            "AllReduceMeshAivExecutor"
+        );
+        let forced = Selector::new(Some("PlainTestExecutor".into()), AlgoConfig::default());
+        assert_eq!(
+            forced.select(&mid, &topo, &reg).unwrap(),
+            "PlainTestExecutor"
         );
     }
 

@@ -295,7 +295,10 @@ impl ExecutorInfo {
 
     /// Serves only the queries `serves` accepts (a topology, a size range,
     /// what the communicator offers).
-    pub fn serving(mut self, serves: impl Fn(&SelectQuery<'_>) -> bool + Send + Sync + 'static) -> Self {
+    pub fn serving(
+        mut self,
+        serves: impl Fn(&SelectQuery<'_>) -> bool + Send + Sync + 'static,
+    ) -> Self {
         self.serves = Some(Arc::new(serves));
         self
     }

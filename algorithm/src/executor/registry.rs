@@ -9,13 +9,11 @@
 //! selector like the built-ins) or [`ExecutorRegistry::register`] (no
 //! declaration: reachable only by name).
 
-use super::decl::{
-    AlgoTag, Candidate, Estimate, ExecutorInfo, SelectQuery,
-};
+use super::decl::{AlgoTag, Candidate, Estimate, ExecutorInfo, SelectQuery};
 use super::{
     AivExecutor, AllGatherRingExecutor, AllReduceRhdExecutor, AllReduceRingExecutor,
-    BroadcastRingExecutor, CollExecutor, DirectExecutor, HierExecutor, HierKind,
-    Level1Algorithm, MeshExecutor, NonuniformExecutor, NonuniformLevel1, PipelineExecutor,
+    BroadcastRingExecutor, CollExecutor, DirectExecutor, HierExecutor, HierKind, Level1Algorithm,
+    MeshExecutor, NonuniformExecutor, NonuniformLevel1, PipelineExecutor,
     ReduceScatterRingExecutor, RhdExecutor, RhdLevel1, RingLevel1, RingRootedExecutor,
 };
 use crate::cost::{predict, predict_hier_op, terms, Algo};
@@ -262,7 +260,11 @@ fn mesh_micros(q: &SelectQuery<'_>) -> f64 {
 /// allreduce is `level1`: served on several hosts, each level priced with
 /// its own link ([`predict_hier_op`]). Forced by no `HCCL_ALGO` value (the
 /// built-in rows add theirs).
-pub(crate) fn hier_info(kind: HierKind, op: OpType, level1: Arc<dyn Level1Algorithm>) -> ExecutorInfo {
+pub(crate) fn hier_info(
+    kind: HierKind,
+    op: OpType,
+    level1: Arc<dyn Level1Algorithm>,
+) -> ExecutorInfo {
     ExecutorInfo::new(&[op], move |q| {
         predict_hier_op(kind, q.op, level1.as_ref(), &q.host_sizes, q.bytes, q.cost)
             .map(Estimate::predicted)
@@ -394,7 +396,12 @@ impl ExecutorRegistry {
 
     /// The one way in: checks `name` and the `HCCL_ALGO` claims, then
     /// adds the entry to every table.
-    fn insert(&self, name: &str, factory: ExecutorFactory, info: Option<ExecutorInfo>) -> Result<()> {
+    fn insert(
+        &self,
+        name: &str,
+        factory: ExecutorFactory,
+        info: Option<ExecutorInfo>,
+    ) -> Result<()> {
         if name.is_empty() {
             return Err(HcclError::para("executor name must not be empty"));
         }
@@ -600,7 +607,9 @@ mod tests {
         assert_eq!(BUILTINS.len(), listed.len());
         let topo = TopoInfo::new(0, vec![0, 0, 1, 1]).unwrap();
         for (name, op) in &listed {
-            let info = r.info(name).unwrap_or_else(|| panic!("{name} declares nothing"));
+            let info = r
+                .info(name)
+                .unwrap_or_else(|| panic!("{name} declares nothing"));
             assert_eq!(info.ops(), &[*op], "{name}");
             info.validate(name).unwrap();
             assert_eq!(r.create(name, &topo).unwrap().name(), name);
@@ -641,7 +650,13 @@ mod tests {
     fn query(op: OpType, topo: &TopoInfo, bytes: u64) -> Vec<Candidate> {
         let r = registry();
         let cost = CostParams::default();
-        r.candidates(&SelectQuery::new(op, topo, bytes, &cost, SelectLimits::default()))
+        r.candidates(&SelectQuery::new(
+            op,
+            topo,
+            bytes,
+            &cost,
+            SelectLimits::default(),
+        ))
     }
 
     /// Declarations that cannot be ranked are refused with `HCCL_E_PARA`
@@ -651,7 +666,10 @@ mod tests {
         let r = ExecutorRegistry::with_builtins();
         let generation = r.generation();
         let cases: Vec<(ExecutorInfo, &str)> = vec![
-            (ExecutorInfo::new(&[], |_| Some(Estimate::predicted(1.0))), "serves no op"),
+            (
+                ExecutorInfo::new(&[], |_| Some(Estimate::predicted(1.0))),
+                "serves no op",
+            ),
             (
                 ExecutorInfo::new(&[AllReduce], |_| Some(Estimate::predicted(f64::NAN))),
                 "a cost of NaN µs",
@@ -662,19 +680,24 @@ mod tests {
                 }),
                 "a cost of -",
             ),
-            (ExecutorInfo::from_scores(&[Broadcast], &[]), "serves no message size"),
+            (
+                ExecutorInfo::from_scores(&[Broadcast], &[]),
+                "serves no message size",
+            ),
             (
                 ExecutorInfo::from_scores(
                     &[Broadcast],
-                    &[ScoreRange { min_bytes: 10, max_bytes: 1, score: 50 }],
+                    &[ScoreRange {
+                        min_bytes: 10,
+                        max_bytes: 1,
+                        score: 50,
+                    }],
                 ),
                 "score range 10..=1 bytes is empty",
             ),
         ];
         for (info, why) in cases {
-            let e = r
-                .register_with("Bad", Arc::new(ring), info)
-                .unwrap_err();
+            let e = r.register_with("Bad", Arc::new(ring), info).unwrap_err();
             assert_eq!(e.code(), HcclResult::EPara, "{e}");
             assert!(e.to_string().contains("executor 'Bad'"), "{e}");
             assert!(e.to_string().contains(why), "{why}: {e}");
@@ -683,13 +706,23 @@ mod tests {
         assert_eq!(r.generation(), generation);
         // an HCCL_ALGO value forces one executor per op
         let claim = ExecutorInfo::new(&[AllReduce], |_| None).forced_by(AlgoTag::Flat(Algo::Ring));
-        let e = r.register_with("Claims", Arc::new(ring), claim).unwrap_err();
+        let e = r
+            .register_with("Claims", Arc::new(ring), claim)
+            .unwrap_err();
         assert_eq!(e.code(), HcclResult::EInternal);
-        assert!(e.to_string().contains("already forces 'AllReduceRingExecutor'"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("already forces 'AllReduceRingExecutor'"),
+            "{e}"
+        );
         assert!(!r.contains("Claims"));
         // a cost that goes bad outside the checked grid is left out of the ranking
         let odd = ExecutorInfo::new(&[AllReduce], |q| {
-            Some(Estimate::predicted(if q.bytes == 12345 { -1.0 } else { 0.0 }))
+            Some(Estimate::predicted(if q.bytes == 12345 {
+                -1.0
+            } else {
+                0.0
+            }))
         });
         r.register_with("Odd", Arc::new(ring), odd).unwrap();
         let topo = TopoInfo::single_server(0, 4).unwrap();
@@ -714,7 +747,10 @@ mod tests {
         for map in [vec![0, 0], vec![0, 0, 0], vec![0, 0, 1, 1]] {
             let topo = TopoInfo::new(0, map).unwrap();
             for op in [AllReduce, AllGather, Broadcast, AllToAllV, OpType::Send] {
-                for (block, offered) in [0u64, 8, 1 << 20].into_iter().flat_map(|b| [(b, false), (b, true)]) {
+                for (block, offered) in [0u64, 8, 1 << 20]
+                    .into_iter()
+                    .flat_map(|b| [(b, false), (b, true)])
+                {
                     let bytes = model_bytes(op, block, topo.user_rank_size);
                     let limits = SelectLimits {
                         aiv_max_bytes: offered.then_some(1 << 14),
