@@ -358,7 +358,7 @@ impl ExecutorRegistry {
     }
 
     /// A registry holding every built-in executor (the rows of
-    /// [`BUILTINS`], in order).
+    /// `BUILTINS` table, in order).
     pub fn with_builtins() -> Self {
         let r = Self::empty();
         for b in BUILTINS {
