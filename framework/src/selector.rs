@@ -2,18 +2,25 @@
 //!
 //! In order: a forced executor name (`HCCL_RS_EXECUTOR`); the user's
 //! `HCCL_ALGO` for the op and the level that matters for the topology
-//! (level 1 when the communicator spans servers, else level 0); otherwise
-//! the α-β-γ cost model picks the cheapest implemented algorithm for the op
-//! and message size: the flat ones, and on several servers also the
-//! hierarchical ones (TwoLevel with each built-in level-1 algorithm, AHC,
-//! Pipeline), each level priced with its own link parameters. The decision
-//! is logged at debug level with the predicted time of each candidate.
+//! (level 1 when the communicator spans servers, else level 0), which
+//! names the executor whose declaration answers that value
+//! ([`AlgoTag`]); otherwise a ranking of every executor declared in the
+//! registry ([`ExecutorInfo`](hccl_algorithm::executor::ExecutorInfo)),
+//! built-in or registered by another crate, that serves the op on the
+//! topology: the highest declared score wins (the AIV executors' within
+//! `HCCL_RS_AIV_MAX_BYTES`, then the direct-read ones' from
+//! `HCCL_RS_DIRECT_MIN_BYTES`, both on one host whose links can), then the
+//! lowest predicted time of the α-β-γ model (flat algorithms priced with
+//! the link they cross, hierarchical ones with each level's link), then the
+//! earliest registration. The selector knows no executor name: it asks the
+//! registry. The choice is memoised per (op, bytes) for the topology and
+//! the registry's generation, so a repeated op does not rank again. The
+//! decision is logged at debug level with every candidate's estimate.
 
 use crate::algo_env::AlgoConfig;
-use hccl_algorithm::cost::{predict, predict_hier_op, Algo, CostParams};
+use hccl_algorithm::cost::{Algo, CostParams};
 use hccl_algorithm::executor::{
-    aiv_payload_bytes, builtin_level1, hier_name, HierKind, RingLevel1, AIV_EXECUTORS,
-    DIRECT_EXECUTORS,
+    best, AlgoTag, Candidate, Estimate, HierKind, SelectLimits, SelectQuery,
 };
 use hccl_algorithm::{ExecutorRegistry, OpParam, OpType, TopoInfo};
 use hccl_platform::{HcclError, Result};
@@ -27,160 +34,113 @@ pub struct Selector {
     override_name: Option<String>,
     algo: AlgoConfig,
     cost: CostParams,
+    /// What the communicator offers the one-host executors.
+    limits: SelectLimits,
     memo: Arc<Mutex<SelectionMemo>>,
-    /// Ops of at least this many (model) bytes take the direct-read
-    /// executor of the op on one host; `None` = never.
-    direct_min_bytes: Option<u64>,
-    /// Ops of at most this many (model) bytes take an AIV executor.
-    aiv_max_bytes: Option<u64>,
 }
 
-/// A candidate of the cost model: executor name and predicted µs.
-type Candidate = (String, f64);
-
-/// Hierarchical candidates, shared from the memo.
-type Ranked = Arc<[Candidate]>;
-
-/// What the cost model worked out so far, per (op, model bytes), for the
-/// topology it was worked out on: the hierarchical predictions (which walk
-/// every host and part for every candidate) and the final choice. Both are
-/// too much to redo on every op call, and a communicator's ops repeat a
-/// few sizes.
+/// The ranking's choices per (op, model bytes), for the topology and the
+/// registry (address and generation) they were worked out on: ranking
+/// asks every declared executor (the hierarchical ones walk every host and
+/// part), too much to redo on every op call, and a communicator's ops
+/// repeat a few sizes.
 #[derive(Debug, Default)]
 struct SelectionMemo {
     rank_to_server: Vec<u32>,
-    ranked: HashMap<(OpType, u64), Ranked>,
-    /// The cost model's final choice (flat or hierarchical, checked
-    /// registered), so a repeated op skips the model and the registry.
+    registry: (usize, u64),
     chosen: HashMap<(OpType, u64), Arc<str>>,
 }
 
 impl SelectionMemo {
-    /// Starts over when the topology differs from the one memoised.
-    fn for_topo(&mut self, topo: &TopoInfo) -> &mut Self {
-        if self.rank_to_server != topo.rank_to_server {
+    /// Starts over when the topology or the registry differs from the one
+    /// memoised.
+    fn for_topo(&mut self, topo: &TopoInfo, registry: (usize, u64)) -> &mut Self {
+        if self.rank_to_server != topo.rank_to_server || self.registry != registry {
             self.rank_to_server = topo.rank_to_server.clone();
-            self.ranked.clear();
+            self.registry = registry;
             self.chosen.clear();
         }
         self
     }
 }
 
+/// A candidate of the ranking as the tests see it: name and predicted µs.
+#[cfg(test)]
+type Considered = (String, f64);
+
 /// Entries kept before the memo starts over (a size sweep must not grow it
 /// without bound).
 const MEMO_CAP: usize = 256;
 
-/// The executor implementing `algo` for `op`, if there is one.
-pub fn executor_name(algo: Algo, op: OpType) -> Option<&'static str> {
-    Some(match (algo, op) {
-        (Algo::Ring, OpType::AllReduce) => "AllReduceRingExecutor",
-        (Algo::Rhd, OpType::AllReduce) => "AllReduceRHDExecutor",
-        (Algo::Ring, OpType::Broadcast) => "BroadcastRingExecutor",
-        (Algo::PairWise, OpType::AllToAll) => "AllToAllPairWiseExecutor",
-        (Algo::PairWise, OpType::AllToAllV) => "AllToAllVPairWiseExecutor",
-        (Algo::Ring, OpType::AllGather) => "AllGatherRingExecutor",
-        (Algo::Ring, OpType::ReduceScatter) => "ReduceScatterRingExecutor",
-        (Algo::Mesh, OpType::AllReduce) => "AllReduceMeshExecutor",
-        (Algo::Mesh, OpType::AllGather) => "AllGatherMeshExecutor",
-        (Algo::Mesh, OpType::AllGatherV) => "AllGatherVMeshExecutor",
-        (Algo::Mesh, OpType::ReduceScatter) => "ReduceScatterMeshExecutor",
-        (Algo::Mesh, OpType::ReduceScatterV) => "ReduceScatterVMeshExecutor",
-        (Algo::Mesh, OpType::Broadcast) => "BroadcastMeshExecutor",
-        (Algo::Mesh, OpType::Reduce) => "ReduceMeshExecutor",
-        (Algo::Mesh, OpType::Scatter) => "ScatterMeshExecutor",
-        (Algo::Mesh, OpType::Gather) => "GatherMeshExecutor",
-        (Algo::Mesh, OpType::AllToAll) => "AllToAllMeshExecutor",
-        (Algo::Mesh, OpType::AllToAllV) => "AllToAllVMeshExecutor",
-        (Algo::Mesh, OpType::Send) => "SendExecutor",
-        (Algo::Mesh, OpType::Receive) => "ReceiveExecutor",
-        (Algo::Ring, OpType::Reduce) => "ReduceRingExecutor",
-        (Algo::Ring, OpType::Scatter) => "ScatterRingExecutor",
-        (Algo::Ring, OpType::Gather) => "GatherRingExecutor",
-        (Algo::Star, OpType::Broadcast) => "BroadcastStarExecutor",
-        (Algo::Star, OpType::Reduce) => "ReduceStarExecutor",
-        (Algo::Star, OpType::Scatter) => "ScatterStarExecutor",
-        (Algo::Star, OpType::Gather) => "GatherStarExecutor",
-        (Algo::Rhd, OpType::AllGather) => "AllGatherRHDExecutor",
-        (Algo::Rhd, OpType::ReduceScatter) => "ReduceScatterRHDExecutor",
-        (Algo::Rhd, OpType::Broadcast) => "BroadcastRHDExecutor",
-        (Algo::Rhd, OpType::Reduce) => "ReduceRHDExecutor",
-        (Algo::Nhr, OpType::AllReduce) => "AllReduceNHRExecutor",
-        (Algo::Nhr, OpType::AllGather) => "AllGatherNHRExecutor",
-        (Algo::Nhr, OpType::ReduceScatter) => "ReduceScatterNHRExecutor",
-        (Algo::Nhr, OpType::Broadcast) => "BroadcastNHRExecutor",
-        (Algo::Nhr, OpType::Scatter) => "ScatterNHRExecutor",
-        (Algo::Nb, OpType::AllReduce) => "AllReduceNBExecutor",
-        (Algo::Nb, OpType::AllGather) => "AllGatherNBExecutor",
-        (Algo::Nb, OpType::ReduceScatter) => "ReduceScatterNBExecutor",
-        (Algo::Nb, OpType::Broadcast) => "BroadcastNBExecutor",
-        (Algo::Nb, OpType::Scatter) => "ScatterNBExecutor",
-        _ => return None,
-    })
-}
-
 /// The message size the cost formulas use for `param` on `p` ranks.
 fn model_bytes(param: &OpParam, p: u32) -> u64 {
-    let n = param.input_bytes();
-    match param.op_type {
-        OpType::AllGather | OpType::ReduceScatter | OpType::AllToAll => n * p as u64,
-        _ => n,
-    }
+    hccl_algorithm::executor::model_bytes(param.op_type, param.input_bytes(), p)
 }
 
-/// The executor of `table` for `op` when the op `fits` and every rank is on
-/// one host (at least two of them), with the reason `why` — formatted only
-/// when it will be logged.
-fn one_host_choice(
-    table: &[(&str, OpType)],
-    op: OpType,
-    topo: &TopoInfo,
-    fits: bool,
-    registry: &ExecutorRegistry,
-    why: impl FnOnce() -> String,
-) -> Option<(String, String)> {
-    if !fits || topo.server_num() > 1 || topo.user_rank_size < 2 {
-        return None;
-    }
-    let (name, _) = table.iter().find(|(_, o)| *o == op)?;
-    registry.contains(name).then(|| {
-        let why = if tracing::enabled!(tracing::Level::DEBUG) {
-            why()
-        } else {
-            String::new()
-        };
-        ((*name).to_owned(), why)
-    })
-}
-
-/// The executor-name suffix of a level-1 algorithm as `HCCL_ALGO` names it.
-fn level1_suffix(choice: &str) -> Option<&'static str> {
+/// The level-1 algorithm `HCCL_ALGO` names, as the level-1 algorithms
+/// name themselves (`Level1Algorithm::algo_name`).
+fn level1_name(choice: &str) -> Option<&'static str> {
     Some(match choice {
-        "ring" => "",
-        "H-D_R" => "RHD",
+        "ring" => "ring",
+        "H-D_R" => "H-D_R",
+        // HCCL's NHR_V1 is an older NHR: the same algorithm here
         "NHR" | "NHR_V1" => "NHR",
         "NB" => "NB",
         _ => return None,
     })
 }
 
-/// The log line's reason for a cost-model pick: its predicted time and
-/// every candidate's, e.g. `cost model: predicted 12.0us
+/// The flat algorithm `HCCL_ALGO` names.
+fn flat_algo(choice: &str) -> Option<Algo> {
+    Some(match choice {
+        "ring" => Algo::Ring,
+        "fullmesh" | "mesh" => Algo::Mesh,
+        "H-D_R" => Algo::Rhd,
+        "pairwise" => Algo::PairWise,
+        "star" => Algo::Star,
+        "NHR" | "NHR_V1" => Algo::Nhr,
+        "NB" => Algo::Nb,
+        _ => return None,
+    })
+}
+
+/// The log line's reason for a ranked pick: the winner's estimate (or its
+/// declaration's note when a score above the cost model's won) and every
+/// candidate's, e.g. `cost model: predicted 12.0us
 /// (AllReduceRingExecutor=20.5us, AllReduceMeshExecutor=12.0us, ...)`.
-fn cost_reason(t: f64, considered: &[Candidate]) -> String {
-    let c: Vec<String> = considered
+fn rank_reason(candidates: &[Candidate], i: usize) -> String {
+    let list: Vec<String> = candidates
         .iter()
-        .map(|(name, t)| format!("{name}={t:.1}us"))
+        .map(|c| {
+            let e = &c.estimate;
+            if e.score == Estimate::MODEL_SCORE {
+                format!("{}={:.1}us", c.name, e.micros)
+            } else {
+                format!("{}={:.1}us score {}", c.name, e.micros, e.score)
+            }
+        })
         .collect();
-    format!("cost model: predicted {t:.1}us ({})", c.join(", "))
+    let (won, list) = (&candidates[i], list.join(", "));
+    if won.estimate.score == Estimate::MODEL_SCORE {
+        format!(
+            "cost model: predicted {:.1}us ({list})",
+            won.estimate.micros
+        )
+    } else {
+        format!(
+            "{}: declared score {} ({list})",
+            won.note.unwrap_or("declared score"),
+            won.estimate.score
+        )
+    }
 }
 
 impl Selector {
     /// On a multi-host communicator, the hierarchical executor `HCCL_ALGO`
     /// asks for: `level1:AHC`, `level1:pipeline`, or a level-1 algorithm
     /// (`ring`, `H-D_R`, `NHR`/`NHR_V1`, `NB`) for the TwoLevel executor
-    /// of the op, when one is registered under [`hier_name`]. Otherwise `None` (the flat mapping
-    /// applies).
+    /// of the op, when the registry has one answering it. Otherwise `None`
+    /// (the flat mapping applies).
     fn hierarchical_choice(
         &self,
         op: OpType,
@@ -191,17 +151,16 @@ impl Selector {
             return None;
         }
         let choice = self.algo.for_op(op.name())?.level1.clone()?;
-        let name = match choice.as_str() {
-            "AHC" => hier_name(HierKind::Ahc, op, ""),
-            "pipeline" => hier_name(HierKind::Pipeline, op, ""),
-            other => hier_name(HierKind::TwoLevel, op, level1_suffix(other)?),
+        let tag = match choice.as_str() {
+            "AHC" => AlgoTag::Hier(HierKind::Ahc, "ring"),
+            "pipeline" => AlgoTag::Hier(HierKind::Pipeline, "ring"),
+            other => AlgoTag::Hier(HierKind::TwoLevel, level1_name(other)?),
         };
-        registry.contains(&name).then(|| {
-            (
-                name,
-                format!("HCCL_ALGO level1:{choice} on {} hosts", topo.server_num()),
-            )
-        })
+        let name = registry.forced(op, tag)?;
+        Some((
+            name.to_string(),
+            format!("HCCL_ALGO level1:{choice} on {} hosts", topo.server_num()),
+        ))
     }
 
     /// A selector; `override_name` forces one executor for every op, `algo`
@@ -217,9 +176,8 @@ impl Selector {
             override_name,
             algo,
             cost,
+            limits: SelectLimits::default(),
             memo: Arc::default(),
-            direct_min_bytes: None,
-            aiv_max_bytes: None,
         }
     }
 
@@ -228,7 +186,10 @@ impl Selector {
     /// `min_bytes` on one host. Only for communicators whose every link
     /// can read peers' buffers.
     pub fn with_direct(mut self, min_bytes: Option<u64>) -> Self {
-        self.direct_min_bytes = min_bytes;
+        self.limits.direct_min_bytes = min_bytes;
+        // choices memoised under other limits no longer hold (a clone
+        // shares the memo)
+        self.memo = Arc::default();
         self
     }
 
@@ -236,145 +197,25 @@ impl Selector {
     /// ranks' boards) for ops of at most `max_bytes` on one host. Only for
     /// communicators whose every link reaches the boards.
     pub fn with_aiv(mut self, max_bytes: Option<u64>) -> Self {
-        self.aiv_max_bytes = max_bytes;
+        self.limits.aiv_max_bytes = max_bytes;
+        self.memo = Arc::default();
         self
     }
 
-    /// The AIV executor for `op` publishing at most `bytes` per rank, if
-    /// it applies.
-    fn aiv_choice(
+    /// Every declared executor of `registry` serving `op` of `bytes` (as
+    /// the formulas count them) on `topo`, with its estimate, in
+    /// registration order, and the index of the best.
+    fn rank(
         &self,
         op: OpType,
         topo: &TopoInfo,
         bytes: u64,
         registry: &ExecutorRegistry,
-    ) -> Option<(String, String)> {
-        let max = self.aiv_max_bytes?;
-        one_host_choice(AIV_EXECUTORS, op, topo, bytes <= max, registry, || {
-            format!("{bytes} bytes per rank on the board <= {max} (HCCL_RS_AIV_MAX_BYTES): one AIV kernel")
-        })
-    }
-
-    /// The direct-read executor for `op` of `bytes`, if it applies.
-    fn direct_choice(
-        &self,
-        op: OpType,
-        topo: &TopoInfo,
-        bytes: u64,
-        registry: &ExecutorRegistry,
-    ) -> Option<(String, String)> {
-        let min = self.direct_min_bytes?;
-        one_host_choice(DIRECT_EXECUTORS, op, topo, bytes >= min, registry, || {
-            format!(
-                "{bytes} bytes >= {min} (HCCL_RS_DIRECT_MIN_BYTES): peers' buffers read directly"
-            )
-        })
-    }
-
-    /// The hierarchical executors registered for `op` on the multi-server
-    /// `topo`, with their predicted times for `bytes` (see the module
-    /// docs). Ties keep the earlier candidate:
-    /// TwoLevel (ring, RHD, NHR, NB level 1), then AHC, then Pipeline.
-    fn hier_candidates(
-        &self,
-        op: OpType,
-        topo: &TopoInfo,
-        bytes: u64,
-        registry: &ExecutorRegistry,
-    ) -> Ranked {
-        let mut guard = self.memo.lock().unwrap_or_else(|p| p.into_inner());
-        let memo = guard.for_topo(topo);
-        if let Some(r) = memo.ranked.get(&(op, bytes)) {
-            return r.clone();
-        }
-        let mut sizes = vec![0u32; topo.server_num() as usize];
-        for &s in &topo.rank_to_server {
-            sizes[s as usize] += 1;
-        }
-        let mut out = Vec::new();
-        let level1 = builtin_level1();
-        let with_level1 = [HierKind::TwoLevel, HierKind::Ahc]
-            .into_iter()
-            .flat_map(|k| level1.iter().map(move |l| (k, l.as_ref())));
-        for (kind, l1) in with_level1.chain([(HierKind::Pipeline, &RingLevel1 as _)]) {
-            // only AllReduce takes a level-1 algorithm; the other ops
-            // are registered under the ring's (empty) suffix
-            if op != OpType::AllReduce && !l1.suffix().is_empty() {
-                continue;
-            }
-            let name = hier_name(kind, op, l1.suffix());
-            if !registry.contains(&name) {
-                continue;
-            }
-            if let Some(t) = predict_hier_op(kind, op, l1, &sizes, bytes, &self.cost) {
-                out.push((name, t));
-            }
-        }
-        let ranked: Ranked = out.into();
-        if memo.ranked.len() >= MEMO_CAP {
-            memo.ranked.clear();
-        }
-        memo.ranked.insert((op, bytes), ranked.clone());
-        ranked
-    }
-
-    /// The cost model's pick for `op` of `bytes` (as the formulas count
-    /// them) on `topo`: the executor name, its predicted µs, and every
-    /// candidate with its prediction, flat ones first.
-    fn by_cost(
-        &self,
-        op: OpType,
-        topo: &TopoInfo,
-        bytes: u64,
-        registry: &ExecutorRegistry,
-    ) -> Result<(String, f64, Vec<Candidate>)> {
-        let p = topo.user_rank_size;
-        // a flat algorithm on several servers crosses them at every step:
-        // priced with the inter-server link
-        let link = if topo.server_num() > 1 {
-            self.cost.level1
-        } else {
-            self.cost.level0
-        };
-        let mut considered: Vec<Candidate> = Vec::new();
-        // Star after Mesh and NB after NHR: they cost the same in the
-        // model, and a tie keeps the first (so does Ring over NHR at p = 2, 3)
-        for algo in [
-            Algo::Ring,
-            Algo::Mesh,
-            Algo::Rhd,
-            Algo::Star,
-            Algo::Nhr,
-            Algo::Nb,
-        ] {
-            let Some(name) = executor_name(algo, op) else {
-                continue;
-            };
-            let t = predict(algo, op, p, bytes, link, self.cost.gamma_us_per_byte)
-                .unwrap_or(f64::INFINITY);
-            considered.push((name.to_owned(), t));
-        }
-        if topo.server_num() > 1 {
-            considered.extend(
-                self.hier_candidates(op, topo, bytes, registry)
-                    .iter()
-                    .cloned(),
-            );
-        }
-        let best =
-            considered
-                .iter()
-                .enumerate()
-                .fold(None, |best: Option<(usize, f64)>, (i, &(_, t))| {
-                    if best.is_none_or(|(_, bt)| t < bt) {
-                        Some((i, t))
-                    } else {
-                        best
-                    }
-                });
-        let (i, t) =
-            best.ok_or_else(|| HcclError::not_support(format!("no executor implements {op}")))?;
-        Ok((considered[i].0.clone(), t, considered))
+    ) -> (Vec<Candidate>, Option<usize>) {
+        let q = SelectQuery::new(op, topo, bytes, &self.cost, self.limits);
+        let candidates = registry.candidates(&q);
+        let i = best(&candidates);
+        (candidates, i)
     }
 
     /// The executor name for `param` on `topo`, checked against `registry`.
@@ -388,7 +229,7 @@ impl Selector {
         let p = topo.user_rank_size;
         let multi_server = topo.server_num() > 1;
         let bytes = model_bytes(param, p);
-        let mut from_cost = false;
+        let mut ranked_at = None;
         let (name, why) = if let Some(n) = &self.override_name {
             (n.clone(), String::from("HCCL_RS_EXECUTOR"))
         } else if let Some((n, why)) = self.hierarchical_choice(op, topo, registry) {
@@ -400,52 +241,47 @@ impl Selector {
                 l.level0.clone()
             }
         }) {
-            let algo = match choice.as_str() {
-                "ring" => Some(Algo::Ring),
-                "fullmesh" | "mesh" => Some(Algo::Mesh),
-                "H-D_R" => Some(Algo::Rhd),
-                "pairwise" => Some(Algo::PairWise),
-                "star" => Some(Algo::Star),
-                // HCCL's NHR_V1 is an older NHR: the same algorithm here
-                "NHR" | "NHR_V1" => Some(Algo::Nhr),
-                "NB" => Some(Algo::Nb),
-                _ => None,
-            };
             let level = if multi_server { "level1" } else { "level0" };
-            let name = algo.and_then(|a| executor_name(a, op)).ok_or_else(|| {
-                HcclError::not_support(format!(
-                    "HCCL_ALGO asks for {level} algorithm '{choice}' for {op}, which hccl-rs does not implement for it yet"
-                ))
-            })?;
-            (name.to_owned(), format!("HCCL_ALGO {level}:{choice}"))
-        } else if let Some((n, why)) = aiv_payload_bytes(param, p)
-            .and_then(|payload| self.aiv_choice(op, topo, payload, registry))
-        {
-            (n, why)
-        } else if let Some((n, why)) = self.direct_choice(op, topo, bytes, registry) {
-            (n, why)
+            let name = flat_algo(&choice)
+                .and_then(|a| registry.forced(op, AlgoTag::Flat(a)))
+                .ok_or_else(|| {
+                    HcclError::not_support(format!(
+                        "HCCL_ALGO asks for {level} algorithm '{choice}' for {op}, which hccl-rs does not implement for it yet"
+                    ))
+                })?;
+            (name.to_string(), format!("HCCL_ALGO {level}:{choice}"))
         } else {
+            let generation = (
+                registry as *const ExecutorRegistry as usize,
+                registry.generation(),
+            );
             let memoised = self
                 .memo
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .for_topo(topo)
+                .for_topo(topo, generation)
                 .chosen
                 .get(&(op, bytes))
                 .cloned();
             if let Some(name) = memoised {
                 return Ok(name.to_string());
             }
-            let (name, t, considered) = self.by_cost(op, topo, bytes, registry)?;
-            from_cost = true;
+            let (candidates, best) = self.rank(op, topo, bytes, registry);
+            let i = best.ok_or_else(|| {
+                HcclError::not_support(format!(
+                    "no executor implements {op} on {p} ranks ({} hosts): none registered declares it",
+                    topo.server_num()
+                ))
+            })?;
+            ranked_at = Some(generation);
             // formatting the reason costs more than the selection: only
             // when it will be logged
             let why = if tracing::enabled!(tracing::Level::DEBUG) {
-                cost_reason(t, &considered)
+                rank_reason(&candidates, i)
             } else {
                 String::new()
             };
-            (name, why)
+            (candidates[i].name.to_string(), why)
         };
         if !registry.contains(&name) {
             return Err(HcclError::not_found(format!(
@@ -454,9 +290,9 @@ impl Selector {
             )));
         }
         tracing::debug!(tag = %param.tag, %op, ranks = p, servers = topo.server_num(), bytes, executor = %name, reason = %why, "selected executor");
-        if from_cost {
+        if let Some(generation) = ranked_at {
             let mut guard = self.memo.lock().unwrap_or_else(|p| p.into_inner());
-            let memo = guard.for_topo(topo);
+            let memo = guard.for_topo(topo, generation);
             if memo.chosen.len() >= MEMO_CAP {
                 memo.chosen.clear();
             }
@@ -464,11 +300,31 @@ impl Selector {
         }
         Ok(name)
     }
+
+    /// The ranking's pick for `op` of `bytes` on `topo` as (name,
+    /// predicted µs, every candidate with its prediction).
+    #[cfg(test)]
+    fn by_cost(
+        &self,
+        op: OpType,
+        topo: &TopoInfo,
+        bytes: u64,
+        registry: &ExecutorRegistry,
+    ) -> Result<(String, f64, Vec<Considered>)> {
+        let (c, i) = self.rank(op, topo, bytes, registry);
+        let i = i.ok_or_else(|| HcclError::not_support(format!("no executor implements {op}")))?;
+        let all = c
+            .iter()
+            .map(|c| (c.name.to_string(), c.estimate.micros))
+            .collect();
+        Ok((c[i].name.to_string(), c[i].estimate.micros, all))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hccl_algorithm::cost::predict;
     use hccl_platform::{DataType, Device, DeviceConfig, DeviceMem, ReduceOp, Stream};
     use std::sync::{Arc, Mutex};
 
@@ -811,6 +667,50 @@ mod tests {
         assert!(
             considered.iter().all(|(n, _)| !is_hier(n)),
             "{considered:?}"
+        );
+    }
+
+    /// An executor registered without a declaration is never ranked,
+    /// whatever the op and size, only forced by name; one registered with
+    /// a declaration is ranked at once, even after the choice for its op
+    /// was memoised (the memo follows the registry's generation), and
+    /// below the AIV executors' score.
+    #[test]
+    fn only_declared_executors_are_ranked() {
+        use hccl_algorithm::executor::{AllReduceRingExecutor, Estimate, ExecutorInfo};
+        use hccl_algorithm::{CollExecutor, ExecutorFactory};
+        let reg = ExecutorRegistry::with_builtins();
+        let f: ExecutorFactory = Arc::new(|t: &TopoInfo| {
+            Box::new(AllReduceRingExecutor::new(t)) as Box<dyn CollExecutor>
+        });
+        reg.register("PlainTestExecutor", f.clone()).unwrap();
+        let sel = Selector::new(None, AlgoConfig::default())
+            .with_aiv(Some(16456))
+            .with_direct(Some(256 << 10));
+        for map in [vec![0; 4], vec![0, 0, 1, 1]] {
+            let topo = TopoInfo::new(0, map).unwrap();
+            for op in [OpType::AllReduce, OpType::AllGather, OpType::AllToAllV] {
+                for count in [1u64, 1000, 1 << 16, 1 << 20] {
+                    let name = sel.select(&param(op, count), &topo, &reg).unwrap();
+                    assert_ne!(name, "PlainTestExecutor");
+                }
+            }
+        }
+        let topo = TopoInfo::single_server(0, 4).unwrap();
+        let mid = param(OpType::AllReduce, 1 << 14);
+        assert_ne!(sel.select(&mid, &topo, &reg).unwrap(), "CheapTestExecutor");
+        let cheap = ExecutorInfo::new(&[OpType::AllReduce], |_| Some(Estimate::predicted(0.0)));
+        reg.register_with("CheapTestExecutor", f, cheap).unwrap();
+        assert_eq!(sel.select(&mid, &topo, &reg).unwrap(), "CheapTestExecutor");
+        assert_eq!(
+            sel.select(&param(OpType::AllReduce, 4), &topo, &reg)
+                .unwrap(),
+            "AllReduceMeshAivExecutor"
+        );
+        let forced = Selector::new(Some("PlainTestExecutor".into()), AlgoConfig::default());
+        assert_eq!(
+            forced.select(&mid, &topo, &reg).unwrap(),
+            "PlainTestExecutor"
         );
     }
 

@@ -1,5 +1,7 @@
 //! A crate outside hccl-algorithm registers its own executor by name and
-//! runs it through the framework and adapter.
+//! runs it through the framework and adapter: forced by name when it
+//! declares nothing, chosen by the selector where its declared cost is
+//! the lowest when it declares one.
 //!
 //! The executor is a star allreduce: every rank sends its chunk to rank 0,
 //! which reduces them and sends the result back. It uses only the public
@@ -7,9 +9,9 @@
 //! and link verbs enqueued on the stream.
 
 use hccl_adapter::{CommConfig, DeviceBuffer, HcclComm, ReduceOp};
-use hccl_algorithm::executor::run_op_base_loop;
+use hccl_algorithm::executor::{run_op_base_loop, ExecutorInfo};
 use hccl_algorithm::{
-    registry, AlgResourceRequest, AlgResourceResponse, CollExecutor, CommPlane, OpParam,
+    registry, AlgResourceRequest, AlgResourceResponse, CollExecutor, CommPlane, OpParam, OpType,
     SingleSubCommTransport, TopoInfo,
 };
 use hccl_platform::{MemKind, Result};
@@ -249,4 +251,98 @@ fn hccl_algo_picks_the_algorithm_and_rejects_what_is_missing() {
     // and a malformed value is refused when the configuration is read
     let e = CommConfig::from_source(&[("HCCL_ALGO", "level1:warp")][..]).unwrap_err();
     assert!(e.to_string().contains("HCCL_ALGO='level1:warp'"), "{e}");
+}
+
+/// The star allreduce again, registered with a declaration instead of
+/// forced by name.
+const DECLARED: &str = "StarAllReduceDeclaredTestExecutor";
+
+/// Where the declared star claims to beat every built-in: model sizes of
+/// 32–128 KiB (above the AIV boards' 16 KiB, below direct read's 256 KiB).
+const FAST: std::ops::RangeInclusive<u64> = (32 << 10)..=(128 << 10);
+
+/// The star's declaration: one host only; in [`FAST`] a single α step (as
+/// if it had measured a fast path there), elsewhere its honest α-β-γ
+/// terms (the root receives, reduces and sends p − 1 copies), which lose to
+/// the built-ins.
+fn star_info() -> ExecutorInfo {
+    ExecutorInfo::from_terms(&[OpType::AllReduce], |q| {
+        let (p, n) = (q.ranks() as f64, q.bytes as f64);
+        Some(if FAST.contains(&q.bytes) {
+            (1.0, 0.0, 0.0)
+        } else {
+            (2.0, 2.0 * (p - 1.0) * n, (p - 1.0) * n)
+        })
+    })
+    .serving(|q| q.hosts() == 1)
+}
+
+/// Runs one f32 Sum allreduce of `count` elements per rank on `comms` and
+/// checks it against the reference; returns the executor that ran it.
+fn allreduce_on(comms: &Arc<Vec<HcclComm>>, count: usize) -> String {
+    let p = comms.len() as u32;
+    let c = comms.clone();
+    run_ranks(p, Duration::from_secs(60), move |r| {
+        let comm = &c[r as usize];
+        let stream = comm.create_stream();
+        let op = ReduceOp::Sum;
+        let input: Vec<f32> = (0..count).map(|i| input_value(op, r, i)).collect();
+        let send = DeviceBuffer::from_slice(&input).unwrap();
+        let mut recv = DeviceBuffer::<f32>::alloc(count).unwrap();
+        comm.all_reduce(&send, &mut recv, op, &stream).unwrap();
+        stream.synchronize().unwrap();
+        for (i, g) in recv.to_vec().unwrap().iter().enumerate() {
+            assert_eq!(*g, expected_value::<f32>(op, p, i), "p={p} element {i}");
+        }
+    });
+    let ran: Vec<String> = comms
+        .iter()
+        .map(|c| c.communicator().last_executor().unwrap_or_default())
+        .collect();
+    assert!(ran.windows(2).all(|w| w[0] == w[1]), "{ran:?}");
+    ran[0].clone()
+}
+
+/// A user executor whose declared cost beats the built-ins for a size
+/// range is chosen there by the selector without any override, and the
+/// built-ins keep every other size and the multi-host topology, which it
+/// does not serve.
+#[test]
+fn a_declared_executor_wins_where_its_cost_is_lowest() {
+    registry()
+        .register_with(
+            DECLARED,
+            Arc::new(|t: &TopoInfo| {
+                Box::new(StarAllReduce { topo: t.clone() }) as Box<dyn CollExecutor>
+            }),
+            star_info(),
+        )
+        .unwrap();
+    let cfg = CommConfig::from_source(&[("HCCL_BUFFSIZE", "1"), ("HCCL_EXEC_TIMEOUT", "30")][..])
+        .unwrap();
+    assert!(cfg.executor_override.is_none() && cfg.algo == Default::default());
+    for p in [2u32, 3, 4] {
+        let comms = Arc::new(HcclComm::init_all_with(p, cfg.clone()).unwrap());
+        // f32 elements: 4 KiB, 32 KiB, 64 KiB + 4, 128 KiB, 192 KiB, 2 MiB
+        for (count, inside) in [
+            (1 << 10, false),
+            (8 << 10, true),
+            ((16 << 10) + 1, true),
+            (32 << 10, true),
+            (48 << 10, false),
+            (512 << 10, false),
+        ] {
+            let ran = allreduce_on(&comms, count);
+            assert_eq!(FAST.contains(&(4 * count as u64)), inside);
+            if inside {
+                assert_eq!(ran, DECLARED, "p={p} count={count}");
+            } else {
+                assert_ne!(ran, DECLARED, "p={p} count={count}");
+                assert!(registry().contains(&ran), "{ran}");
+            }
+        }
+    }
+    // two hosts: not served, whatever the size
+    let comms = Arc::new(HcclComm::init_all_on_hosts(vec![0, 0, 1, 1], cfg).unwrap());
+    assert_ne!(allreduce_on(&comms, 16 << 10), DECLARED);
 }

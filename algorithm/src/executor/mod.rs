@@ -16,6 +16,7 @@
 //! `registry.rs` the executors by name.
 
 mod aiv;
+mod decl;
 mod direct_read;
 mod flat;
 pub(crate) mod hier;
@@ -26,6 +27,10 @@ mod rhd;
 mod ring;
 
 pub use aiv::{aiv_kind, aiv_payload_bytes, AivExecutor, AIV_EXECUTORS, AIV_MAX_BYTES};
+pub use decl::{
+    best, model_bytes, AlgoTag, Candidate, CostFn, Estimate, ExecutorInfo, ScoreRange,
+    SelectLimits, SelectQuery, ServesFn,
+};
 pub use direct_read::{DirectExecutor, DIRECT_EXECUTORS, DIRECT_STAGE_BYTES};
 // the names `aiv.rs` uses (kept so that file compiles unchanged)
 pub(crate) use flat::{all_peers, check_op, flat_request, Named};

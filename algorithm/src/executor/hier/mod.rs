@@ -83,8 +83,11 @@ const RING_ONLY: &[(HierKind, OpType)] = &[
 /// Registers the hierarchical executors that use `level1` for their
 /// inter-host allreduce (AllReduce TwoLevel and AHC), under
 /// [`hier_name`]`(kind, op, level1.suffix())`. This is how a level-1
-/// algorithm (the built-in NHR and NB, or one written elsewhere) plugs in; `HCCL_ALGO`'s
-/// `level1:<algo_name>` then selects them on multi-host communicators.
+/// algorithm written elsewhere plugs in: the executors are declared (served on
+/// several hosts, each level priced with its own link from `level1.terms`),
+/// so the selector ranks them with the built-in ones; they answer no
+/// `HCCL_ALGO` value (the built-in level-1 algorithms are registered from
+/// the registry's table, which gives theirs).
 pub fn register_level1(
     registry: &ExecutorRegistry,
     level1: Arc<dyn Level1Algorithm>,
@@ -95,29 +98,8 @@ pub fn register_level1(
         let f: ExecutorFactory = Arc::new(move |t: &TopoInfo| {
             Box::new(HierExecutor::new(&n, op, kind, l1.clone(), t)) as Box<dyn CollExecutor>
         });
-        registry.register(&name, f)?;
-    }
-    Ok(())
-}
-
-/// Registers every built-in hierarchical executor.
-pub(crate) fn register_builtins(registry: &ExecutorRegistry) -> Result<()> {
-    for l1 in builtin_level1() {
-        register_level1(registry, l1)?;
-    }
-    for &(kind, op) in RING_ONLY {
-        let name = hier_name(kind, op, "");
-        let n = name.clone();
-        let f: ExecutorFactory = match kind {
-            HierKind::Pipeline => Arc::new(move |t: &TopoInfo| {
-                Box::new(PipelineExecutor::new(&n, op, t)) as Box<dyn CollExecutor>
-            }),
-            _ => Arc::new(move |t: &TopoInfo| {
-                Box::new(HierExecutor::new(&n, op, kind, Arc::new(RingLevel1), t))
-                    as Box<dyn CollExecutor>
-            }),
-        };
-        registry.register(&name, f)?;
+        let info = super::registry::hier_info(kind, op, level1.clone());
+        registry.register_with(&name, f, info)?;
     }
     Ok(())
 }
