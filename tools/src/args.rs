@@ -22,9 +22,13 @@ Columns (JSON keys), per message size:
                                a second pass of n iterations, each one op + synchronize,
                                run after the first; an iteration's time is the slowest
                                rank's; nearest-rank percentiles over the n iterations.
-                               A stall in one op shows here, not in the average. With one
-                               synchronize per op these are latencies: p50 may exceed the
-                               average, which amortizes the synchronize over n ops.";
+                               A stalled op stands out as max where an average would
+                               spread it over n ops. The passes differ, so the spread does
+                               not bracket the average: an iteration pays a synchronize the
+                               average shares among n ops, and ops enqueued back to back
+                               may queue where one op alone would not.
+Ranks as processes (--transport process): rank 0 prints; every figure is
+the slowest rank's, gathered by a max-reduction over the ranks.";
 
 /// Command-line arguments (hccl_test's flags).
 #[derive(Clone, Debug, Parser)]
