@@ -13,6 +13,7 @@
 use super::{derived_unique_id, RankInfo, RankTable};
 use hccl_platform::{HcclError, Result};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 
 /// Reads and checks the rank table at `path`. `base_port` gives ports to
@@ -56,7 +57,10 @@ pub fn parse(path: &str, text: &str, base_port: u16, buffer_size: u64) -> Result
             ));
         }
     }
-    let mut ranks: Vec<Option<RankInfo>> = Vec::new();
+    // By rank id, in a map: a rank id is a number from the file, and
+    // sizing a vector by it would let `"rank_id": "4294967295"` allocate
+    // hundreds of gigabytes before the contiguity check could object.
+    let mut ranks: BTreeMap<u32, RankInfo> = BTreeMap::new();
     for (si, server) in servers.iter().enumerate() {
         let server_id =
             s(server, "server_id").map_err(|e| e.during(format!("server_list[{si}]")))?;
@@ -86,12 +90,16 @@ pub fn parse(path: &str, text: &str, base_port: u16, buffer_size: u64) -> Result
                 )
             })?;
             let port = match d.get("device_port") {
-                None => base_port.checked_add(rank as u16).ok_or_else(|| {
-                    bad(
-                        &format!("{at}.device_port"),
-                        "HCCL_IF_BASE_PORT + rank overflows".into(),
-                    )
-                })?,
+                // in u32: `rank as u16` would wrap rank 65536 onto the base port
+                None => u32::from(base_port)
+                    .checked_add(rank)
+                    .and_then(|p| u16::try_from(p).ok())
+                    .ok_or_else(|| {
+                        bad(
+                            &format!("{at}.device_port"),
+                            "HCCL_IF_BASE_PORT + rank overflows".into(),
+                        )
+                    })?,
                 Some(_) => {
                     let p = s(d, "device_port")?;
                     p.parse().map_err(|_| {
@@ -102,39 +110,40 @@ pub fn parse(path: &str, text: &str, base_port: u16, buffer_size: u64) -> Result
                     })?
                 }
             };
-            if ranks.len() <= rank as usize {
-                ranks.resize(rank as usize + 1, None);
-            }
-            if ranks[rank as usize].is_some() {
+            if ranks.contains_key(&rank) {
                 return Err(bad(
                     &format!("{at}.rank_id"),
                     format!("rank {rank} appears twice"),
                 ));
             }
-            ranks[rank as usize] = Some(RankInfo {
+            ranks.insert(
                 rank,
-                host_id: server_id.clone(),
-                link_addr: SocketAddr::new(ip, port),
-                buffer_size,
-                shm: None,
-            });
+                RankInfo {
+                    rank,
+                    host_id: server_id.clone(),
+                    link_addr: SocketAddr::new(ip, port),
+                    buffer_size,
+                    shm: None,
+                },
+            );
         }
     }
     if ranks.is_empty() {
         return Err(bad("server_list", "lists no device".into()));
     }
-    let ranks: Vec<RankInfo> = ranks
-        .into_iter()
-        .enumerate()
-        .map(|(r, i)| {
-            i.ok_or_else(|| {
-                bad(
-                    "rank_id",
-                    format!("rank {r} is missing: rank ids must be contiguous from 0"),
-                )
-            })
-        })
-        .collect::<Result<_>>()?;
+    // contiguous from 0: the i-th smallest id must be i (the first that is
+    // not names the missing rank)
+    if let Some(r) = ranks
+        .keys()
+        .zip(0u32..)
+        .find_map(|(&id, i)| (id != i).then_some(i))
+    {
+        return Err(bad(
+            "rank_id",
+            format!("rank {r} is missing: rank ids must be contiguous from 0"),
+        ));
+    }
+    let ranks: Vec<RankInfo> = ranks.into_values().collect();
     Ok(RankTable {
         unique_id: derived_unique_id(text),
         ranks,
