@@ -195,6 +195,9 @@ fn rank() -> impl Strategy<Value = u32> {
     prop_oneof![6 => Just(0u32), 2 => 1u32..3, 1 => any::<u32>()]
 }
 
+/// One `HcclSendRecvItem`: type, buffer, count, data type, peer.
+type Item = (u32, PtrArg, u64, u32, u32);
+
 /// One collective or point-to-point call.
 #[derive(Clone, Debug)]
 enum Call {
@@ -210,7 +213,8 @@ enum Call {
     AlltoAllV(PtrArg, Option<[u64; 2]>, u32, PtrArg, Option<[u64; 2]>, u32),
     Send(PtrArg, u64, u32, u32),
     Recv(PtrArg, u64, u32, u32),
-    Batch(Option<Vec<(u32, PtrArg, u64, u32, u32)>>, u32),
+    /// The items (or a null array) and the item count passed.
+    Batch(Option<Vec<Item>>, u32),
     Barrier,
 }
 
@@ -397,7 +401,7 @@ fn check_code(what: &str, code: u32) -> Result<(), TestCaseError> {
         last_error_message()
     );
     prop_assert!(
-        hccl::hccl::HcclGetErrorString(code) != null() && code <= 21,
+        !HcclGetErrorString(code).is_null() && code <= 21,
         "{what}: unknown code {code}"
     );
     Ok(())
