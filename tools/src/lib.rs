@@ -1,9 +1,23 @@
 //! hccl-tools: the library behind the hccl-rs command-line tools.
+//!
+//! Its users are the tools' binaries and the integration tests, so its
+//! public API is what they use; the modules are private.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+// Keeps this page the whole API: an item that is `pub` but not re-exported
+// here must say `pub(crate)`.
+#![warn(unreachable_pub)]
 
-pub mod args;
-pub mod calibrate;
-pub mod check;
-pub mod perf;
+mod args;
+mod calibrate;
+mod check;
+mod perf;
+
+// `hccl-test`: its flags (hccl_test's) and the sweep it runs.
+pub use args::{Format, PerfArgs};
+pub use perf::run_sweep;
+
+// The input and expected value of every element of a checked op, which
+// `hccl-test --check` and the integration tests compare results against.
+pub use check::{expected_value, input_value, CheckElem};
