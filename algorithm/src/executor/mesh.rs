@@ -83,7 +83,7 @@ impl MeshExecutor {
         }
     }
 
-    /// The Star variant (rooted ops): see [`STAR_EXECUTORS`].
+    /// The Star variant (rooted ops): see `STAR_EXECUTORS`.
     pub(crate) fn star(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
         MeshExecutor {
             star: true,

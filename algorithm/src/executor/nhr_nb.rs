@@ -53,7 +53,7 @@ pub(crate) struct NonuniformExecutor {
 }
 
 impl NonuniformExecutor {
-    /// The NHR executor registered as `name` for `op` (one of [`NHR_EXECUTORS`]).
+    /// The NHR executor registered as `name` for `op` (one of `NHR_EXECUTORS`).
     pub(crate) fn nhr(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
         NonuniformExecutor {
             named: Named::new(name, op, topo),
@@ -61,7 +61,7 @@ impl NonuniformExecutor {
         }
     }
 
-    /// The NB executor registered as `name` for `op` (one of [`NB_EXECUTORS`]).
+    /// The NB executor registered as `name` for `op` (one of `NB_EXECUTORS`).
     pub(crate) fn nb(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
         NonuniformExecutor {
             named: Named::new(name, op, topo),

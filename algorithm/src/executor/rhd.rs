@@ -97,7 +97,7 @@ fn group_layout(p: u32, m: u32, wb: usize) -> (Groups, impl Fn(u32) -> usize) {
 }
 
 impl RhdExecutor {
-    /// The executor registered as `name` for `op` (one of [`RHD_EXECUTORS`]).
+    /// The executor registered as `name` for `op` (one of `RHD_EXECUTORS`).
     pub(crate) fn new(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
         RhdExecutor(Named::new(name, op, topo))
     }

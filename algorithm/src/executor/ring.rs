@@ -104,7 +104,7 @@ impl BroadcastRingExecutor {
 
 impl RingRootedExecutor {
     /// The executor registered as `name` for `op` (one of
-    /// [`RING_ROOTED_EXECUTORS`]).
+    /// `RING_ROOTED_EXECUTORS`).
     pub(crate) fn new(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
         RingRootedExecutor(Named::new(name, op, topo))
     }
