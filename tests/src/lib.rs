@@ -4,7 +4,7 @@
 
 #![forbid(unsafe_code)]
 
-pub use hccl_tools::{expected_value, input_value, CheckElem as TestElem};
+pub use hccl_tools::check::{expected_value, input_value, CheckElem as TestElem};
 use std::time::Duration;
 
 /// Runs `f(rank)` on one thread per rank; panics (failing the test) if any
