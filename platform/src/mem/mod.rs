@@ -9,7 +9,7 @@ mod device_mem;
 mod kind;
 mod region;
 mod shm;
-mod stream_copy;
+mod nt_copy;
 
 pub use device_mem::{DeviceBuffer, DeviceMem, PinnedMem};
 pub use kind::MemKind;
