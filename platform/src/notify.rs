@@ -1,9 +1,7 @@
 //! Notifies: record on one stream, wait on another.
 
-use crate::sync::EventCount;
+use crate::sync::{Arc, AtomicU64, EventCount, Ordering};
 use crate::Device;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 #[derive(Debug)]
 struct NotifyInner {

@@ -10,9 +10,7 @@ use super::write_based::{self, Counter, Taken, WriteBased};
 use super::{Link, LinkOp, LinkOpState, OpDesc};
 use crate::error::{HcclError, Result};
 use crate::mem::{DeviceMem, MemKind};
-use crate::sync::EventCount;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use crate::sync::{Arc, AtomicBool, AtomicU64, EventCount, Mutex, Ordering};
 use std::task::Poll;
 
 #[repr(align(128))]
@@ -40,15 +38,16 @@ pub struct InProcEndpoint {
     pub mems: Vec<(MemKind, DeviceMem)>,
     /// Wakes this rank's device driver.
     pub waker: Arc<EventCount>,
-    /// This rank's AIV board ([`crate::aiv::BOARD_BYTES`] bytes, e.g. from
-    /// [`InProcEndpoint::new_board`]); `None`: AIV kernels are not offered.
+    /// This rank's board area ([`BOARD_BYTES`](super::BOARD_BYTES) bytes,
+    /// e.g. from [`InProcEndpoint::new_board`]); `None`: kernels that need
+    /// boards (AIV) are not offered.
     pub board: Option<DeviceMem>,
 }
 
 impl InProcEndpoint {
-    /// A fresh, zeroed AIV board.
+    /// A fresh, zeroed board area.
     pub fn new_board() -> Result<DeviceMem> {
-        DeviceMem::alloc(crate::aiv::BOARD_BYTES)
+        DeviceMem::alloc(super::BOARD_BYTES)
     }
 }
 

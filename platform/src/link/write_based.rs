@@ -11,8 +11,7 @@
 use super::{LinkOp, LinkOpState, OpDesc, ParamMem};
 use crate::error::{HcclError, Result};
 use crate::mem::{cma, copy_mem, reduce_mem, DeviceMem, MemKind};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use crate::sync::{AtomicU64, Mutex, Ordering};
 use std::task::Poll;
 
 /// The counters one end raises at the other.

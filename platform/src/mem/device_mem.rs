@@ -4,9 +4,9 @@ use crate::dtype::{DataType, Element, ReduceOp};
 use crate::error::{HcclError, Result};
 use crate::mem::region::{Region, RegionKind};
 use crate::mem::shm::ShmSegment;
+use crate::sync::Arc;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
-use std::sync::Arc;
 
 /// A byte range of a memory region: what tasks read and write.
 ///

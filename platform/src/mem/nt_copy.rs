@@ -85,9 +85,8 @@ mod tests {
         ] {
             let mut dst = vec![0xeeu8; 20_100];
             // SAFETY: both ranges are inside their vectors and distinct.
-            let done = unsafe {
-                copy_nt(dst.as_mut_ptr().add(d_off), src.as_ptr().add(s_off), len)
-            };
+            let done =
+                unsafe { copy_nt(dst.as_mut_ptr().add(d_off), src.as_ptr().add(s_off), len) };
             if !done {
                 return; // no AVX2: nothing to test
             }

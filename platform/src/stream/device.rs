@@ -12,9 +12,7 @@
 use super::task::OpLabel;
 use super::StreamInner;
 use crate::error::HcclError;
-use crate::sync::EventCount;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use crate::sync::{process, Arc, AtomicU64, EventCount, Mutex, Ordering, Weak};
 use std::time::{Duration, Instant};
 
 /// Yields an idle driver makes (after spinning) before it parks.
@@ -125,7 +123,7 @@ pub(crate) struct DeviceInner {
     pub(crate) stats: DeviceStatsInner,
     /// Links of this rank's communicators: when any task fails, all of them
     /// are aborted so peers fail fast instead of waiting out their timeouts.
-    links: Mutex<Vec<std::sync::Weak<dyn crate::link::Link>>>,
+    links: Mutex<Vec<Weak<dyn crate::link::Link>>>,
     pub(crate) id: u32,
     pub(crate) uid: u64,
     pub(crate) config: DeviceConfig,
@@ -158,7 +156,7 @@ impl std::fmt::Debug for Device {
     }
 }
 
-static NEXT_UID: AtomicU64 = AtomicU64::new(1);
+static NEXT_UID: process::AtomicU64 = process::AtomicU64::new(1);
 
 impl Device {
     /// A device with logical id `id` (HCCL's device / rank index).
@@ -298,7 +296,7 @@ impl DeviceInner {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
-            .filter_map(std::sync::Weak::upgrade)
+            .filter_map(Weak::upgrade)
             .collect();
         for l in links {
             l.abort(reason);
