@@ -35,6 +35,7 @@
 pub mod event_count;
 
 #[cfg(loom)]
+#[allow(unused_imports)] // the facade offers what the std side offers
 pub(crate) use loom::sync::{
     atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering},
     Condvar, Mutex, MutexGuard, RwLock,
@@ -61,6 +62,7 @@ pub(crate) mod process {
 /// other processes. Std under loom too: loom only models atomics it
 /// created. Protocols over such words take them as [`Word`](super::Word)s.
 pub(crate) mod mapped {
+    #[allow(unused_imports)] // `fence`: only the futex-backed event count, not built under loom
     pub(crate) use std::sync::atomic::{fence, AtomicU32, AtomicU64};
 }
 
