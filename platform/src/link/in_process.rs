@@ -6,23 +6,16 @@
 //! followed by a release-increment of its `done` counter: single copy, no
 //! intermediate queue.
 
-use super::write_based::{self, Counter, Taken, WriteBased};
+use super::write_based::{self, Counter, Counters, Taken, WriteBased};
 use super::{Link, LinkOp, LinkOpState, OpDesc};
 use crate::error::{HcclError, Result};
 use crate::mem::{DeviceMem, MemKind};
-use crate::sync::{Arc, AtomicBool, AtomicU64, EventCount, Mutex, Ordering};
+use crate::sync::{Arc, AtomicBool, EventCount, Mutex, Ordering};
 use std::task::Poll;
-
-#[repr(align(128))]
-#[derive(Debug, Default)]
-struct Line(AtomicU64);
 
 #[derive(Debug, Default)]
 struct Mailbox {
-    ack: Line,
-    signal: Line,
-    done: Line,
-    signal_desc: Line,
+    counters: Counters,
     aborted: AtomicBool,
     reason: Mutex<String>,
     descs: Mutex<std::collections::VecDeque<OpDesc>>,
@@ -106,27 +99,16 @@ impl InProcLink {
         }
         Ok(())
     }
-
-    fn line(mailbox: &Mailbox, c: Counter) -> &Line {
-        match c {
-            Counter::Ack => &mailbox.ack,
-            Counter::Signal => &mailbox.signal,
-            Counter::Done => &mailbox.done,
-            Counter::Desc => &mailbox.signal_desc,
-        }
-    }
 }
 
 impl WriteBased for InProcLink {
     fn raise(&self, c: Counter) {
-        Self::line(&self.theirs, c)
-            .0
-            .fetch_add(1, Ordering::Release);
+        self.theirs.counters.raise(c);
         self.peer_waker.notify();
     }
 
     fn raised(&self, c: Counter) -> u64 {
-        Self::line(&self.mine, c).0.load(Ordering::Acquire)
+        self.mine.counters.raised(c)
     }
 
     fn remote(&self, kind: MemKind, offset: usize, len: usize) -> Result<DeviceMem> {

@@ -333,16 +333,12 @@ fn line(c: Counter) -> usize {
 
 impl WriteBased for ShmLink {
     fn raise(&self, c: Counter) {
-        self.theirs
-            .u64_at(self.out_slot + line(c))
-            .fetch_add(1, Ordering::Release);
+        write_based::raise_word(self.theirs.u64_at(self.out_slot + line(c)));
         self.peer_waker.notify();
     }
 
     fn raised(&self, c: Counter) -> u64 {
-        self.mine
-            .u64_at(self.in_slot + line(c))
-            .load(Ordering::Acquire)
+        write_based::raised_word(self.mine.u64_at(self.in_slot + line(c)))
     }
 
     fn remote(&self, kind: MemKind, offset: usize, len: usize) -> Result<DeviceMem> {

@@ -42,9 +42,9 @@ unsafe fn copy_avx2(dst: *mut u8, src: *const u8, len: usize) {
     // ordinary copy up to a 32-byte-aligned destination (streaming stores
     // need aligned addresses), then 128 bytes per step, then the tail
     let head = dst.align_offset(32).min(len);
-    // SAFETY (whole function): every access below stays inside the first
-    // `len` bytes of `src` and `dst` (the caller's contract); the stores
-    // go to 32-byte-aligned addresses (dst + head is aligned).
+    // SAFETY: every access below stays inside the first `len` bytes of
+    // `src` and `dst` (the caller's contract); the stores go to
+    // 32-byte-aligned addresses (dst + head is aligned).
     unsafe {
         std::ptr::copy_nonoverlapping(src, dst, head);
         let (mut s, mut d) = (src.add(head), dst.add(head));

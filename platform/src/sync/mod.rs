@@ -62,7 +62,8 @@ pub(crate) mod process {
 /// other processes. Std under loom too: loom only models atomics it
 /// created. Protocols over such words take them as [`Word`](super::Word)s.
 pub(crate) mod mapped {
-    #[allow(unused_imports)] // `fence`: only the futex-backed event count, not built under loom
+    #[allow(unused_imports)]
+    // `fence`: only the futex-backed event count, not built under loom
     pub(crate) use std::sync::atomic::{fence, AtomicU32, AtomicU64};
 }
 
@@ -74,6 +75,8 @@ pub(crate) trait Word {
     fn load(&self, order: Ordering) -> u64;
     /// `store` with `order`.
     fn store(&self, value: u64, order: Ordering);
+    /// `fetch_add` with `order`; returns the previous value.
+    fn fetch_add(&self, value: u64, order: Ordering) -> u64;
     /// `fetch_max` with `order`; returns the previous value.
     fn fetch_max(&self, value: u64, order: Ordering) -> u64;
 }
@@ -86,6 +89,9 @@ macro_rules! impl_word {
             }
             fn store(&self, value: u64, order: Ordering) {
                 <$t>::store(self, value, order)
+            }
+            fn fetch_add(&self, value: u64, order: Ordering) -> u64 {
+                <$t>::fetch_add(self, value, order)
             }
             fn fetch_max(&self, value: u64, order: Ordering) -> u64 {
                 <$t>::fetch_max(self, value, order)
