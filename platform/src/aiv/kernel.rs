@@ -162,7 +162,7 @@ pub(super) struct Progress {
     pub(super) polls: u32,
 }
 
-/// A queued AIV kernel (see the module docs and [`AivLaunch`]).
+/// A queued AIV kernel (see the module docs and [`AivLaunch`](super::AivLaunch)).
 #[derive(Debug)]
 pub struct AivTask {
     pub(super) progress: Progress,

@@ -20,14 +20,14 @@
 //!   published through the atomics and locks that loom does check.
 //! - [`OnceLock`]: loom has none; the platform uses it only for
 //!   process-wide caches of the environment, computed once.
-//! - [`process`]: atomics in `static`s (process-unique ids). Loom's
+//! - `process`: atomics in `static`s (process-unique ids). Loom's
 //!   atomics cannot be built in a `const` context, and an id counter
 //!   orders nothing.
-//! - [`mapped`]: atomics that live in memory the platform maps or
+//! - `mapped`: atomics that live in memory the platform maps or
 //!   allocates as bytes (shared-memory segments, AIV boards) and reaches
 //!   by casting a pointer. Loom can only model atomics it created; those
 //!   words are shared with other processes. The protocols over them are
-//!   written against [`Word`], so a loom model can run the same code over
+//!   written against `Word`, so a loom model can run the same code over
 //!   loom's atomics (see `aiv::board` and `link::write_based`).
 //!
 //! `Ordering` is the same type under both.
