@@ -1,5 +1,8 @@
 //! Launching an AIV kernel: [`AivLaunch`], the kernel as an executor
-//! builds it (borrowing the op's memory), and [`Stream::aiv_launch`].
+//! builds it (borrowing the op's memory), and [`Stream::aiv_launch`] — an
+//! inherent method of `Stream` defined here, beside what it launches: the
+//! stream knows kernels, not AIV, and executors keep calling
+//! `stream.aiv_launch(kernel)`.
 //!
 //! The stream's launch path (run at once in the launching thread when it
 //! can, queue otherwise, back-pressure) is the stream's generic kernel
@@ -122,7 +125,7 @@ impl<'a> AivLaunch<'a> {
         let mut r = self.poll();
         let mut left = spins;
         while r.is_pending() && self.progress.seq != 0 && left > 0 {
-            std::hint::spin_loop();
+            crate::sync::spin_loop();
             r = fold(&mut self.progress, self.boards, self.output);
             left -= 1;
         }

@@ -12,6 +12,7 @@
 use super::task::OpLabel;
 use super::StreamInner;
 use crate::error::HcclError;
+use crate::notify::Notify;
 use crate::sync::{process, Arc, AtomicU64, EventCount, Mutex, Ordering, Weak};
 use std::time::{Duration, Instant};
 
@@ -358,7 +359,7 @@ impl DeviceInner {
             let now = Instant::now();
             let since = *idle_since.get_or_insert(now);
             if now - since < self.config.spin {
-                std::hint::spin_loop();
+                crate::sync::spin_loop();
                 continue;
             }
             // Yield before parking: with more ranks than cores the peer
@@ -370,7 +371,7 @@ impl DeviceInner {
             // with 64) while an idle rank still parks within ~100 µs.
             if yields < YIELDS_BEFORE_PARK {
                 yields += 1;
-                std::thread::yield_now();
+                crate::sync::yield_now();
                 continue;
             }
             // registered at the top of this round: the yields are over
@@ -425,6 +426,13 @@ impl DeviceInner {
         // dropped with the lock released: the last handle's drop may run
         // a queue's (and its links') destructors
         live.iter().any(|s| !s.is_idle())
+    }
+}
+
+impl Notify {
+    /// A notify whose records wake `device`'s driver.
+    pub fn new(device: &Device) -> Notify {
+        Notify::with_waker(device.waker())
     }
 }
 

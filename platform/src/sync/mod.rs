@@ -30,7 +30,11 @@
 //!   written against `Word`, so a loom model can run the same code over
 //!   loom's atomics (see `aiv::board` and `link::write_based`).
 //!
-//! `Ordering` is the same type under both.
+//! `Ordering` is the same type under both. Busy-wait hints come from here
+//! too ([`spin_loop`], [`yield_now`]): under loom they are the yields a
+//! model needs to make progress through a spin loop. Threads the platform
+//! spawns (the worker driver, the TCP listener) are std threads: a loom
+//! model drives a device inline, from its own loom threads.
 
 pub mod event_count;
 
@@ -47,6 +51,25 @@ pub(crate) use std::sync::{
     atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering},
     Condvar, Mutex, MutexGuard, RwLock,
 };
+
+/// A spin-loop hint (loom: a yield point, so a model of a spinning waiter
+/// lets the thread it waits for run).
+#[inline]
+pub(crate) fn spin_loop() {
+    #[cfg(loom)]
+    loom::hint::spin_loop();
+    #[cfg(not(loom))]
+    std::hint::spin_loop();
+}
+
+/// Yields the thread (loom: to another modelled thread).
+#[inline]
+pub(crate) fn yield_now() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::thread::yield_now();
+}
 
 /// Std under loom too (see the module docs).
 pub(crate) use std::sync::{Arc, OnceLock, Weak};
