@@ -24,6 +24,7 @@
 //! returns; `stream.synchronize()` waits for it and reports any failure.
 //! Invalid arguments are rejected before anything is enqueued.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod comm;

@@ -12,6 +12,7 @@
 //! Executors are registered by name in an [`ExecutorRegistry`] that any
 //! crate can extend at run time; the framework picks a name, never a type.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod cost;

@@ -7,6 +7,7 @@
 //! granted resources with the [`ResourceManager`] (cached per op tag), and
 //! lets it orchestrate the op on the caller's stream.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod algo_env;

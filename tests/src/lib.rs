@@ -2,6 +2,8 @@
 //! (from hccl-tools, shared with hccl-test's checker) and a way to run one
 //! closure per rank on threads with a watchdog.
 
+#![forbid(unsafe_code)]
+
 pub use hccl_tools::check::{expected_value, input_value, CheckElem as TestElem};
 use std::time::Duration;
 

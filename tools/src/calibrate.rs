@@ -8,7 +8,7 @@
 //! (`HCCL_RS_TRANSPORT=tcp`); γ is the fp32-sum reduce throughput of one
 //! stream on one core.
 
-use crate::perf::PerfArgs;
+use crate::args::PerfArgs;
 use hccl_adapter::tuning::{LinkTuning, Tuning, TUNING_VERSION};
 use hccl_adapter::{DataType, Device, DeviceMem, HcclError, ReduceOp, Result, Stream};
 use std::io::Write;

@@ -1,21 +1,15 @@
 //! Runtime init, devices and contexts.
 
+use super::placement::{current_device, CURRENT};
+use super::stream::synchronize_device;
 use crate::guard::{acl, acl_err, AclFail};
 use crate::handles::Registry;
 use crate::types::*;
-use hccl_adapter::Device;
-use std::cell::Cell;
-use std::collections::HashMap;
 use std::ffi::{c_char, CStr};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 static INITIALIZED: AtomicBool = AtomicBool::new(false);
-static DEVICES: Mutex<Option<HashMap<i32, Device>>> = Mutex::new(None);
-
-thread_local! {
-    static CURRENT: Cell<Option<i32>> = const { Cell::new(None) };
-}
 
 /// A context: the device it belongs to (ACL has one default context per device).
 pub(crate) struct Context {
@@ -44,27 +38,6 @@ fn check_device(id: i32) -> Result<(), AclFail> {
         ));
     }
     Ok(())
-}
-
-/// This thread's device; device 0 if none was set (as ACL's default context).
-pub(crate) fn current_device() -> i32 {
-    CURRENT.with(|c| c.get()).unwrap_or(0)
-}
-
-/// The platform device that runs device `id`'s new streams.
-pub(crate) fn platform_device(id: i32) -> Device {
-    let mut devs = DEVICES.lock().unwrap_or_else(|e| e.into_inner());
-    devs.get_or_insert_with(HashMap::new)
-        .entry(id)
-        .or_insert_with(|| Device::new(id as u32, Default::default()))
-        .clone()
-}
-
-/// From now on, device `id`'s new streams run on `dev` (a communicator's).
-pub(crate) fn bind_device(id: i32, dev: &Device) {
-    let mut devs = DEVICES.lock().unwrap_or_else(|e| e.into_inner());
-    devs.get_or_insert_with(HashMap::new)
-        .insert(id, dev.clone());
 }
 
 /// `aclInit`: initializes the runtime (a second call is `ACL_ERROR_REPEAT_INITIALIZE`).
@@ -185,7 +158,7 @@ pub extern "C" fn aclrtGetSocName() -> *const c_char {
 #[no_mangle]
 pub extern "C" fn aclrtSynchronizeDevice() -> aclError {
     acl("aclrtSynchronizeDevice", || {
-        super::stream::synchronize_device(current_device())
+        synchronize_device(current_device())
     })
 }
 

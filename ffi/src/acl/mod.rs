@@ -11,6 +11,7 @@
 mod device;
 mod event;
 mod memory;
+mod placement;
 mod stream;
 
 pub use device::*;
@@ -18,5 +19,5 @@ pub use event::*;
 pub use memory::*;
 pub use stream::*;
 
-pub(crate) use device::{bind_device, current_device};
+pub(crate) use placement::{bind_device, current_device};
 pub(crate) use stream::stream_for_op;

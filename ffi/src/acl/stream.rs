@@ -1,6 +1,6 @@
 //! Streams: `aclrtCreateStream` and friends.
 
-use super::device::{current_device, platform_device};
+use super::placement::{current_device, platform_device};
 use crate::guard::{acl, acl_err, AclFail};
 use crate::handles::Registry;
 use crate::types::*;

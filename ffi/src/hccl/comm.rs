@@ -1,7 +1,7 @@
 //! Communicator setup, queries and process-wide options.
 
 use super::config::{comm_config, DETERMINISTIC};
-use super::registration::Registration;
+use super::memory_ranges::Registration;
 use crate::acl::{bind_device, current_device};
 use crate::guard::{hccl, non_null};
 use crate::handles::Registry;

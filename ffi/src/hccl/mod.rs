@@ -8,6 +8,7 @@
 mod collectives;
 mod comm;
 mod config;
+mod memory_ranges;
 mod registration;
 
 pub use collectives::*;

@@ -7,6 +7,8 @@
 //! (rank 1 calls differently), `stall` (rank 1 sleeps forever after
 //! joining, for the kill test). Prints `OK` or `ERROR <code> <message>`.
 
+#![forbid(unsafe_code)]
+
 use hccl_adapter::{read_root_file, DataType, DeviceMem, HcclComm, ReduceOp};
 use std::time::Duration;
 

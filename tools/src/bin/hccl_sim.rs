@@ -5,6 +5,8 @@
 //! ```
 //! Prints steps, traffic and reduce volume, and how long the simulation took.
 
+#![forbid(unsafe_code)]
+
 use clap::Parser;
 use hccl_adapter::{DataType, ReduceOp};
 use hccl_algorithm::sim::{simulate, SimSpec};

@@ -5,6 +5,8 @@
 //! ```
 //! Ranks are threads of this process (one communicator per rank).
 
+#![forbid(unsafe_code)]
+
 use clap::Parser;
 use hccl_tools::perf::{run_sweep, PerfArgs};
 

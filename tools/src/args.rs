@@ -1,0 +1,129 @@
+//! The command-line arguments of `hccl-test` (hccl_test's flags), shared by
+//! the sweep (`perf`) and the calibration (`calibrate`).
+
+use clap::{Parser, ValueEnum};
+
+/// Output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// hccl_test's table.
+    Text,
+    /// One JSON object per size.
+    Json,
+}
+
+/// Command-line arguments (hccl_test's flags).
+#[derive(Clone, Debug, Parser)]
+#[command(
+    name = "hccl-test",
+    about = "Collective performance test (hccl_test-compatible flags and output)"
+)]
+pub struct PerfArgs {
+    /// The collective: all_reduce, all_gather, all_gatherv, reduce_scatter,
+    /// reduce_scatterv, broadcast, reduce, scatter, gather, alltoall,
+    /// alltoallv, send_recv, barrier.
+    #[arg(required_unless_present_any = ["list_executors", "calibrate"])]
+    pub op_name: Option<String>,
+    /// Ranks (threads of this process).
+    #[arg(short = 'p', long = "npus", default_value_t = 8)]
+    pub npus: u32,
+    /// Smallest message size (K/M/G suffixes).
+    #[arg(short = 'b', long = "minbytes", default_value = "8", value_parser = parse_size)]
+    pub minbytes: u64,
+    /// Largest message size (K/M/G suffixes).
+    #[arg(short = 'e', long = "maxbytes", default_value = "64M", value_parser = parse_size)]
+    pub maxbytes: u64,
+    /// Additive step between sizes (used when no step factor is given).
+    #[arg(short = 'i', long = "stepbytes", value_parser = parse_size)]
+    pub stepbytes: Option<u64>,
+    /// Multiplicative step between sizes.
+    #[arg(short = 'f', long = "stepfactor")]
+    pub stepfactor: Option<u64>,
+    /// Timed iterations per size.
+    #[arg(short = 'n', long = "iters", default_value_t = 20)]
+    pub iters: u32,
+    /// Untimed warm-up iterations per size.
+    #[arg(short = 'w', long = "warmup_iters", default_value_t = 10)]
+    pub warmup_iters: u32,
+    /// Reduction: sum, prod, max, min.
+    #[arg(short = 'o', long = "op", default_value = "sum")]
+    pub op: String,
+    /// Data type: int8, int16, int32, int64, uint8, uint16, uint32, uint64, fp16, bf16, fp32, fp64.
+    #[arg(short = 'd', long = "datatype", default_value = "fp32")]
+    pub datatype: String,
+    /// Root rank (rooted collectives).
+    #[arg(short = 'r', long = "root", default_value_t = 0)]
+    pub root: u32,
+    /// Check results: 1 = yes, 0 = no.
+    #[arg(short = 'c', long = "check", default_value_t = 1)]
+    pub check: u8,
+    /// Output format.
+    #[arg(long = "format", value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// What a rank is and how ranks talk: `inproc` (threads of this
+    /// process), `tcp` (threads over loopback TCP), `process` (one process
+    /// per rank: shared memory on this host, as real jobs run).
+    #[arg(long = "transport", default_value = "inproc", value_parser = ["inproc", "tcp", "process"])]
+    pub transport: String,
+    /// With `--transport process`: declare the ranks as this many hosts
+    /// (consecutive blocks of ranks, via `HCCL_RS_HOST_ID`), so links inside
+    /// a block use shared memory and links between blocks TCP, and
+    /// hierarchical algorithms see several servers.
+    #[arg(long = "hosts", default_value_t = 1)]
+    pub hosts: u32,
+    /// Internal: this process is rank N of a `--transport process` run.
+    #[arg(long = "worker-rank", hide = true)]
+    pub worker_rank: Option<u32>,
+    /// Internal: where the process ranks meet.
+    #[arg(long = "root-file", hide = true)]
+    pub root_file: Option<String>,
+    /// Also measure single-thread memcpy bandwidth at the largest size and
+    /// print the best bus bandwidth as a ratio of it (a same-run baseline).
+    #[arg(long = "baseline")]
+    pub baseline: bool,
+    /// Run every op with this registered executor (see --list-executors);
+    /// a name that does not serve the op fails with the executor's error.
+    #[arg(long = "algo")]
+    pub algo: Option<String>,
+    /// Print the registered executor names, one per line, and exit.
+    #[arg(long = "list-executors")]
+    pub list_executors: bool,
+    /// Measure α and β of shared memory and TCP between two processes and
+    /// the reduce throughput, write them to the tuning file the selector
+    /// reads (see --tuning-file), and exit.
+    #[arg(long = "calibrate")]
+    pub calibrate: bool,
+    /// Where --calibrate writes (default: $HCCL_RS_TUNING_FILE, else
+    /// ~/.cache/hccl-rs/tuning.json).
+    #[arg(long = "tuning-file")]
+    pub tuning_file: Option<String>,
+}
+
+/// Parses `8`, `64K`, `16M`, `1G` (binary multiples).
+pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('M') => (&s[..s.len() - 1], 1 << 20),
+        Some('G') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("'{s}' is not a size (e.g. 8, 64K, 16M, 1G)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_parsing() {
+        assert_eq!(parse_size("8").unwrap(), 8);
+        assert_eq!(parse_size("64K").unwrap(), 65536);
+        assert_eq!(parse_size("64M").unwrap(), 64 << 20);
+        assert_eq!(parse_size("1g").unwrap(), 1 << 30);
+        assert!(parse_size("lots").is_err());
+    }
+}
