@@ -6,6 +6,12 @@
 //! Layers above address memory as [`DeviceMem`] handles (a region, an offset,
 //! a length) and issue work only by enqueueing tasks on streams, so the same
 //! algorithm code can run on real transports or on a plan simulator.
+//!
+//! Inside, dependencies point one way: [`sync`] (the loom switch point)
+//! and [`mem`], [`dtype`], [`error`] at the bottom; [`link`] (transports
+//! and their verbs) on them; [`stream`] (task queues, the
+//! [`Kernel`](stream::Kernel) trait, the verbs' enqueue methods) on links;
+//! kernels such as [`aiv`] on streams.
 
 #![warn(missing_docs)]
 
