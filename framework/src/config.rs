@@ -89,7 +89,7 @@ pub struct CommConfig {
     /// `None` = never chosen by default.
     pub direct_min_bytes: Option<u64>,
     /// Ops of at most this many bytes per rank run an AIV kernel (one task
-    /// over the ranks' boards, see `hccl_platform::aiv`) when every peer is
+    /// over the ranks' boards, see `hccl_platform::AivKind` and `platform/src/aiv/PROTOCOL.md`) when every peer is
     /// on this host (`HCCL_RS_AIV_MAX_BYTES`, a byte count up to
     /// [`hccl_algorithm::AIV_MAX_BYTES`] or `off`).
     pub aiv_max_bytes: Option<u64>,

@@ -11,9 +11,9 @@
 //! peer asks for it.
 
 use crate::bootstrap::RankTable;
-use hccl_platform::link::{InProcEndpoint, InProcLink, ShmLink, ShmSegment, TcpNode};
-use hccl_platform::sync::EventCount;
+use hccl_platform::EventCount;
 use hccl_platform::{HcclError, LinkHandle, MemKind, Result};
+use hccl_platform::{InProcEndpoint, InProcLink, ShmLink, ShmSegment, TcpNode};
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -47,7 +47,7 @@ pub(crate) trait Fabric: Send + Sync + std::fmt::Debug {
     ) -> Result<LinkHandle>;
 
     /// Whether `local`'s link to `remote` will be able to read the peer's
-    /// user buffers ([`Link::reads_peer_param`](hccl_platform::link::Link::reads_peer_param)),
+    /// user buffers ([`Link::reads_peer_param`](hccl_platform::Link::reads_peer_param)),
     /// known without building the link: the selector offers the
     /// direct-read executors only when every link can.
     fn reads_peer_param(&self, _remote: u32) -> bool {
@@ -55,7 +55,7 @@ pub(crate) trait Fabric: Send + Sync + std::fmt::Debug {
     }
 
     /// Whether `local`'s link to `remote` will reach the AIV boards
-    /// ([`Link::boards`](hccl_platform::link::Link::boards)): the selector
+    /// ([`Link::boards`](hccl_platform::Link::boards)): the selector
     /// offers the AIV executors only when every link will.
     fn reaches_boards(&self, _remote: u32) -> bool {
         false
@@ -150,7 +150,7 @@ impl Fabric for HostFabric {
     fn reads_peer_param(&self, remote: u32) -> bool {
         self.shm.mine.is_some()
             && self.shm.peers.contains_key(&remote)
-            && hccl_platform::mem::cma::permitted()
+            && hccl_platform::cross_memory_attach_permitted()
     }
 
     fn reaches_boards(&self, remote: u32) -> bool {
@@ -263,7 +263,7 @@ impl Fabric for InProcFabric {
     }
 
     fn reads_peer_param(&self, remote: u32) -> bool {
-        remote < self.size && hccl_platform::mem::cma::permitted()
+        remote < self.size && hccl_platform::cross_memory_attach_permitted()
     }
 
     fn reaches_boards(&self, remote: u32) -> bool {

@@ -1,5 +1,5 @@
 //! AIV executors: a small op as one kernel task over the ranks' boards
-//! (see `hccl_platform::aiv`), HCCL's AIV mode on CPUs.
+//! (see `hccl_platform::AivKind` and `platform/src/aiv/PROTOCOL.md`), HCCL's AIV mode on CPUs.
 //!
 //! Where the mesh executor spends a dozen tasks and two handshakes on an
 //! 8-byte AllReduce (consistency check, ack, transfer, done, reduce, ...),
@@ -15,8 +15,8 @@ use super::{all_peers, check_op, flat_request, CollExecutor, Named};
 use crate::op::{DescriptorCache, OpParam, OpType};
 use crate::resource::{AlgResourceRequest, AlgResourceResponse};
 use crate::topo::{CommPlane, TopoInfo};
-pub use hccl_platform::aiv::AIV_MAX_BYTES;
-use hccl_platform::aiv::{AivBoards, AivKind, AivLaunch};
+pub use hccl_platform::AIV_MAX_BYTES;
+use hccl_platform::{AivBoards, AivKind, AivLaunch};
 use hccl_platform::{HcclError, Result};
 use std::sync::Arc;
 

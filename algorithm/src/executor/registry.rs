@@ -229,7 +229,7 @@ static BUILTINS: &[Builtin] = &[
 /// op param (the payload depends on neither the data type, the reduction
 /// nor the root). `None` for ops without a kernel.
 fn aiv_payload(op: OpType, p: u32, block: u64) -> Option<u64> {
-    use hccl_platform::aiv::AivKind;
+    use hccl_platform::AivKind;
     use hccl_platform::{DataType, ReduceOp};
     let (dtype, red, root) = (DataType::Fp32, ReduceOp::Sum, 0);
     let kind = match op {
