@@ -45,17 +45,17 @@ pub mod prim;
 pub mod sim;
 pub mod template;
 
-// `executor` holds the executors; its only public items are the ones
-// re-exported below, whose home is this page. It stays reachable (hidden)
-// so that `hccl_algorithm::executor::ExecutorInfo` and the like, which
-// code and docs written before this page use (the executor guide's
-// example among them), keep naming the same items.
+// `executor` holds the executors. Its public items are exactly the ones
+// re-exported below, whose home is this page; the built-in executors,
+// their shared flat-executor impl, the hierarchical executors' host
+// arithmetic and the registry's table are `pub(crate)`. The module stays
+// reachable, hidden, so that `hccl_algorithm::executor::ExecutorInfo` and
+// the like, which code and docs written before this page use (the
+// executor guide's example among them), keep naming the same items.
 #[doc(hidden)]
 pub mod executor;
 
-// Private modules: what users need of them is re-exported below; the
-// built-in executors, their shared flat-executor impl, the hierarchical
-// executors' host arithmetic and the registry's table stay inside.
+// Private modules: everything users need of them is re-exported below.
 mod op;
 mod resource;
 mod topo;
