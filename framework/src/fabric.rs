@@ -34,7 +34,7 @@ struct FabricState {
 }
 
 /// Builds links for a communicator.
-pub trait Fabric: Send + Sync + std::fmt::Debug {
+pub(crate) trait Fabric: Send + Sync + std::fmt::Debug {
     /// `local`'s end of a link to `remote` whose ends address each other's
     /// `input`/`output` buffers, waiting up to `connect_timeout` for the peer.
     fn link(
@@ -64,14 +64,14 @@ pub trait Fabric: Send + Sync + std::fmt::Debug {
 
 /// Links over TCP to the ranks of a [`RankTable`].
 #[derive(Debug)]
-pub struct TcpFabric {
+pub(crate) struct TcpFabric {
     node: TcpNode,
     table: RankTable,
 }
 
 impl TcpFabric {
     /// A fabric using `node` (this rank's listener) and the peers in `table`.
-    pub fn new(node: TcpNode, table: RankTable) -> Self {
+    pub(crate) fn new(node: TcpNode, table: RankTable) -> Self {
         TcpFabric { node, table }
     }
 }
@@ -101,7 +101,7 @@ impl Fabric for TcpFabric {
 
 /// Mapped segments of the peers on this host, and this rank's own.
 #[derive(Debug, Default)]
-pub struct ShmPeers {
+pub(crate) struct ShmPeers {
     /// This rank's segment and the event count its driver parks on.
     pub mine: Option<(ShmSegment, Arc<EventCount>)>,
     /// Peer rank → its segment (mapped here) and its event count.
@@ -111,14 +111,14 @@ pub struct ShmPeers {
 /// Links for a communicator spanning processes: shared memory to peers on
 /// this host, TCP to the others.
 #[derive(Debug)]
-pub struct HostFabric {
+pub(crate) struct HostFabric {
     tcp: TcpFabric,
     shm: ShmPeers,
 }
 
 impl HostFabric {
     /// Shared memory to the peers in `shm`, TCP to everyone else.
-    pub fn new(tcp: TcpFabric, shm: ShmPeers) -> Self {
+    pub(crate) fn new(tcp: TcpFabric, shm: ShmPeers) -> Self {
         HostFabric { tcp, shm }
     }
 }
@@ -159,7 +159,7 @@ impl Fabric for HostFabric {
 }
 
 /// Rendezvous point of an in-process group.
-pub struct InProcFabric {
+pub(crate) struct InProcFabric {
     size: u32,
     state: Mutex<FabricState>,
     joined: Condvar,
@@ -175,7 +175,7 @@ impl std::fmt::Debug for InProcFabric {
 
 impl InProcFabric {
     /// A fabric for `size` ranks.
-    pub fn new(size: u32) -> Arc<Self> {
+    pub(crate) fn new(size: u32) -> Arc<Self> {
         Arc::new(InProcFabric {
             size,
             state: Mutex::new(FabricState {
@@ -187,7 +187,7 @@ impl InProcFabric {
     }
 
     /// Publishes `rank`'s endpoint.
-    pub fn publish(&self, ep: InProcEndpoint) -> Result<()> {
+    pub(crate) fn publish(&self, ep: InProcEndpoint) -> Result<()> {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let slot = st.endpoints.get_mut(ep.rank as usize).ok_or_else(|| {
             HcclError::para(format!(
