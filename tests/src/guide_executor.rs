@@ -22,7 +22,9 @@ use hccl_algorithm::{
     AlgResourceRequest, AlgResourceResponse, CollExecutor, CommPlane, ExecutorRegistry, OpParam,
     OpType, SingleSubCommTransport, SubCommInfo, TopoInfo, WorkflowMode,
 };
-use hccl_platform::{DataType, DeviceMem, HcclError, LinkHandle, MemKind, ReduceOp, Result, Stream};
+use hccl_platform::{
+    DataType, DeviceMem, HcclError, LinkHandle, MemKind, ReduceOp, Result, Stream,
+};
 use std::sync::Arc;
 
 /// The registered name of the bidirectional ring AllReduce.

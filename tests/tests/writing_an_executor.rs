@@ -120,7 +120,11 @@ fn every_snippet_of_the_guide_is_quoted_verbatim_from_the_source() {
         let code: Vec<&str> = q.code.iter().map(String::as_str).collect();
         let want = dedent(&code);
         let (a, b) = q.lines;
-        assert!(a >= 1 && a <= b && b <= src.len(), "{GUIDE}:{}: lines {a}–{b}", q.at);
+        assert!(
+            a >= 1 && a <= b && b <= src.len(),
+            "{GUIDE}:{}: lines {a}–{b}",
+            q.at
+        );
         if dedent(&src[a - 1..b]) != want {
             // say where the snippet is now, if anywhere
             let n = want.len();
@@ -135,7 +139,10 @@ fn every_snippet_of_the_guide_is_quoted_verbatim_from_the_source() {
         }
         quoted += 1;
     }
-    assert!(quoted >= 8, "the guide quotes its example ({quoted} quotes)");
+    assert!(
+        quoted >= 8,
+        "the guide quotes its example ({quoted} quotes)"
+    );
 }
 
 // ---------------------------------------------------------------------
@@ -195,7 +202,10 @@ fn the_guide_executor_on_the_simulator_for_1_to_64_ranks() {
         assert_eq!(report.max_rank_bytes_sent, 2 * (p64 - 1) * n / p64, "p={p}");
         assert_eq!(report.reduce_bytes, (p64 - 1) * n, "p={p}: bytes reduced");
         let per_link = if p == 2 { n } else { (p64 - 1) * n / p64 };
-        assert_eq!(report.link_bytes.len(), if p == 2 { 2 } else { 2 * p as usize });
+        assert_eq!(
+            report.link_bytes.len(),
+            if p == 2 { 2 } else { 2 * p as usize }
+        );
         for (&(from, to), &bytes) in &report.link_bytes {
             assert!(to == (from + 1) % p || from == (to + 1) % p, "{from}->{to}");
             assert_eq!(bytes, per_link, "p={p}: bytes over {from}->{to}");
@@ -212,15 +222,15 @@ fn the_guide_executor_on_the_simulator_with_awkward_counts_types_and_rounds() {
     for p in 1..=64u32 {
         for count in [0u64, 1, 7, p as u64 + 1000] {
             let spec = SimSpec::all_reduce(p, count, DataType::Fp32, ReduceOp::Sum);
-            simulate(&registry, NAME, &spec)
-                .unwrap_or_else(|e| panic!("p={p} count={count}: {e}"));
+            simulate(&registry, NAME, &spec).unwrap_or_else(|e| panic!("p={p} count={count}: {e}"));
         }
     }
     for p in [2u32, 3, 5, 8] {
         for dtype in DataType::ALL {
             for op in ReduceOp::ALL {
                 let spec = SimSpec::all_reduce(p, 333, dtype, op);
-                simulate(&registry, NAME, &spec).unwrap_or_else(|e| panic!("p={p} {dtype} {op}: {e}"));
+                simulate(&registry, NAME, &spec)
+                    .unwrap_or_else(|e| panic!("p={p} {dtype} {op}: {e}"));
             }
         }
     }
@@ -279,7 +289,10 @@ fn the_simulator_reports_a_deadlock_naming_rank_step_verb_and_peer() {
     };
     assert_eq!(stuck.len(), 3);
     for s in stuck {
-        assert_eq!((s.verb, s.peer, s.step), (Some("RxAck"), Some((s.rank + 1) % 3), 0));
+        assert_eq!(
+            (s.verb, s.peer, s.step),
+            (Some("RxAck"), Some((s.rank + 1) % 3), 0)
+        );
     }
     // the message the guide quotes
     assert_eq!(
@@ -304,7 +317,13 @@ fn first_win(registry: &ExecutorRegistry, p: u32) -> Option<u64> {
     let cost = CostParams::default();
     let wins = |count: u64| {
         let bytes = model_bytes(OpType::AllReduce, 4 * count, p);
-        let q = SelectQuery::new(OpType::AllReduce, &topo, bytes, &cost, SelectLimits::default());
+        let q = SelectQuery::new(
+            OpType::AllReduce,
+            &topo,
+            bytes,
+            &cost,
+            SelectLimits::default(),
+        );
         let c = registry.candidates(&q);
         best(&c).is_some_and(|i| &*c[i].name == NAME)
     };
@@ -326,7 +345,13 @@ fn the_cost_model_ranks_the_guide_executor_first_above_a_crossover() {
     assert_eq!(first_win(&registry, 8).map(|c| 4 * c), Some(82_288));
     let topo = TopoInfo::new(0, vec![0, 0, 0, 1, 1, 1]).unwrap();
     let cost = CostParams::default();
-    let q = SelectQuery::new(OpType::AllReduce, &topo, 1 << 20, &cost, SelectLimits::default());
+    let q = SelectQuery::new(
+        OpType::AllReduce,
+        &topo,
+        1 << 20,
+        &cost,
+        SelectLimits::default(),
+    );
     assert!(registry.candidates(&q).iter().all(|c| &*c.name != NAME));
 }
 
@@ -361,7 +386,11 @@ fn allreduce_on(comms: &Arc<Vec<HcclComm>>, count: usize, op: ReduceOp) -> Strin
         comm.all_reduce(&send, &mut recv, op, &stream).unwrap();
         stream.synchronize().unwrap();
         for (i, g) in recv.to_vec().unwrap().iter().enumerate() {
-            assert_eq!(*g, expected_value::<f32>(op, p, i), "p={p} {op} element {i}");
+            assert_eq!(
+                *g,
+                expected_value::<f32>(op, p, i),
+                "p={p} {op} element {i}"
+            );
         }
     });
     let ran: Vec<String> = comms
@@ -407,15 +436,31 @@ fn the_selector_chooses_it_where_its_declared_cost_is_lowest() {
     ];
     for p in [3u32, 4] {
         let comms = comms_with_env(p, &env);
-        assert_ne!(allreduce_on(&comms, 1000, ReduceOp::Sum), NAME, "4 KB, p={p}");
-        assert_eq!(allreduce_on(&comms, 16 << 10, ReduceOp::Sum), NAME, "64 KiB, p={p}");
-        assert_eq!(allreduce_on(&comms, 300_001, ReduceOp::Sum), NAME, "1.2 MB, p={p}");
+        assert_ne!(
+            allreduce_on(&comms, 1000, ReduceOp::Sum),
+            NAME,
+            "4 KB, p={p}"
+        );
+        assert_eq!(
+            allreduce_on(&comms, 16 << 10, ReduceOp::Sum),
+            NAME,
+            "64 KiB, p={p}"
+        );
+        assert_eq!(
+            allreduce_on(&comms, 300_001, ReduceOp::Sum),
+            NAME,
+            "1.2 MB, p={p}"
+        );
     }
     let two = comms_with_env(2, &env);
     assert_ne!(allreduce_on(&two, 16 << 10, ReduceOp::Sum), NAME, "2 ranks");
     let config = CommConfig::from_source(&env[..]).unwrap();
     let hosts = Arc::new(HcclComm::init_all_on_hosts(vec![0, 0, 1, 1], config).unwrap());
-    assert_ne!(allreduce_on(&hosts, 16 << 10, ReduceOp::Sum), NAME, "2 hosts");
+    assert_ne!(
+        allreduce_on(&hosts, 16 << 10, ReduceOp::Sum),
+        NAME,
+        "2 hosts"
+    );
 }
 
 // ---------------------------------------------------------------------
@@ -470,7 +515,13 @@ fn run_workers(p: u32, env: &[(&str, &str)]) -> Vec<Vec<(usize, String)>> {
     let mut ranks = Ranks(Vec::new());
     for r in 0..p {
         let mut cmd = Command::new(WORKER);
-        cmd.args(["root_info", &r.to_string(), &p.to_string(), &dir, "guide_allreduce"]);
+        cmd.args([
+            "root_info",
+            &r.to_string(),
+            &p.to_string(),
+            &dir,
+            "guide_allreduce",
+        ]);
         for v in INHERITED {
             cmd.env_remove(v);
         }
@@ -485,15 +536,25 @@ fn run_workers(p: u32, env: &[(&str, &str)]) -> Vec<Vec<(usize, String)>> {
     }
     let pids: Vec<u32> = ranks.0.iter().map(Child::id).collect();
     let deadline = Instant::now() + Duration::from_secs(120);
-    while !ranks.0.iter_mut().all(|c| c.try_wait().ok().flatten().is_some()) {
+    while !ranks
+        .0
+        .iter_mut()
+        .all(|c| c.try_wait().ok().flatten().is_some())
+    {
         // dropping `ranks` kills them all
-        assert!(Instant::now() < deadline, "{p} ranks did not finish in 120 s: hang");
+        assert!(
+            Instant::now() < deadline,
+            "{p} ranks did not finish in 120 s: hang"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let mut all = Vec::new();
     for (r, c) in std::mem::take(&mut ranks.0).into_iter().enumerate() {
         let o = c.wait_with_output().unwrap();
-        let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        let (out, err) = (
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+        );
         assert!(
             o.status.success() && out.lines().last() == Some("OK"),
             "p={p} rank {r} exited {:?}\nstdout: {out}\nstderr: {err}",
@@ -549,7 +610,11 @@ fn selected_without_override_it_runs_across_processes() {
     for p in [3u32, 4] {
         for ran in run_workers(p, &env) {
             for (count, executor) in ran {
-                assert_eq!(executor == NAME, count >= 16384, "p={p} count={count}: {executor}");
+                assert_eq!(
+                    executor == NAME,
+                    count >= 16384,
+                    "p={p} count={count}: {executor}"
+                );
             }
         }
     }
