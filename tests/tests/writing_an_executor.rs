@@ -619,3 +619,57 @@ fn selected_without_override_it_runs_across_processes() {
         }
     }
 }
+
+/// The same bug for real: instead of a report, each rank's wait times out
+/// after `HCCL_EXEC_TIMEOUT` with an error naming the op, the executor,
+/// the step, the verb and the peer it waited for.
+#[test]
+fn the_same_bug_for_real_times_out_naming_op_step_verb_and_peer() {
+    hccl_algorithm::registry()
+        .register(
+            "SendThenRecv",
+            Arc::new(|_: &TopoInfo| Box::new(SendThenRecv) as Box<dyn CollExecutor>),
+        )
+        .unwrap();
+    let comms = comms_with_env(
+        3,
+        &[
+            ("HCCL_RS_EXECUTOR", "SendThenRecv"),
+            ("HCCL_EXEC_TIMEOUT", "1"),
+        ],
+    );
+    let errors = Arc::new(std::sync::Mutex::new(vec![String::new(); 3]));
+    let (c, e) = (comms.clone(), errors.clone());
+    run_ranks(3, Duration::from_secs(30), move |r| {
+        let comm = &c[r as usize];
+        let stream = comm.create_stream();
+        let send = DeviceBuffer::from_slice(&[1.0f32; 4]).unwrap();
+        let mut recv = DeviceBuffer::<f32>::alloc(4).unwrap();
+        comm.all_reduce(&send, &mut recv, ReduceOp::Sum, &stream)
+            .unwrap();
+        let err = hccl_tests::sync_fails_within(&stream, Duration::from_secs(10));
+        e.lock().unwrap()[r as usize] = err.to_string();
+    });
+    // whichever rank times out first tells its peers, which fail at once
+    // with its error (`remote error: peer rank 0 failed: timeout: ...`)
+    let errors = errors.lock().unwrap();
+    let mut timed_out = 0;
+    for (r, e) in errors.iter().enumerate() {
+        assert!(
+            e.contains("(HCCL_EXEC_TIMEOUT) for RxAck with peer rank")
+                && e.contains("at step 0 of algorithm SendThenRecv"),
+            "rank {r}: {e}"
+        );
+        if e.starts_with("timeout: ") {
+            timed_out += 1;
+            let peer = (r + 1) % 3;
+            let waited = format!("for RxAck with peer rank {peer} over the in-process link");
+            assert!(e.contains(&waited), "rank {r}: {e}");
+            assert!(
+                e.contains(&format!("[rank {r}, op tag 'AllReduce_")),
+                "rank {r}: {e}"
+            );
+        }
+    }
+    assert!(timed_out >= 1, "{errors:?}");
+}
