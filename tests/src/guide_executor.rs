@@ -51,8 +51,8 @@ impl CollExecutor for BiRingAllReduce {
     fn calc_res_request(&self, param: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
         if param.op_type != OpType::AllReduce || param.mode != WorkflowMode::OpBase {
             return Err(HcclError::not_support(format!(
-                "{NAME} runs op-base allreduce only, not {:?} {}",
-                param.mode, param.op_type
+                "{NAME} runs allreduce in op-base mode only, not {} in {:?} mode",
+                param.op_type, param.mode
             )));
         }
         let mut req = AlgResourceRequest::default();
