@@ -358,8 +358,8 @@ fn the_cost_model_ranks_the_guide_executor_first_above_a_crossover() {
 /// A tuning file with the built-in default cost parameters, so that a
 /// calibration file on the developer's machine cannot move the sizes
 /// where the selector picks the guide's executor.
-fn default_tuning_file() -> String {
-    let dir = std::env::temp_dir().join(format!("hccl-guide-{}", std::process::id()));
+fn default_tuning_file(tag: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("hccl-guide-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("tuning.json");
     std::fs::write(
@@ -370,6 +370,13 @@ fn default_tuning_file() -> String {
     )
     .unwrap();
     path.to_string_lossy().into_owned()
+}
+
+/// Removes what [`default_tuning_file`] made.
+fn remove_tuning_file(path: &str) {
+    if let Some(dir) = Path::new(path).parent() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
 
 /// One f32 AllReduce of `count` elements per rank on `comms`, checked
@@ -426,7 +433,7 @@ fn forced_by_name_it_runs_on_threads() {
 #[test]
 fn the_selector_chooses_it_where_its_declared_cost_is_lowest() {
     guide_executor::register_global().unwrap();
-    let tuning = default_tuning_file();
+    let tuning = default_tuning_file("threads");
     let env = [
         ("HCCL_BUFFSIZE", "1"),
         ("HCCL_RS_TUNING_FILE", tuning.as_str()),
@@ -461,6 +468,7 @@ fn the_selector_chooses_it_where_its_declared_cost_is_lowest() {
         NAME,
         "2 hosts"
     );
+    remove_tuning_file(&tuning);
 }
 
 // ---------------------------------------------------------------------
@@ -601,7 +609,7 @@ fn forced_by_name_it_runs_across_processes() {
 /// small ones, with correct results everywhere.
 #[test]
 fn selected_without_override_it_runs_across_processes() {
-    let tuning = default_tuning_file();
+    let tuning = default_tuning_file("processes");
     let env = [
         ("HCCL_RS_TUNING_FILE", tuning.as_str()),
         ("HCCL_RS_AIV_MAX_BYTES", "off"),
@@ -618,6 +626,7 @@ fn selected_without_override_it_runs_across_processes() {
             }
         }
     }
+    remove_tuning_file(&tuning);
 }
 
 /// The same bug for real: instead of a report, each rank's wait times out
