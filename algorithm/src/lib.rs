@@ -48,12 +48,9 @@ pub mod template;
 // `executor` holds the executors. Its public items are exactly the ones
 // re-exported below, whose home is this page; the built-in executors,
 // their shared flat-executor impl, the hierarchical executors' host
-// arithmetic and the registry's table are `pub(crate)`. The module stays
-// reachable, hidden, so that `hccl_algorithm::executor::ExecutorInfo` and
-// the like, which code and docs written before this page use (the
-// executor guide's example among them), keep naming the same items.
-#[doc(hidden)]
-pub mod executor;
+// arithmetic and the registry's table are `pub(crate)`: users reach
+// built-ins by name through `registry()`.
+mod executor;
 
 // Private modules: everything users need of them is re-exported below.
 mod op;

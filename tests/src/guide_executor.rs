@@ -14,13 +14,12 @@
 //! doc names, runs the executor on the plan simulator for 1..=64 ranks, for
 //! real on threads and processes, and shows the selector choosing it.
 
-use hccl_algorithm::executor::ExecutorInfo;
 use hccl_algorithm::prim::{self, Rx, Tx};
 use hccl_algorithm::template::layout::{copy_through, round_capacity, run_op_base_loop};
 use hccl_algorithm::template::Slice;
 use hccl_algorithm::{
-    AlgResourceRequest, AlgResourceResponse, CollExecutor, CommPlane, ExecutorRegistry, OpParam,
-    OpType, SingleSubCommTransport, SubCommInfo, TopoInfo, WorkflowMode,
+    AlgResourceRequest, AlgResourceResponse, CollExecutor, CommPlane, ExecutorInfo,
+    ExecutorRegistry, OpParam, OpType, SingleSubCommTransport, SubCommInfo, TopoInfo, WorkflowMode,
 };
 use hccl_platform::{
     DataType, DeviceMem, HcclError, LinkHandle, MemKind, ReduceOp, Result, Stream,

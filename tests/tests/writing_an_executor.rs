@@ -8,9 +8,9 @@
 
 use hccl_adapter::{CommConfig, DeviceBuffer, HcclComm, ReduceOp};
 use hccl_algorithm::cost::CostParams;
-use hccl_algorithm::executor::{best, model_bytes, SelectLimits, SelectQuery};
 use hccl_algorithm::prim::{self, Rx, Tx};
 use hccl_algorithm::sim::{simulate, SimFailure, SimSpec};
+use hccl_algorithm::{best, model_bytes, SelectLimits, SelectQuery};
 use hccl_algorithm::{
     AlgResourceRequest, AlgResourceResponse, CollExecutor, CommPlane, ExecutorRegistry, OpParam,
     OpType, SingleSubCommTransport, TopoInfo,
