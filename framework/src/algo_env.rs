@@ -8,15 +8,15 @@ use hccl_platform::{HcclError, Result};
 use std::collections::BTreeMap;
 
 /// Algorithm names HCCL_ALGO accepts on level 0.
-pub const LEVEL0_NAMES: &[&str] = &[
+pub(crate) const LEVEL0_NAMES: &[&str] = &[
     "NA", "ring", "fullmesh", "mesh", "star", "pairwise", "NHR", "NHR_V1", "NB",
 ];
 /// Algorithm names HCCL_ALGO accepts on level 1.
-pub const LEVEL1_NAMES: &[&str] = &[
+pub(crate) const LEVEL1_NAMES: &[&str] = &[
     "NA", "ring", "H-D_R", "NHR", "NHR_V1", "NB", "AHC", "pipeline", "pairwise", "fullmesh",
 ];
 /// Op names HCCL_ALGO accepts.
-pub const OP_NAMES: &[&str] = &[
+pub(crate) const OP_NAMES: &[&str] = &[
     "allreduce",
     "allgather",
     "reducescatter",

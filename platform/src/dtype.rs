@@ -80,6 +80,12 @@ impl DataType {
         self as u32
     }
 
+    /// The type whose [`code`](Self::code) is `code`, as a compact task
+    /// stores it in a byte (always a code this crate wrote).
+    pub(crate) fn of_byte(code: u8) -> DataType {
+        DataType::ALL[code as usize]
+    }
+
     /// The type with HCCL code `code`; unknown codes (including INT128 = 12,
     /// which HCCL declares but no CPU kernel supports) are a parameter error.
     pub fn from_code(code: u32) -> Result<DataType> {
@@ -165,6 +171,12 @@ impl ReduceOp {
     /// HCCL's numeric code.
     pub const fn code(self) -> u32 {
         self as u32
+    }
+
+    /// The operator whose [`code`](Self::code) is `code`, as a compact
+    /// task stores it in a byte (always a code this crate wrote).
+    pub(crate) fn of_byte(code: u8) -> ReduceOp {
+        ReduceOp::ALL[code as usize]
     }
 
     /// The operator with HCCL code `code`, or a parameter error.

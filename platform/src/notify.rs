@@ -1,9 +1,10 @@
 //! Notifies: record on one stream, wait on another.
+//!
+//! A notify knows only the event count it bumps; `Notify::new(device)` is
+//! defined with the streams (a notify is below the streams that record and
+//! wait on it, not beside them).
 
-use crate::sync::EventCount;
-use crate::Device;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use crate::sync::{Arc, AtomicU64, EventCount, Ordering};
 
 #[derive(Debug)]
 struct NotifyInner {
@@ -18,12 +19,13 @@ struct NotifyInner {
 pub struct Notify(Arc<NotifyInner>);
 
 impl Notify {
-    /// A notify whose records wake `device`'s driver.
-    pub fn new(device: &Device) -> Notify {
+    /// A notify whose records bump `waker` (the driver of the device whose
+    /// streams wait on it).
+    pub(crate) fn with_waker(waker: Arc<EventCount>) -> Notify {
         Notify(Arc::new(NotifyInner {
             recorded: AtomicU64::new(0),
             waits_issued: AtomicU64::new(0),
-            waker: device.waker(),
+            waker,
         }))
     }
 

@@ -120,7 +120,7 @@ pub struct PerfArgs {
 }
 
 /// Parses `8`, `64K`, `16M`, `1G` (binary multiples).
-pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
+pub(crate) fn parse_size(s: &str) -> std::result::Result<u64, String> {
     let s = s.trim();
     let (num, mult) = match s.chars().last().map(|c| c.to_ascii_uppercase()) {
         Some('K') => (&s[..s.len() - 1], 1u64 << 10),

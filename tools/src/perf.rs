@@ -11,16 +11,16 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 use std::time::Instant;
 
-pub use crate::args::{parse_size, Format, PerfArgs};
+use crate::args::{Format, PerfArgs};
 
 /// The registered executor names, sorted (`--list-executors`).
-pub fn executor_names() -> Vec<String> {
-    hccl_algorithm::executor::registry().names()
+pub(crate) fn executor_names() -> Vec<String> {
+    hccl_algorithm::registry().names()
 }
 
 /// The collectives hccl-test can run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PerfOp {
+pub(crate) enum PerfOp {
     /// AllReduce.
     AllReduce,
     /// AllGather (size = gathered output).
@@ -52,7 +52,7 @@ pub enum PerfOp {
 
 impl PerfOp {
     /// Every op, in hccl_test's order.
-    pub const ALL: [PerfOp; 13] = [
+    pub(crate) const ALL: [PerfOp; 13] = [
         PerfOp::AllReduce,
         PerfOp::AllGather,
         PerfOp::AllGatherV,
@@ -69,7 +69,7 @@ impl PerfOp {
     ];
 
     /// Parses hccl_test's op names (`all_reduce`, `all_reduce_test`, `allreduce`).
-    pub fn parse(name: &str) -> Result<PerfOp> {
+    pub(crate) fn parse(name: &str) -> Result<PerfOp> {
         let n = name.to_ascii_lowercase().replace('-', "_");
         let n = n.trim_end_matches("_test").replace('_', "");
         PerfOp::ALL
@@ -86,7 +86,7 @@ impl PerfOp {
     }
 
     /// Name printed in results.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             PerfOp::AllReduce => "all_reduce",
             PerfOp::AllGather => "all_gather",
@@ -105,7 +105,7 @@ impl PerfOp {
     }
 
     /// nccl-tests' bus-bandwidth factor for `p` ranks.
-    pub fn bus_factor(self, p: u32) -> f64 {
+    pub(crate) fn bus_factor(self, p: u32) -> f64 {
         let p = p as f64;
         match self {
             PerfOp::AllReduce => 2.0 * (p - 1.0) / p,
@@ -132,7 +132,7 @@ impl PerfOp {
 }
 
 /// The sizes the sweep visits, in bytes (multiples of the element size).
-pub fn sizes(args: &PerfArgs, elem: u64) -> Result<Vec<u64>> {
+pub(crate) fn sizes(args: &PerfArgs, elem: u64) -> Result<Vec<u64>> {
     if args.minbytes > args.maxbytes {
         return Err(HcclError::para(format!(
             "minbytes {} is larger than maxbytes {}",
@@ -167,7 +167,7 @@ pub fn sizes(args: &PerfArgs, elem: u64) -> Result<Vec<u64>> {
 
 /// One row of results.
 #[derive(Clone, Debug, serde::Serialize)]
-pub struct Row {
+pub(crate) struct Row {
     /// Collective name.
     pub op: String,
     /// Ranks.
@@ -714,7 +714,7 @@ fn hccl_framework_root(config: &CommConfig) -> Result<hccl_adapter::RootInfo> {
 }
 
 /// Best-of-5 single-thread memcpy bandwidth for `bytes`, GB/s.
-pub fn memcpy_gbps(bytes: usize) -> f64 {
+pub(crate) fn memcpy_gbps(bytes: usize) -> f64 {
     let src = vec![1u8; bytes];
     let mut dst = vec![0u8; bytes];
     dst.copy_from_slice(&src); // fault the pages in

@@ -178,7 +178,7 @@ fn json_rows_carry_every_key() {
         assert_eq!(row["check"], "success");
         // messages a board entry carries run the AIV kernel, larger small
         // ones the one-shot mesh executor
-        let want = if bytes <= hccl_algorithm::executor::AIV_MAX_BYTES as u64 {
+        let want = if bytes <= hccl_algorithm::AIV_MAX_BYTES as u64 {
             "AllReduceMeshAivExecutor"
         } else {
             "AllReduceMeshExecutor"
@@ -509,7 +509,7 @@ fn calibrate_writes_a_tuning_file_that_communicators_read() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let t = hccl_adapter::tuning::Tuning::load(&path).expect("a valid tuning file");
+    let t = hccl_adapter::Tuning::load(&path).expect("a valid tuning file");
     assert!(t.shm.alpha_us > 0.0 && t.shm.gbps > 0.0 && t.tcp.gbps > 0.0);
     assert!(String::from_utf8_lossy(&out.stdout).contains("level 0 (shared memory): alpha"));
 

@@ -18,14 +18,14 @@ use std::net::{IpAddr, SocketAddr};
 
 /// Reads and checks the rank table at `path`. `base_port` gives ports to
 /// devices without `device_port`; `buffer_size` is every rank's CCL size.
-pub fn load(path: &str, base_port: u16, buffer_size: u64) -> Result<RankTable> {
+pub(crate) fn load(path: &str, base_port: u16, buffer_size: u64) -> Result<RankTable> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| HcclError::open_file(format!("rank table {path}: cannot read: {e}")))?;
     parse(path, &text, base_port, buffer_size)
 }
 
 /// Parses rank table `text` (named `path` in errors).
-pub fn parse(path: &str, text: &str, base_port: u16, buffer_size: u64) -> Result<RankTable> {
+pub(crate) fn parse(path: &str, text: &str, base_port: u16, buffer_size: u64) -> Result<RankTable> {
     let bad = |field: &str, why: String| {
         HcclError::para(format!("rank table {path}: field '{field}': {why}"))
     };

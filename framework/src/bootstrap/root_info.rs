@@ -335,7 +335,7 @@ fn serve(listener: TcpListener, id: [u8; 16], timeout: Duration) {
 }
 
 /// Joins the group described by `root`: sends `me`, returns the full table.
-pub fn exchange(
+pub(crate) fn exchange(
     root: &RootInfo,
     n_ranks: u32,
     me: RankInfo,

@@ -6,25 +6,16 @@
 //! followed by a release-increment of its `done` counter: single copy, no
 //! intermediate queue.
 
-use super::write_based::{self, Counter, Taken, WriteBased};
+use super::write_based::{self, Counter, Counters, Taken, WriteBased};
 use super::{Link, LinkOp, LinkOpState, OpDesc};
 use crate::error::{HcclError, Result};
 use crate::mem::{DeviceMem, MemKind};
-use crate::sync::EventCount;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use crate::sync::{Arc, AtomicBool, EventCount, Mutex, Ordering};
 use std::task::Poll;
-
-#[repr(align(128))]
-#[derive(Debug, Default)]
-struct Line(AtomicU64);
 
 #[derive(Debug, Default)]
 struct Mailbox {
-    ack: Line,
-    signal: Line,
-    done: Line,
-    signal_desc: Line,
+    counters: Counters,
     aborted: AtomicBool,
     reason: Mutex<String>,
     descs: Mutex<std::collections::VecDeque<OpDesc>>,
@@ -40,15 +31,16 @@ pub struct InProcEndpoint {
     pub mems: Vec<(MemKind, DeviceMem)>,
     /// Wakes this rank's device driver.
     pub waker: Arc<EventCount>,
-    /// This rank's AIV board ([`crate::aiv::BOARD_BYTES`] bytes, e.g. from
-    /// [`InProcEndpoint::new_board`]); `None`: AIV kernels are not offered.
+    /// This rank's board area ([`BOARD_BYTES`](super::BOARD_BYTES) bytes,
+    /// e.g. from [`InProcEndpoint::new_board`]); `None`: kernels that need
+    /// boards (AIV) are not offered.
     pub board: Option<DeviceMem>,
 }
 
 impl InProcEndpoint {
-    /// A fresh, zeroed AIV board.
+    /// A fresh, zeroed board area.
     pub fn new_board() -> Result<DeviceMem> {
-        DeviceMem::alloc(crate::aiv::BOARD_BYTES)
+        DeviceMem::alloc(super::BOARD_BYTES)
     }
 }
 
@@ -107,27 +99,16 @@ impl InProcLink {
         }
         Ok(())
     }
-
-    fn line(mailbox: &Mailbox, c: Counter) -> &Line {
-        match c {
-            Counter::Ack => &mailbox.ack,
-            Counter::Signal => &mailbox.signal,
-            Counter::Done => &mailbox.done,
-            Counter::Desc => &mailbox.signal_desc,
-        }
-    }
 }
 
 impl WriteBased for InProcLink {
     fn raise(&self, c: Counter) {
-        Self::line(&self.theirs, c)
-            .0
-            .fetch_add(1, Ordering::Release);
+        self.theirs.counters.raise(c);
         self.peer_waker.notify();
     }
 
     fn raised(&self, c: Counter) -> u64 {
-        Self::line(&self.mine, c).0.load(Ordering::Acquire)
+        self.mine.counters.raised(c)
     }
 
     fn remote(&self, kind: MemKind, offset: usize, len: usize) -> Result<DeviceMem> {

@@ -2,8 +2,10 @@
 //!
 //! A [`Link`] is one rank's end of a connection to one peer. Algorithm
 //! templates never call a transport directly: they enqueue verbs on a stream
-//! through a [`LinkHandle`] (`tx_ack`, `rx_ack`, `tx_async`, ...), and the
-//! stream's driver polls [`Link::poll`] until each verb completes. Every
+//! through a [`LinkHandle`] (`tx_ack`, `rx_ack`, `tx_async`, ...: the
+//! enqueue methods live with the streams, which may know links, never the
+//! reverse), and the stream's driver polls [`Link::poll`] until each verb
+//! completes. This module knows memory, errors and data types only. Every
 //! transport (in-process, shared memory, TCP) implements the same verbs, so a
 //! template written once runs on all of them.
 //!
@@ -32,6 +34,7 @@ mod consistency;
 mod in_process;
 mod shm;
 mod tcp;
+mod verb;
 mod write_based;
 
 pub use consistency::{OpDesc, ParamMem};
@@ -39,13 +42,21 @@ pub use in_process::{InProcEndpoint, InProcLink};
 pub use shm::{sweep_stale_segments, ShmLink, ShmSegment};
 pub use tcp::{TcpLink, TcpNode};
 
+pub(crate) use verb::Verb;
+
 use crate::dtype::{DataType, ReduceOp};
 use crate::error::{HcclError, Result};
 use crate::mem::{DeviceMem, MemKind, PinnedMem};
-use crate::stream::{link_op, Stream, TaskKind, Verb};
+use crate::sync::Arc;
 use std::fmt;
-use std::sync::Arc;
 use std::task::Poll;
+
+/// Bytes of the board area each rank of a host offers for kernels that
+/// read and write each other's memory directly ([`Link::boards`]): the
+/// links allocate and map it, the kernels lay it out (and check at compile
+/// time that their layout fits). 65 pages: 16 entries of 16 KiB of payload
+/// and a header line each, then a counter line.
+pub const BOARD_BYTES: usize = 65 * 4096;
 
 /// One verb to perform on a link, as queued on a stream.
 #[derive(Debug)]
@@ -186,7 +197,8 @@ pub trait Link: Send + Sync + fmt::Debug {
     fn reads_peer_param(&self) -> bool {
         false
     }
-    /// This rank's AIV board and the peer's ([`crate::aiv`]), if the link
+    /// This rank's board and the peer's ([`BOARD_BYTES`] each: memory that
+    /// kernels of the host's ranks read and write directly), if the link
     /// can reach them (ranks of one host).
     fn boards(&self) -> Option<(DeviceMem, DeviceMem)> {
         None
@@ -201,7 +213,9 @@ pub trait Link: Send + Sync + fmt::Debug {
     }
 }
 
-/// A shared link handle with the verbs as enqueue methods.
+/// A shared link handle. Its verbs are enqueue methods (`tx_ack(stream)`,
+/// `tx_async(..., stream)`, ...), defined where streams are: links know
+/// nothing of streams.
 #[derive(Clone, Debug)]
 pub struct LinkHandle(Arc<dyn Link>);
 
@@ -226,26 +240,9 @@ impl LinkHandle {
         self.0.local_rank()
     }
 
-    fn push(&self, stream: &Stream, op: LinkOp) -> Result<()> {
-        stream.enqueue(TaskKind::Link {
-            link: self.0.clone(),
-            op,
-            state: LinkOpState::default(),
-        })
-    }
-
-    /// Enqueues `verb` in its compact form (no `LinkOp` or pin built).
-    fn push_verb(
-        &self,
-        stream: &Stream,
-        verb: Verb,
-        mem: Option<&DeviceMem>,
-        remote_off: usize,
-    ) -> Result<()> {
-        stream.push(|pools| link_op(pools, &self.0, verb, mem, remote_off))
-    }
-
-    fn check_remote(&self, kind: MemKind, offset: usize, len: usize) -> Result<()> {
+    /// `Ok` if a transfer of `len` bytes at `offset` fits the peer's
+    /// buffer `kind`.
+    pub(crate) fn check_remote(&self, kind: MemKind, offset: usize, len: usize) -> Result<()> {
         let cap = self.0.remote_mem_len(kind).ok_or_else(|| {
             HcclError::internal(format!(
                 "{} link to rank {} cannot address the peer's {kind} buffer",
@@ -262,137 +259,8 @@ impl LinkHandle {
         Ok(())
     }
 
-    /// Enqueues `TxAck`.
-    pub fn tx_ack(&self, stream: &Stream) -> Result<()> {
-        self.push_verb(stream, Verb::TxAck, None, 0)
-    }
-    /// Enqueues `RxAck`.
-    pub fn rx_ack(&self, stream: &Stream) -> Result<()> {
-        self.push_verb(stream, Verb::RxAck, None, 0)
-    }
-    /// Enqueues `TxDataSignal`.
-    pub fn tx_data_signal(&self, stream: &Stream) -> Result<()> {
-        self.push_verb(stream, Verb::TxDataSignal, None, 0)
-    }
-    /// Enqueues `RxDataSignal`.
-    pub fn rx_data_signal(&self, stream: &Stream) -> Result<()> {
-        self.push_verb(stream, Verb::RxDataSignal, None, 0)
-    }
-    /// Enqueues `TxAsync`: `src` to the peer's `dst_kind` at `dst_offset`.
-    pub fn tx_async(
-        &self,
-        dst_kind: MemKind,
-        dst_offset: usize,
-        src: &DeviceMem,
-        stream: &Stream,
-    ) -> Result<()> {
-        self.check_remote(dst_kind, dst_offset, src.len())?;
-        self.push_verb(stream, Verb::TxAsync(dst_kind), Some(src), dst_offset)
-    }
-    /// Enqueues `RxAsync`: the receiving half of a transfer into `dst`.
-    pub fn rx_async(
-        &self,
-        src_kind: MemKind,
-        src_offset: usize,
-        dst: &DeviceMem,
-        stream: &Stream,
-    ) -> Result<()> {
-        self.push_verb(stream, Verb::RxAsync(src_kind), Some(dst), src_offset)
-    }
-    /// Enqueues `TxWithReduce`: the peer's `dst_kind[dst_offset..] op= src`.
-    pub fn tx_with_reduce(
-        &self,
-        dst_kind: MemKind,
-        dst_offset: usize,
-        src: &DeviceMem,
-        dtype: DataType,
-        op: ReduceOp,
-        stream: &Stream,
-    ) -> Result<()> {
-        self.check_remote(dst_kind, dst_offset, src.len())?;
-        self.push_verb(
-            stream,
-            Verb::TxWithReduce(dst_kind, dtype.code() as u8, op.code() as u8),
-            Some(src),
-            dst_offset,
-        )
-    }
-    /// Enqueues the consistency handshake: send `desc`, then receive the
-    /// peer's and fail with HCCL's inconsistency error if they differ.
-    pub fn exchange_desc(&self, desc: OpDesc, stream: &Stream) -> Result<()> {
-        self.push(stream, LinkOp::TxDesc(Box::new(desc)))?;
-        self.push(stream, LinkOp::RxDesc(Box::new(desc)))
-    }
-
-    /// Enqueues sending this rank's op descriptor.
-    pub fn tx_desc(&self, desc: OpDesc, stream: &Stream) -> Result<()> {
-        self.push(stream, LinkOp::TxDesc(Box::new(desc)))
-    }
-
-    /// Enqueues receiving the peer's op descriptor and checking it against `desc`.
-    pub fn rx_desc(&self, desc: OpDesc, stream: &Stream) -> Result<()> {
-        self.push(stream, LinkOp::RxDesc(Box::new(desc)))
-    }
-
-    /// Enqueues sending where this rank's user buffers of the op are
-    /// (`input`, `output`), for a peer that will read them with
-    /// [`read_peer`](Self::read_peer). The peer takes it with
-    /// [`rx_param_mem`](Self::rx_param_mem).
-    pub fn expose_param_mem(
-        &self,
-        input: &DeviceMem,
-        output: &DeviceMem,
-        stream: &Stream,
-    ) -> Result<()> {
-        self.require_peer_reads()?;
-        let mem = ParamMem {
-            input_addr: input.addr(),
-            input_len: input.len() as u64,
-            output_addr: output.addr(),
-            output_len: output.len() as u64,
-        };
-        self.push(
-            stream,
-            LinkOp::TxDesc(Box::new(OpDesc {
-                mem,
-                ..OpDesc::default()
-            })),
-        )
-    }
-
-    /// Enqueues receiving where the peer's user buffers of the op are.
-    pub fn rx_param_mem(&self, stream: &Stream) -> Result<()> {
-        self.require_peer_reads()?;
-        self.push(stream, LinkOp::RxParamMem)
-    }
-
-    /// Enqueues a read of `dst.len()` bytes at `src_offset` of the peer's
-    /// user buffer `src_kind` (`ParamInput` or `ParamOutput`, as the peer
-    /// exposed them for this op) into `dst`.
-    pub fn read_peer(
-        &self,
-        src_kind: MemKind,
-        src_offset: usize,
-        dst: &DeviceMem,
-        stream: &Stream,
-    ) -> Result<()> {
-        self.require_peer_reads()?;
-        if !matches!(src_kind, MemKind::ParamInput | MemKind::ParamOutput) {
-            return Err(HcclError::internal(format!(
-                "read_peer reads the peer's user buffers (PARAM_INPUT, PARAM_OUTPUT), not {src_kind}"
-            )));
-        }
-        self.push(
-            stream,
-            LinkOp::RxAsync {
-                src_kind,
-                src_offset,
-                dst: dst.pin(),
-            },
-        )
-    }
-
-    fn require_peer_reads(&self) -> Result<()> {
+    /// `Ok` if this link can read the peer's user buffers (`read_peer`).
+    pub(crate) fn require_peer_reads(&self) -> Result<()> {
         if self.0.reads_peer_param() {
             return Ok(());
         }
@@ -402,14 +270,5 @@ impl LinkHandle {
             self.0.transport(),
             self.0.remote_rank()
         )))
-    }
-
-    /// Enqueues `TxWaitDone`.
-    pub fn tx_wait_done(&self, stream: &Stream) -> Result<()> {
-        self.push_verb(stream, Verb::TxWaitDone, None, 0)
-    }
-    /// Enqueues `RxWaitDone`.
-    pub fn rx_wait_done(&self, stream: &Stream) -> Result<()> {
-        self.push_verb(stream, Verb::RxWaitDone, None, 0)
     }
 }

@@ -15,13 +15,12 @@
 //! crash during start-up left behind.
 
 use super::write_based::{self, Counter, Taken, WriteBased};
+use super::BOARD_BYTES;
 use super::{Link, LinkOp, LinkOpState, OpDesc};
-use crate::aiv::BOARD_BYTES;
 use crate::error::{HcclError, Result};
 use crate::mem::{DeviceMem, MemKind, SHM_PREFIX};
-use crate::sync::EventCount;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use crate::sync::mapped::{AtomicU32, AtomicU64};
+use crate::sync::{Arc, EventCount, Ordering};
 use std::task::Poll;
 
 const MAGIC: u32 = 0x4853_484d; // "HSHM"
@@ -64,14 +63,14 @@ pub struct ShmSegment {
 }
 
 impl ShmSegment {
-    /// (offset of the CCL buffers, total size); the AIV board sits right
-    /// before the CCL buffers, at `data - BOARD_BYTES`.
+    /// (offset of the CCL buffers, total size); the board area sits right
+    /// before the CCL buffers, at `data - page_align(BOARD_BYTES)`.
     fn layout(n_ranks: usize, ccl: usize) -> (usize, usize) {
         let data = page_align(HEADER + n_ranks * SLOT) + page_align(BOARD_BYTES);
         (data, data + 2 * ccl)
     }
 
-    /// The owner's AIV board ([`crate::aiv`]).
+    /// The owner's board area ([`BOARD_BYTES`], see [`Link::boards`]).
     pub fn board(&self) -> DeviceMem {
         let (data, _) = Self::layout(self.n_ranks, self.ccl);
         self.mem
@@ -334,16 +333,12 @@ fn line(c: Counter) -> usize {
 
 impl WriteBased for ShmLink {
     fn raise(&self, c: Counter) {
-        self.theirs
-            .u64_at(self.out_slot + line(c))
-            .fetch_add(1, Ordering::Release);
+        write_based::raise_word(self.theirs.u64_at(self.out_slot + line(c)));
         self.peer_waker.notify();
     }
 
     fn raised(&self, c: Counter) -> u64 {
-        self.mine
-            .u64_at(self.in_slot + line(c))
-            .load(Ordering::Acquire)
+        write_based::raised_word(self.mine.u64_at(self.in_slot + line(c)))
     }
 
     fn remote(&self, kind: MemKind, offset: usize, len: usize) -> Result<DeviceMem> {

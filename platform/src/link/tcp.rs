@@ -20,13 +20,12 @@ use super::{Link, LinkOp, LinkOpState, OpDesc};
 use crate::error::{HcclError, Result};
 use crate::mem::{DeviceMem, MemKind};
 use crate::sync::EventCount;
+use crate::sync::{Arc, AtomicBool, AtomicU64, Condvar, Mutex, Ordering};
 use rustix::event::{poll, PollFd, PollFlags};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 

@@ -7,12 +7,17 @@
 //! a direct copy (or reduce) into the peer's buffer followed by a
 //! release-increment of its `Done` counter, and every wait is "my counter
 //! has reached the n-th raise", with n assigned at the verb's first poll.
+//!
+//! The counter protocol itself is a small unit a loom model can run:
+//! [`raise_word`] / [`raised_word`] over any [`Word`] (the shared-memory
+//! link's words are mapped), [`Counters`] (one end's counters as a struct
+//! over the platform's atomics, as the in-process link keeps them) and
+//! [`ticket`] (which raise a wait waits for).
 
 use super::{LinkOp, LinkOpState, OpDesc, ParamMem};
 use crate::error::{HcclError, Result};
 use crate::mem::{cma, copy_mem, reduce_mem, DeviceMem, MemKind};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use crate::sync::{AtomicU64, Mutex, Ordering, Word};
 use std::task::Poll;
 
 /// The counters one end raises at the other.
@@ -26,6 +31,57 @@ pub(crate) enum Counter {
     Done,
     /// An op descriptor was stored at the peer.
     Desc,
+}
+
+/// Raises a counter (the peer's): a release increment, after the writes
+/// it announces (a transfer's bytes, a descriptor), so a waiter that sees
+/// the new count sees them too.
+pub(crate) fn raise_word(counter: &impl Word) {
+    counter.fetch_add(1, Ordering::Release);
+}
+
+/// How many times a counter (this end's) has been raised: an acquire
+/// load, pairing with [`raise_word`].
+pub(crate) fn raised_word(counter: &impl Word) -> u64 {
+    counter.load(Ordering::Acquire)
+}
+
+/// One counter on its own 128-byte line (counters that two ranks touch do
+/// not share lines).
+#[repr(align(128))]
+#[derive(Debug, Default)]
+struct Line(AtomicU64);
+
+/// The counters of one end of a write-based link, raised only by the peer
+/// and read only by the owner, when they live in ordinary memory (the
+/// in-process link; a loom model).
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    ack: Line,
+    signal: Line,
+    done: Line,
+    desc: Line,
+}
+
+impl Counters {
+    fn line(&self, c: Counter) -> &AtomicU64 {
+        match c {
+            Counter::Ack => &self.ack.0,
+            Counter::Signal => &self.signal.0,
+            Counter::Done => &self.done.0,
+            Counter::Desc => &self.desc.0,
+        }
+    }
+
+    /// Raises `c` (see [`raise_word`]).
+    pub(crate) fn raise(&self, c: Counter) {
+        raise_word(self.line(c));
+    }
+
+    /// How many times `c` has been raised (see [`raised_word`]).
+    pub(crate) fn raised(&self, c: Counter) -> u64 {
+        raised_word(self.line(c))
+    }
 }
 
 /// What a write-based transport provides.
@@ -99,15 +155,23 @@ fn read_peer<W: WriteBased>(
     cma::read(w.peer_pid(), addr + offset as u64, dst).map_err(|e| e.peer(w.peer()))
 }
 
+/// Which raise of a counter the wait with `state` waits for: the n-th wait
+/// on a counter (numbered from `taken` at its first poll) is satisfied by
+/// the n-th raise. Waits are numbered in stream order by the stream's one
+/// driver, so a relaxed count does.
+pub(crate) fn ticket(taken: &AtomicU64, state: &mut LinkOpState) -> u64 {
+    *state
+        .seq
+        .get_or_insert_with(|| taken.fetch_add(1, Ordering::Relaxed) + 1)
+}
+
 fn take<W: WriteBased>(
     w: &W,
     c: Counter,
     taken: &AtomicU64,
     state: &mut LinkOpState,
 ) -> Poll<Result<()>> {
-    let seq = *state
-        .seq
-        .get_or_insert_with(|| taken.fetch_add(1, Ordering::Relaxed) + 1);
+    let seq = ticket(taken, state);
     if w.raised(c) >= seq {
         return Poll::Ready(Ok(()));
     }

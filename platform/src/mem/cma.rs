@@ -14,10 +14,10 @@
 
 use super::DeviceMem;
 use crate::error::{HcclError, Result};
+use crate::sync::OnceLock;
 use nix::sys::uio::{process_vm_readv, RemoteIoVec};
 use nix::unistd::Pid;
 use std::io::IoSliceMut;
-use std::sync::OnceLock;
 
 /// Largest single `process_vm_readv` call: the kernel pins the pages of a
 /// call as it goes, and bounded calls keep one copy from holding many pins.

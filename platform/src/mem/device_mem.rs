@@ -4,9 +4,9 @@ use crate::dtype::{DataType, Element, ReduceOp};
 use crate::error::{HcclError, Result};
 use crate::mem::region::{Region, RegionKind};
 use crate::mem::shm::ShmSegment;
+use crate::sync::Arc;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
-use std::sync::Arc;
 
 /// A byte range of a memory region: what tasks read and write.
 ///
@@ -241,7 +241,7 @@ impl DeviceMem {
 
     /// The address of the first byte, as a number: what a peer process names
     /// this memory by when it reads it with cross-memory attach
-    /// ([`cma::read`](crate::mem::cma::read)).
+    /// (`cma::read`).
     pub fn addr(&self) -> u64 {
         self.ptr() as u64
     }
@@ -375,9 +375,9 @@ pub(crate) fn copy_view(dst: MemView<'_>, src: MemView<'_>) -> Result<()> {
     // by address, not by region: two external regions may wrap the same
     // caller memory
     let (d, s) = (dst.ptr() as usize, src.ptr() as usize);
-    if dst.len >= super::stream_copy::STREAM_MIN && (d + dst.len <= s || s + dst.len <= d) {
+    if dst.len >= super::nt_copy::NT_MIN && (d + dst.len <= s || s + dst.len <= d) {
         // SAFETY: as below, and the ranges do not overlap (checked).
-        if unsafe { super::stream_copy::copy_streaming(dst.ptr(), src.ptr(), dst.len) } {
+        if unsafe { super::nt_copy::copy_nt(dst.ptr(), src.ptr(), dst.len) } {
             return Ok(());
         }
     }

@@ -7,9 +7,9 @@
 pub mod cma;
 mod device_mem;
 mod kind;
+mod nt_copy;
 mod region;
 mod shm;
-mod stream_copy;
 
 pub use device_mem::{DeviceBuffer, DeviceMem, PinnedMem};
 pub use kind::MemKind;

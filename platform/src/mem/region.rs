@@ -2,8 +2,8 @@
 
 use crate::error::{HcclError, Result};
 use crate::mem::shm::ShmSegment;
+use crate::sync::{AtomicUsize, OnceLock, Ordering};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Where a region's bytes live.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,7 +61,7 @@ const HUGE_PAGE_MIN: usize = 2 << 20;
 
 /// `HCCL_RS_HUGE_PAGES` (default 1; 0 turns the advice off), read once.
 fn huge_pages_wanted() -> bool {
-    static WANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    static WANTED: OnceLock<bool> = OnceLock::new();
     *WANTED.get_or_init(|| {
         !matches!(
             std::env::var("HCCL_RS_HUGE_PAGES")

@@ -1,17 +1,17 @@
 //! POSIX shared-memory segments (`/dev/shm`), mapped with memmap2.
 
 use crate::error::{HcclError, Result};
+use crate::sync::{process, Ordering};
 use rustix::fs::Mode;
 use rustix::shm;
 use std::fs::File;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Prefix of every segment name hccl-rs creates, so leftovers are easy to find.
 pub const SHM_PREFIX: &str = "/hccl-rs-";
 
 /// A fresh segment name unique to this process: `/hccl-rs-<pid>-<seq>-<label>`.
 pub fn shm_segment_name(label: &str) -> String {
-    static SEQ: AtomicU64 = AtomicU64::new(0);
+    static SEQ: process::AtomicU64 = process::AtomicU64::new(0);
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
     format!(
         "{SHM_PREFIX}{}-{seq}-{label}",

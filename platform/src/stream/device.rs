@@ -12,9 +12,8 @@
 use super::task::OpLabel;
 use super::StreamInner;
 use crate::error::HcclError;
-use crate::sync::EventCount;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use crate::notify::Notify;
+use crate::sync::{process, Arc, AtomicU64, EventCount, Mutex, Ordering, Weak};
 use std::time::{Duration, Instant};
 
 /// Yields an idle driver makes (after spinning) before it parks.
@@ -125,7 +124,7 @@ pub(crate) struct DeviceInner {
     pub(crate) stats: DeviceStatsInner,
     /// Links of this rank's communicators: when any task fails, all of them
     /// are aborted so peers fail fast instead of waiting out their timeouts.
-    links: Mutex<Vec<std::sync::Weak<dyn crate::link::Link>>>,
+    links: Mutex<Vec<Weak<dyn crate::link::Link>>>,
     pub(crate) id: u32,
     pub(crate) uid: u64,
     pub(crate) config: DeviceConfig,
@@ -158,7 +157,7 @@ impl std::fmt::Debug for Device {
     }
 }
 
-static NEXT_UID: AtomicU64 = AtomicU64::new(1);
+static NEXT_UID: process::AtomicU64 = process::AtomicU64::new(1);
 
 impl Device {
     /// A device with logical id `id` (HCCL's device / rank index).
@@ -298,7 +297,7 @@ impl DeviceInner {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
-            .filter_map(std::sync::Weak::upgrade)
+            .filter_map(Weak::upgrade)
             .collect();
         for l in links {
             l.abort(reason);
@@ -360,7 +359,7 @@ impl DeviceInner {
             let now = Instant::now();
             let since = *idle_since.get_or_insert(now);
             if now - since < self.config.spin {
-                std::hint::spin_loop();
+                crate::sync::spin_loop();
                 continue;
             }
             // Yield before parking: with more ranks than cores the peer
@@ -372,7 +371,7 @@ impl DeviceInner {
             // with 64) while an idle rank still parks within ~100 µs.
             if yields < YIELDS_BEFORE_PARK {
                 yields += 1;
-                std::thread::yield_now();
+                crate::sync::yield_now();
                 continue;
             }
             // registered at the top of this round: the yields are over
@@ -427,6 +426,13 @@ impl DeviceInner {
         // dropped with the lock released: the last handle's drop may run
         // a queue's (and its links') destructors
         live.iter().any(|s| !s.is_idle())
+    }
+}
+
+impl Notify {
+    /// A notify whose records wake `device`'s driver.
+    pub fn new(device: &Device) -> Notify {
+        Notify::with_waker(device.waker())
     }
 }
 

@@ -7,10 +7,13 @@
 //! discarded (they belong to the failed op or depend on it).
 
 mod device;
+mod kernel;
 mod task;
+mod verbs;
 
 pub use device::{BlockedTask, Device, DeviceConfig, DeviceStats, ExecMode};
-pub(crate) use task::{link_op, Verb};
+pub use kernel::Kernel;
+pub(crate) use kernel::Launch;
 pub use task::{HostCallback, OpLabel, Task, TaskKind};
 
 use task::{HeadState, Op, Pools, Released};
@@ -19,9 +22,9 @@ use crate::dtype::{DataType, ReduceOp};
 use crate::error::{HcclError, Result};
 use crate::mem::DeviceMem;
 use crate::notify::Notify;
+use crate::sync::process;
+use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -60,10 +63,9 @@ struct Queue {
     /// Since when the head task has been waiting (only the head can wait,
     /// so one field serves the queue instead of one per task).
     head_since: Option<Instant>,
-    /// How many tasks right behind the head are AIV kernels already
-    /// published ahead (so a waiting head's every poll does not walk them
-    /// again).
-    published_ahead: usize,
+    /// How many tasks right behind the head are kernels already started
+    /// ahead (so a waiting head's every poll does not walk them again).
+    started_ahead: usize,
 }
 
 fn same_label(a: &Option<Arc<OpLabel>>, b: &Option<Arc<OpLabel>>) -> bool {
@@ -87,34 +89,35 @@ impl Queue {
         self.tasks.push_back(Task::new(op, self.step));
     }
 
-    /// Lets the AIV kernels queued behind a published AIV head publish
-    /// ahead of their turn, in queue order, as far as the boards allow and
-    /// no earlier queued kernel writes their input (see [`crate::aiv`]).
-    fn publish_ahead(&mut self) {
-        let published = |t: &Task| t.aiv().is_some_and(|k| k.unpublished_input().is_none());
-        if !self.tasks.front().is_some_and(published) {
+    /// Lets the kernels queued behind a started kernel head start ahead
+    /// of their turn (see [`kernel`]), in queue order, as far as the
+    /// kernels allow and no earlier queued kernel writes their input or
+    /// belongs to another group.
+    fn start_ahead(&mut self) {
+        let Some(head) = self.tasks.front().and_then(Task::kernel) else {
+            return;
+        };
+        if head.unstarted_input().is_some() {
             return;
         }
-        let limit = self.tasks.len().min(crate::aiv::ENTRIES as usize);
-        for i in 1 + self.published_ahead..limit {
-            let Some(k) = self.tasks[i].aiv() else {
+        let limit = self.tasks.len().min(head.ahead_limit());
+        for i in 1 + self.started_ahead..limit {
+            let Some(k) = self.tasks[i].kernel() else {
                 return;
             };
-            if let Some(input) = k.unpublished_input() {
-                let clash = self
-                    .tasks
-                    .iter()
-                    .take(i)
-                    .any(|t| t.aiv().is_none_or(|e| !e.same_boards(k) || e.writes(input)));
-                let ok = !clash
-                    && self.tasks[i]
-                        .aiv_mut()
-                        .is_some_and(crate::aiv::AivTask::publish_ahead);
+            if let Some(input) = k.unstarted_input() {
+                let group = k.group();
+                let clash = group.is_none()
+                    || self.tasks.iter().take(i).any(|t| {
+                        t.kernel()
+                            .is_none_or(|e| e.group() != group || e.writes(input))
+                    });
+                let ok = !clash && self.tasks[i].kernel_mut().is_some_and(|k| k.start_ahead());
                 if !ok {
                     return;
                 }
             }
-            self.published_ahead = i;
+            self.started_ahead = i;
         }
     }
 
@@ -136,7 +139,7 @@ impl Queue {
     fn pop_task(&mut self) -> Option<Task> {
         let t = self.tasks.pop_front()?;
         self.head_seq += 1;
-        self.published_ahead = self.published_ahead.saturating_sub(1);
+        self.started_ahead = self.started_ahead.saturating_sub(1);
         self.head = HeadState::default();
         self.head_since = None;
         if self.tasks.is_empty() {
@@ -159,7 +162,7 @@ impl Queue {
         while self.labels.back().is_some_and(|(s, _)| *s >= tail) {
             self.labels.pop_back();
         }
-        self.published_ahead = self.published_ahead.min(keep.saturating_sub(1));
+        self.started_ahead = self.started_ahead.min(keep.saturating_sub(1));
         if keep == 0 {
             self.head = HeadState::default();
             self.head_since = None;
@@ -194,12 +197,7 @@ impl Drop for Queue {
     }
 }
 
-static NEXT_STREAM: AtomicU64 = AtomicU64::new(1);
-
-/// Outstanding tasks past which an AIV launch drives its stream instead of
-/// queueing more: twice the board entries, so a rank runs at most that
-/// many ops ahead of its slowest peer.
-const MAX_QUEUED_KERNELS: u64 = 2 * crate::aiv::ENTRIES;
+static NEXT_STREAM: process::AtomicU64 = process::AtomicU64::new(1);
 
 impl StreamInner {
     /// Records the queue's label and step for `set_label_to`'s lock-free
@@ -212,7 +210,7 @@ impl StreamInner {
         self.label_at_step0.store(at, Ordering::Relaxed);
     }
 
-    fn lock_queue(&self) -> std::sync::MutexGuard<'_, Queue> {
+    fn lock_queue(&self) -> MutexGuard<'_, Queue> {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -312,8 +310,8 @@ impl StreamInner {
                     if q.head_since.is_none() && dev.config.exec_timeout.is_some() {
                         q.head_since = Some(Instant::now());
                     }
-                    if q.tasks.len() > 1 && q.tasks.front().is_some_and(Task::is_aiv) {
-                        q.publish_ahead();
+                    if q.tasks.len() > 1 && q.tasks.front().is_some_and(Task::is_kernel) {
+                        q.start_ahead();
                     }
                     break None;
                 }
@@ -458,7 +456,7 @@ impl Stream {
                 label: None,
                 step: 0,
                 head_since: None,
-                published_ahead: 0,
+                started_ahead: 0,
             }),
             enqueued: AtomicU64::new(0),
             completed: AtomicU64::new(0),
@@ -626,23 +624,22 @@ impl Stream {
         })
     }
 
-    /// Launches an AIV kernel: a whole small collective as one task (see
-    /// [`crate::aiv`]).
+    /// Launches a kernel: a whole piece of work as one task (see
+    /// [`Kernel`]).
     ///
     /// Under the inline driver, when no other thread drives the device
-    /// and nothing but AIV kernels is queued ahead of it, the kernel runs
-    /// in this call: earlier kernels are completed first (stream order),
-    /// then this one publishes this rank's part and folds in the peers'.
-    /// If every peer has already published, it completes here without
-    /// being queued at all; otherwise it is queued (already published) and
-    /// completes at the next launch or synchronize. So a rank that launches
-    /// after its peers finishes the op inside the launch, and none of them
-    /// spins at synchronize. Nothing but AIV kernels (a few hundred
-    /// nanoseconds each) runs in the caller's thread here, and the launch
-    /// waits only when this rank is more than `MAX_QUEUED_KERNELS` ops
-    /// ahead of a peer (back-pressure: it then drives the stream as
-    /// synchronize would, with the same timeouts).
-    pub fn aiv_launch(&self, mut kernel: crate::aiv::AivLaunch<'_>) -> Result<()> {
+    /// and nothing but kernels is queued ahead of it, the kernel runs in
+    /// this call: earlier kernels are completed first (stream order), then
+    /// this one is polled (spinning up to [`Launch::spins`] re-polls where
+    /// an idle driver would spin too). If it completes, it is never queued
+    /// at all; otherwise it is queued as it is (started or not) and
+    /// completes at the next launch or synchronize. Nothing but kernels
+    /// runs in the caller's thread here, and the launch waits only when
+    /// the stream has more than [`Launch::max_outstanding`] tasks
+    /// outstanding (back-pressure: it then drives the stream as
+    /// synchronize would, with the same timeouts). Elsewhere the kernel is
+    /// simply enqueued.
+    pub(crate) fn launch(&self, mut kernel: impl Launch) -> Result<()> {
         let dev = &self.device.0;
         if dev.config.mode == ExecMode::Inline {
             if let Ok(mut snap) = dev.driver.try_lock() {
@@ -651,8 +648,9 @@ impl Stream {
                 let spins = if dev.config.spin.is_zero() {
                     0
                 } else {
-                    crate::aiv::LAUNCH_SPINS
+                    kernel.spins()
                 };
+                let max_outstanding = kernel.max_outstanding();
                 // tasks completed off the queue (synchronizers may wait)
                 let mut dequeued = false;
                 let (mut q, now) = if self.inner.is_idle() {
@@ -662,7 +660,7 @@ impl Stream {
                     // completed" means the queue is empty without locking
                     // it (a task another thread pushes meanwhile is
                     // concurrent with this launch and may run after it).
-                    let now = kernel.poll_spinning(spins);
+                    let now = kernel.poll_now(spins);
                     if let Poll::Ready(Ok(())) = now {
                         dev.stats.record(1, 0, 0);
                         return Ok(());
@@ -672,11 +670,11 @@ impl Stream {
                     let mut q = self.inner.lock_queue();
                     if !q.tasks.is_empty() {
                         drop(q);
-                        dequeued = self.inner.run_ready_while(dev, Task::is_aiv);
+                        dequeued = self.inner.run_ready_while(dev, Task::is_kernel);
                         q = self.inner.lock_queue();
                     }
                     let now = if q.tasks.is_empty() {
-                        kernel.poll_spinning(spins)
+                        kernel.poll_now(spins)
                     } else {
                         Poll::Pending
                     };
@@ -686,21 +684,20 @@ impl Stream {
                     drop(q);
                     dev.stats.record(1, 0, 0);
                 } else {
-                    self.queue_kernel(&mut q, kernel);
+                    self.queue_kernel(&mut q, kernel.into_kernel());
                     drop(q);
                     if now.is_ready() {
-                        dequeued |= self.inner.run_ready_while(dev, Task::is_aiv);
+                        dequeued |= self.inner.run_ready_while(dev, Task::is_kernel);
                     }
-                    if self.inner.outstanding() > MAX_QUEUED_KERNELS {
-                        // Back-pressure: this rank is so far ahead that its
-                        // newest kernels cannot even publish (a peer has
-                        // not completed the op their board entry last
-                        // held). Queueing more would only grow the heap
-                        // (fresh pages fault, which on a virtual machine
-                        // can stall for milliseconds); drive the stream
-                        // down to half instead, as synchronize would (same
-                        // timeouts).
-                        let target = MAX_QUEUED_KERNELS / 2;
+                    if self.inner.outstanding() > max_outstanding {
+                        // Back-pressure: this stream is so far ahead that
+                        // its newest kernels cannot even start (they wait
+                        // for peers that are behind). Queueing more would
+                        // only grow the heap (fresh pages fault, which on
+                        // a virtual machine can stall for milliseconds);
+                        // drive the stream down to half instead, as
+                        // synchronize would (same timeouts).
+                        let target = max_outstanding / 2;
                         dev.drive_until(&mut snap, &|| self.inner.outstanding() <= target);
                         dequeued = true;
                     }
@@ -712,18 +709,18 @@ impl Stream {
                 return Ok(());
             }
         }
-        self.enqueue(TaskKind::Aiv(Box::new(kernel.into_task())))
+        self.enqueue(TaskKind::Kernel(kernel.into_kernel()))
     }
 
-    /// Queues `kernel` on the locked queue as it is, published or not (a
+    /// Queues `kernel` on the locked queue as it is, started or not (a
     /// kernel that failed at once fails the stream the way any failed task
     /// does, reported at synchronize), and lets the queued kernels behind
-    /// the head publish ahead.
-    fn queue_kernel(&self, q: &mut Queue, kernel: crate::aiv::AivLaunch<'_>) {
-        let op = TaskKind::Aiv(Box::new(kernel.into_task())).into_op(&mut q.pools);
+    /// the head start ahead.
+    fn queue_kernel(&self, q: &mut Queue, kernel: Box<dyn Kernel>) {
+        let op = TaskKind::Kernel(kernel).into_op(&mut q.pools);
         self.inner.push_locked(q, op);
         if q.tasks.len() > 1 {
-            q.publish_ahead();
+            q.start_ahead();
         }
     }
 

@@ -1,16 +1,14 @@
 //! Tasks: the units of work a stream runs in order.
 
-use crate::aiv::AivTask;
+use super::kernel::Kernel;
 use crate::dtype::{DataType, ReduceOp};
 use crate::error::{HcclError, Result};
-use crate::link::{Link, LinkOp, LinkOpState};
-use crate::mem::{copy_mem, copy_view, reduce_mem, reduce_view, DeviceMem, MemKind, MemView};
+use crate::link::{Link, LinkOp, LinkOpState, Verb};
+use crate::mem::{copy_mem, copy_view, reduce_mem, reduce_view, DeviceMem, MemView};
 use crate::mem::{PinnedMem, Region};
 use crate::notify::Notify;
+use crate::sync::{Arc, Weak};
 use std::collections::HashMap;
-use std::mem::ManuallyDrop;
-use std::sync::Arc;
-use std::sync::Weak;
 use std::task::Poll;
 
 /// A host function run in stream order.
@@ -56,8 +54,9 @@ pub enum TaskKind {
     },
     /// A host function.
     Callback(Option<HostCallback>),
-    /// A whole small collective in one task (see [`crate::aiv`]).
-    Aiv(Box<AivTask>),
+    /// A kernel: a whole piece of work (e.g. a small collective) in one
+    /// task (see [`Kernel`]).
+    Kernel(Box<dyn Kernel>),
 }
 
 impl std::fmt::Debug for TaskKind {
@@ -83,7 +82,7 @@ impl TaskKind {
                 link.transport()
             ),
             TaskKind::Callback(_) => "host callback".into(),
-            TaskKind::Aiv(t) => t.describe(),
+            TaskKind::Kernel(k) => k.describe(),
         }
     }
 }
@@ -97,34 +96,6 @@ pub struct OpLabel {
     pub algorithm: String,
     /// The rank issuing the op.
     pub rank: u32,
-}
-
-/// A link verb as a compact task stores it: the verb with its small
-/// operands; the link and the memory range live in the task and its queue's
-/// pools.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Verb {
-    TxAck,
-    RxAck,
-    TxDataSignal,
-    RxDataSignal,
-    TxWaitDone,
-    RxWaitDone,
-    /// Into the peer's buffer of this kind.
-    TxAsync(MemKind),
-    /// From the peer's buffer of this kind.
-    RxAsync(MemKind),
-    /// Into the peer's buffer of this kind, reducing (codes of the
-    /// data type and the operator, one byte each, to keep tasks small).
-    TxWithReduce(MemKind, u8, u8),
-}
-
-fn dtype_of(code: u8) -> DataType {
-    DataType::ALL[code as usize]
-}
-
-fn op_of(code: u8) -> ReduceOp {
-    ReduceOp::ALL[code as usize]
 }
 
 /// What a queued task does. Copies, reductions and link verbs — nearly
@@ -183,8 +154,8 @@ pub(crate) enum Op {
         kind: Box<TaskKind>,
         step: u32,
     },
-    Aiv {
-        task: Box<AivTask>,
+    Kernel {
+        kernel: Box<dyn Kernel>,
         step: u32,
     },
 }
@@ -199,7 +170,7 @@ impl Op {
             | Op::Wait { step, .. }
             | Op::Callback { step, .. }
             | Op::Other { step, .. }
-            | Op::Aiv { step, .. } => step,
+            | Op::Kernel { step, .. } => step,
         }
     }
 }
@@ -227,7 +198,7 @@ impl Task {
             | Op::Wait { step, .. }
             | Op::Callback { step, .. }
             | Op::Other { step, .. }
-            | Op::Aiv { step, .. } => *step,
+            | Op::Kernel { step, .. } => *step,
         }
     }
 }
@@ -460,10 +431,10 @@ impl Pools {
                 }
             }
             Op::Record { .. } | Op::Wait { .. } => {}
-            // a kernel whose boards are shared (the executor keeps them)
-            // drops nothing but a pin and a reference count: no deferral
-            Op::Aiv { task: t, .. } if t.boards_shared() => drop(t),
-            Op::Callback { .. } | Op::Other { .. } | Op::Aiv { .. } => out.other.push(task),
+            // a kernel that drops nothing but pins and reference counts
+            // (its resources are kept elsewhere) needs no deferral
+            Op::Kernel { kernel, .. } if kernel.cheap_drop() => drop(kernel),
+            Op::Callback { .. } | Op::Other { .. } | Op::Kernel { .. } => out.other.push(task),
         }
     }
 
@@ -473,101 +444,12 @@ impl Pools {
             Op::Link { link, .. } => Some(self.links.get(*link)),
             Op::Other { kind, .. } => match &**kind {
                 TaskKind::Link { link, .. } => Some(link),
-                TaskKind::Aiv(t) => t.waiting_link(),
+                TaskKind::Kernel(k) => k.waiting_link(),
                 _ => None,
             },
-            Op::Aiv { task, .. } => task.waiting_link(),
+            Op::Kernel { kernel, .. } => kernel.waiting_link(),
             _ => None,
         }
-    }
-}
-
-impl Verb {
-    fn has_mem(self) -> bool {
-        matches!(
-            self,
-            Verb::TxAsync(_) | Verb::RxAsync(_) | Verb::TxWithReduce(..)
-        )
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Verb::TxAck => "TxAck",
-            Verb::RxAck => "RxAck",
-            Verb::TxDataSignal => "TxDataSignal",
-            Verb::RxDataSignal => "RxDataSignal",
-            Verb::TxWaitDone => "TxWaitDone",
-            Verb::RxWaitDone => "RxWaitDone",
-            Verb::TxAsync(_) => "TxAsync",
-            Verb::RxAsync(_) => "RxAsync",
-            Verb::TxWithReduce(..) => "TxWithReduce",
-        }
-    }
-
-    /// The public `LinkOp` for this verb, pinning `mem`.
-    fn to_link_op(self, mem: Option<&DeviceMem>, remote_off: usize) -> LinkOp {
-        let pinned = || mem.expect("a transfer verb has a memory operand").pin();
-        match self {
-            Verb::TxAck => LinkOp::TxAck,
-            Verb::RxAck => LinkOp::RxAck,
-            Verb::TxDataSignal => LinkOp::TxDataSignal,
-            Verb::RxDataSignal => LinkOp::RxDataSignal,
-            Verb::TxWaitDone => LinkOp::TxWaitDone,
-            Verb::RxWaitDone => LinkOp::RxWaitDone,
-            Verb::TxAsync(dst_kind) => LinkOp::TxAsync {
-                dst_kind,
-                dst_offset: remote_off,
-                src: pinned(),
-            },
-            Verb::RxAsync(src_kind) => LinkOp::RxAsync {
-                src_kind,
-                src_offset: remote_off,
-                dst: pinned(),
-            },
-            Verb::TxWithReduce(dst_kind, dtype, op) => LinkOp::TxWithReduce {
-                dst_kind,
-                dst_offset: remote_off,
-                src: pinned(),
-                dtype: dtype_of(dtype),
-                op: op_of(op),
-            },
-        }
-    }
-
-    /// The public `LinkOp` for this verb, its memory operand borrowed from
-    /// `mem` (see [`MemView::as_pinned`]; the result must not be dropped).
-    fn materialize(self, mem: Option<MemView<'_>>) -> ManuallyDrop<LinkOp> {
-        let pinned = || {
-            ManuallyDrop::into_inner(
-                mem.expect("a transfer verb has a memory operand")
-                    .as_pinned(),
-            )
-        };
-        ManuallyDrop::new(match self {
-            Verb::TxAck => LinkOp::TxAck,
-            Verb::RxAck => LinkOp::RxAck,
-            Verb::TxDataSignal => LinkOp::TxDataSignal,
-            Verb::RxDataSignal => LinkOp::RxDataSignal,
-            Verb::TxWaitDone => LinkOp::TxWaitDone,
-            Verb::RxWaitDone => LinkOp::RxWaitDone,
-            Verb::TxAsync(dst_kind) => LinkOp::TxAsync {
-                dst_kind,
-                dst_offset: 0,
-                src: pinned(),
-            },
-            Verb::RxAsync(src_kind) => LinkOp::RxAsync {
-                src_kind,
-                src_offset: 0,
-                dst: pinned(),
-            },
-            Verb::TxWithReduce(dst_kind, dtype, op) => LinkOp::TxWithReduce {
-                dst_kind,
-                dst_offset: 0,
-                src: pinned(),
-                dtype: dtype_of(dtype),
-                op: op_of(op),
-            },
-        })
     }
 }
 
@@ -589,23 +471,23 @@ impl Task {
         }
     }
 
-    /// Whether this is an AIV kernel.
-    pub(crate) fn is_aiv(&self) -> bool {
-        matches!(self.op, Op::Aiv { .. })
+    /// Whether this is a kernel.
+    pub(crate) fn is_kernel(&self) -> bool {
+        matches!(self.op, Op::Kernel { .. })
     }
 
-    /// The AIV kernel, if this is one.
-    pub(crate) fn aiv(&self) -> Option<&AivTask> {
+    /// The kernel, if this is one.
+    pub(crate) fn kernel(&self) -> Option<&dyn Kernel> {
         match &self.op {
-            Op::Aiv { task, .. } => Some(task),
+            Op::Kernel { kernel, .. } => Some(&**kernel),
             _ => None,
         }
     }
 
-    /// The AIV kernel, mutably, if this is one.
-    pub(crate) fn aiv_mut(&mut self) -> Option<&mut AivTask> {
+    /// The kernel, mutably, if this is one.
+    pub(crate) fn kernel_mut(&mut self) -> Option<&mut (dyn Kernel + 'static)> {
         match &mut self.op {
-            Op::Aiv { task, .. } => Some(task),
+            Op::Kernel { kernel, .. } => Some(&mut **kernel),
             _ => None,
         }
     }
@@ -651,8 +533,8 @@ impl Task {
             } => Poll::Ready(reduce_view(
                 pools.view(*dst, *dst_off, *len),
                 pools.view(*src, *src_off, *len),
-                dtype_of(*dtype),
-                op_of(*op),
+                DataType::of_byte(*dtype),
+                ReduceOp::of_byte(*op),
             )),
             Op::Link {
                 link,
@@ -664,13 +546,7 @@ impl Task {
                 ..
             } => {
                 let view = verb.has_mem().then(|| pools.view(*mem, *mem_off, *len));
-                let mut op = verb.materialize(view);
-                match &mut *op {
-                    LinkOp::TxAsync { dst_offset: o, .. }
-                    | LinkOp::RxAsync { src_offset: o, .. }
-                    | LinkOp::TxWithReduce { dst_offset: o, .. } => *o = *remote_off as usize,
-                    _ => {}
-                }
+                let op = verb.materialize(view, *remote_off as usize);
                 pools.links.get(*link).poll(&op, &mut head.link)
             }
             Op::Record { notify, .. } => {
@@ -690,7 +566,7 @@ impl Task {
                 None => Poll::Ready(Err(HcclError::internal("host callback polled twice"))),
             },
             Op::Other { kind, .. } => poll_kind(kind),
-            Op::Aiv { task, .. } => task.poll(),
+            Op::Kernel { kernel, .. } => kernel.poll(),
         }
     }
 
@@ -717,8 +593,8 @@ impl Task {
             Op::Reduce { dtype, op, len, .. } => {
                 format!(
                     "{} reduce of {len} bytes of {}",
-                    op_of(*op),
-                    dtype_of(*dtype)
+                    ReduceOp::of_byte(*op),
+                    DataType::of_byte(*dtype)
                 )
             }
             Op::Link { link, verb, .. } => {
@@ -734,7 +610,7 @@ impl Task {
             Op::Wait { .. } => "notify wait".into(),
             Op::Callback { .. } => "host callback".into(),
             Op::Other { kind, .. } => kind.describe(),
-            Op::Aiv { task, .. } => task.describe(),
+            Op::Kernel { kernel, .. } => kernel.describe(),
         }
     }
 
@@ -778,7 +654,7 @@ fn poll_kind(kind: &mut TaskKind) -> Poll<Result<()>> {
             Some(f) => Poll::Ready(f()),
             None => Poll::Ready(Err(HcclError::internal("host callback polled twice"))),
         },
-        TaskKind::Aiv(t) => t.poll(),
+        TaskKind::Kernel(k) => k.poll(),
     }
 }
 
@@ -797,43 +673,13 @@ impl TaskKind {
             TaskKind::NotifyRecord(notify) => Op::Record { notify, step: 0 },
             TaskKind::NotifyWait { notify, seq: None } => Op::Wait { notify, step: 0 },
             TaskKind::Callback(f) => Op::Callback { f, step: 0 },
-            TaskKind::Aiv(task) => Op::Aiv { task, step: 0 },
+            TaskKind::Kernel(kernel) => Op::Kernel { kernel, step: 0 },
             TaskKind::Link { link, op, state } if state.seq.is_none() && state.progress == 0 => {
-                let (verb, m, remote_off) = match &op {
-                    LinkOp::TxAck => (Verb::TxAck, None, 0),
-                    LinkOp::RxAck => (Verb::RxAck, None, 0),
-                    LinkOp::TxDataSignal => (Verb::TxDataSignal, None, 0),
-                    LinkOp::RxDataSignal => (Verb::RxDataSignal, None, 0),
-                    LinkOp::TxWaitDone => (Verb::TxWaitDone, None, 0),
-                    LinkOp::RxWaitDone => (Verb::RxWaitDone, None, 0),
-                    LinkOp::TxAsync {
-                        dst_kind,
-                        dst_offset,
-                        src,
-                    } => (Verb::TxAsync(*dst_kind), Some(src), *dst_offset),
-                    LinkOp::RxAsync {
-                        src_kind,
-                        src_offset,
-                        dst,
-                    } => (Verb::RxAsync(*src_kind), Some(dst), *src_offset),
-                    LinkOp::TxWithReduce {
-                        dst_kind,
-                        dst_offset,
-                        src,
-                        dtype,
-                        op,
-                    } => (
-                        Verb::TxWithReduce(*dst_kind, dtype.code() as u8, op.code() as u8),
-                        Some(src),
-                        *dst_offset,
-                    ),
-                    // once per op: not worth a compact form
-                    LinkOp::TxDesc(_) | LinkOp::RxDesc(_) | LinkOp::RxParamMem => {
-                        return Op::Other {
-                            kind: Box::new(TaskKind::Link { link, op, state }),
-                            step: 0,
-                        }
-                    }
+                let Some((verb, m, remote_off)) = Verb::of(&op) else {
+                    return Op::Other {
+                        kind: Box::new(TaskKind::Link { link, op, state }),
+                        step: 0,
+                    };
                 };
                 link_op(pools, &link, verb, m.map(PinnedMem::mem), remote_off)
             }
@@ -950,32 +796,5 @@ mod size_tests {
             "Task grew to {} bytes",
             std::mem::size_of::<Task>()
         );
-    }
-}
-
-#[cfg(test)]
-mod verb_tests {
-    use super::*;
-
-    #[test]
-    fn compact_verbs_have_the_public_verbs_names() {
-        let m = DeviceMem::alloc(8).unwrap();
-        let k = MemKind::CclInput;
-        let (dt, op) = (DataType::Fp32.code() as u8, ReduceOp::Max.code() as u8);
-        for v in [
-            Verb::TxAck,
-            Verb::RxAck,
-            Verb::TxDataSignal,
-            Verb::RxDataSignal,
-            Verb::TxWaitDone,
-            Verb::RxWaitDone,
-            Verb::TxAsync(k),
-            Verb::RxAsync(k),
-            Verb::TxWithReduce(k, dt, op),
-        ] {
-            let op = v.materialize(Some(m.view()));
-            assert_eq!(op.verb(), v.name());
-        }
-        assert_eq!(m.tasks_in_flight(), 0, "a borrowed pin pins nothing");
     }
 }

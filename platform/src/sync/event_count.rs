@@ -95,7 +95,7 @@ impl EventCount {
     pub fn key(&self) -> u64 {
         #[cfg(not(loom))]
         if let Some(sh) = &self.shared {
-            return sh.epoch().load(std::sync::atomic::Ordering::Acquire) as u64;
+            return sh.epoch().load(Ordering::Acquire) as u64;
         }
         self.epoch.load(Ordering::Acquire)
     }
@@ -220,8 +220,9 @@ mod shared {
 
     use crate::error::{HcclError, Result};
     use crate::mem::DeviceMem;
+    use crate::sync::mapped::{fence, AtomicU32};
+    use crate::sync::Ordering;
     use rustix::thread::futex;
-    use std::sync::atomic::{fence, AtomicU32, Ordering};
     use std::time::Instant;
 
     #[derive(Debug)]
@@ -401,8 +402,7 @@ mod loom_tests {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicBool;
-    use std::sync::Arc;
+    use crate::sync::{Arc, AtomicBool};
     use std::time::{Duration, Instant};
 
     #[test]

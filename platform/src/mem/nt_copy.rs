@@ -1,18 +1,19 @@
-//! Large copies with non-temporal (streaming) stores.
+//! Large copies with non-temporal (streaming) stores: `nt_copy`, not to be
+//! confused with the platform's streams (task queues).
 //!
 //! A copy far larger than the caches gains nothing from pulling its
 //! destination into them: with ordinary stores every destination line is
 //! first read from memory (read-for-ownership), then written back, three
 //! memory transfers per line copied. Streaming stores write whole lines
 //! straight to memory, two transfers per line, and leave the cache to the
-//! data that is reused. Copies from [`STREAM_MIN`] bytes on (user blocks
+//! data that is reused. Copies from [`NT_MIN`] bytes on (user blocks
 //! moved by the direct executors, never the small staging copies whose
 //! destination a peer reads next) take this path on x86-64 with AVX2.
 
 /// Copies of at least this many bytes stream their stores: well past the
 /// per-core L2 and a fair share of L3, so the destination would not stay
 /// cached anyway.
-pub(crate) const STREAM_MIN: usize = 4 << 20;
+pub(crate) const NT_MIN: usize = 4 << 20;
 
 /// Copies `len` bytes from `src` to `dst` with streaming stores where the
 /// CPU has them; `false` when it does not (the caller copies instead).
@@ -20,7 +21,7 @@ pub(crate) const STREAM_MIN: usize = 4 << 20;
 /// # Safety
 /// `src` must be valid for reads and `dst` for writes of `len` bytes, and
 /// the two ranges must not overlap.
-pub(crate) unsafe fn copy_streaming(dst: *mut u8, src: *const u8, len: usize) -> bool {
+pub(crate) unsafe fn copy_nt(dst: *mut u8, src: *const u8, len: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx2") {
@@ -41,9 +42,9 @@ unsafe fn copy_avx2(dst: *mut u8, src: *const u8, len: usize) {
     // ordinary copy up to a 32-byte-aligned destination (streaming stores
     // need aligned addresses), then 128 bytes per step, then the tail
     let head = dst.align_offset(32).min(len);
-    // SAFETY (whole function): every access below stays inside the first
-    // `len` bytes of `src` and `dst` (the caller's contract); the stores
-    // go to 32-byte-aligned addresses (dst + head is aligned).
+    // SAFETY: every access below stays inside the first `len` bytes of
+    // `src` and `dst` (the caller's contract); the stores go to
+    // 32-byte-aligned addresses (dst + head is aligned).
     unsafe {
         std::ptr::copy_nonoverlapping(src, dst, head);
         let (mut s, mut d) = (src.add(head), dst.add(head));
@@ -84,9 +85,8 @@ mod tests {
         ] {
             let mut dst = vec![0xeeu8; 20_100];
             // SAFETY: both ranges are inside their vectors and distinct.
-            let done = unsafe {
-                copy_streaming(dst.as_mut_ptr().add(d_off), src.as_ptr().add(s_off), len)
-            };
+            let done =
+                unsafe { copy_nt(dst.as_mut_ptr().add(d_off), src.as_ptr().add(s_off), len) };
             if !done {
                 return; // no AVX2: nothing to test
             }

@@ -1,0 +1,185 @@
+//! Launching an AIV kernel: [`AivLaunch`], the kernel as an executor
+//! builds it (borrowing the op's memory), and [`Stream::aiv_launch`] — an
+//! inherent method of `Stream` defined here, beside what it launches: the
+//! stream knows kernels, not AIV, and executors keep calling
+//! `stream.aiv_launch(kernel)`.
+//!
+//! The stream's launch path (run at once in the launching thread when it
+//! can, queue otherwise, back-pressure) is the stream's generic kernel
+//! launch; what is AIV's is how the borrowed kernel polls and spins, its
+//! queued form, and the bounds below.
+
+use super::board::{AivBoards, AIV_MAX_BYTES, DESC_LEN, ENTRIES};
+use super::kernel::{fold, poll_kernel, AivKind, AivTask, Progress};
+use crate::error::{HcclError, Result};
+use crate::link::OpDesc;
+use crate::mem::DeviceMem;
+use crate::stream::{Kernel, Launch, Stream};
+use crate::sync::Arc;
+use std::task::Poll;
+
+/// Re-reads of a missing peer entry a launch makes before queueing its
+/// kernel, when ranks have cores of their own (about a microsecond: a
+/// peer running the same loop publishes within that, and fewer than the
+/// polls between liveness checks, so no liveness check runs in the
+/// launch).
+pub const LAUNCH_SPINS: u32 = 200;
+
+/// Outstanding tasks past which an AIV launch drives its stream instead of
+/// queueing more: twice the board entries, so a rank runs at most that
+/// many ops ahead of its slowest peer.
+const MAX_QUEUED_KERNELS: u64 = 2 * ENTRIES;
+
+/// One small collective, built by an executor and handed to
+/// [`Stream::aiv_launch`](crate::Stream::aiv_launch), which runs it at once
+/// when it can (see there) and otherwise queues it as an `AivTask`. It
+/// borrows the op's memory: a kernel that completes inside the launch
+/// never touches a reference count.
+#[derive(Debug)]
+pub struct AivLaunch<'a> {
+    progress: Progress,
+    boards: &'a Arc<AivBoards>,
+    input: &'a DeviceMem,
+    output: &'a DeviceMem,
+}
+
+impl<'a> AivLaunch<'a> {
+    /// A kernel of `kind` over blocks of `block` bytes: `input` is what
+    /// this rank publishes and `output` what it writes, exactly
+    /// [`AivKind::publish_len`] and [`AivKind::output_len`] bytes (at most
+    /// [`AIV_MAX_BYTES`] published). `desc` is this rank's op descriptor,
+    /// compared with every peer's.
+    pub fn new(
+        kind: AivKind,
+        boards: &'a Arc<AivBoards>,
+        (input, output): (&'a DeviceMem, &'a DeviceMem),
+        block: usize,
+        desc: &OpDesc,
+    ) -> Result<AivLaunch<'a>> {
+        let (me, p) = (boards.rank, boards.ranks());
+        let what = kind.name();
+        if let AivKind::AllReduce { dtype, .. }
+        | AivKind::ReduceScatter { dtype, .. }
+        | AivKind::Reduce { dtype, .. } = kind
+        {
+            if block % dtype.size() != 0 {
+                return Err(HcclError::para(format!(
+                    "AIV {what}: a block of {block} bytes is not a whole number of {dtype} elements"
+                )));
+            }
+        }
+        for (name, got, want) in [
+            ("input", input.len(), kind.publish_len(me, p, block)),
+            ("output", output.len(), kind.output_len(me, p, block)),
+        ] {
+            if got != want {
+                return Err(HcclError::para(format!(
+                    "AIV {what} on rank {me} of {p}: the {name} is {got} bytes, not {want} \
+                     (blocks of {block} bytes)"
+                )));
+            }
+        }
+        if input.len() > AIV_MAX_BYTES {
+            return Err(HcclError::para(format!(
+                "an AIV kernel carries at most {AIV_MAX_BYTES} bytes per rank, not {}",
+                input.len()
+            )));
+        }
+        let mut d = [0u8; DESC_LEN];
+        d.copy_from_slice(&desc.to_bytes()[..DESC_LEN]);
+        Ok(AivLaunch {
+            progress: Progress {
+                kind,
+                len: input.len(),
+                block,
+                desc: d,
+                seq: 0,
+                next: 0,
+                polls: 0,
+            },
+            boards,
+            input,
+            output,
+        })
+    }
+
+    /// Advances the kernel in the launching thread. The caller holds the
+    /// device's driver lock with nothing queued on the stream, so no task
+    /// of the stream runs concurrently, and the launching call holds the
+    /// memory.
+    fn poll(&mut self) -> Poll<Result<()>> {
+        poll_kernel(
+            &mut self.progress,
+            self.boards,
+            Some(self.input),
+            self.output,
+        )
+    }
+
+    /// Like [`poll`](Self::poll), then, once published, re-reads the
+    /// missing peers' entries up to `spins` more times before giving up.
+    /// A rank with a core of its own usually sees a peer publish within a
+    /// few hundred nanoseconds, and completing the kernel here is cheaper
+    /// than queueing it (a box, pins, and a later poll from the queue).
+    fn poll_spinning(&mut self, spins: u32) -> Poll<Result<()>> {
+        let mut r = self.poll();
+        let mut left = spins;
+        while r.is_pending() && self.progress.seq != 0 && left > 0 {
+            crate::sync::spin_loop();
+            r = fold(&mut self.progress, self.boards, self.output);
+            left -= 1;
+        }
+        r
+    }
+
+    /// The queued form: holds its memory pinned (the input only until it
+    /// is published), keeps its progress.
+    fn into_task(self) -> AivTask {
+        AivTask {
+            input: (self.progress.seq == 0).then(|| self.input.pin()),
+            progress: self.progress,
+            boards: self.boards.clone(),
+            output: self.output.pin(),
+        }
+    }
+}
+
+impl Launch for AivLaunch<'_> {
+    fn poll_now(&mut self, spins: u32) -> Poll<Result<()>> {
+        self.poll_spinning(spins)
+    }
+
+    fn spins(&self) -> u32 {
+        LAUNCH_SPINS
+    }
+
+    fn max_outstanding(&self) -> u64 {
+        MAX_QUEUED_KERNELS
+    }
+
+    fn into_kernel(self) -> Box<dyn Kernel> {
+        Box::new(self.into_task())
+    }
+}
+
+impl Stream {
+    /// Launches an AIV kernel: a whole small collective as one task (see
+    /// `aiv/PROTOCOL.md`).
+    ///
+    /// Under the inline driver, when no other thread drives the device
+    /// and nothing but kernels is queued ahead of it, the kernel runs
+    /// in this call: earlier kernels are completed first (stream order),
+    /// then this one publishes this rank's part and folds in the peers'.
+    /// If every peer has already published, it completes here without
+    /// being queued at all; otherwise it is queued (already published) and
+    /// completes at the next launch or synchronize. So a rank that launches
+    /// after its peers finishes the op inside the launch, and none of them
+    /// spins at synchronize. Nothing but kernels (a few hundred
+    /// nanoseconds each) runs in the caller's thread here, and the launch
+    /// waits only when this rank is more than twice `ENTRIES` ops
+    /// ahead of a peer (back-pressure: it then drives the stream as
+    /// synchronize would, with the same timeouts).
+    pub fn aiv_launch(&self, kernel: AivLaunch<'_>) -> Result<()> {
+        self.launch(kernel)
+    }
+}

@@ -1,0 +1,101 @@
+//! Kernels: a whole piece of work (e.g. a small collective) as one task.
+//!
+//! A stream runs tasks; a [`Kernel`] is a task whose work is its own: the
+//! stream polls it until it completes and asks it a few questions (what
+//! it is doing, which link it waits on, whether it may start ahead of the
+//! kernels in front of it). The stream knows this trait, not the kernels:
+//! they live above it and implement it.
+//!
+//! **Starting ahead.** A queued kernel whose work begins with a step that
+//! only *reads* memory (e.g. publishing its input for its peers) may take
+//! that step before the kernels in front of it complete, as long as none
+//! of them writes that memory and they share its group (the resources
+//! that order their steps). Everything a user can observe (the kernel's
+//! writes) still happens in stream order. See `Queue::start_ahead`.
+//!
+//! **Launching.** A kernel launched through [`Launch`] may run in the
+//! launching thread at once, borrowing its memory, and is boxed into a
+//! queued [`Kernel`] only when it must wait (`Stream::launch`).
+
+use crate::error::Result;
+use crate::link::Link;
+use crate::mem::DeviceMem;
+use crate::sync::Arc;
+use std::task::Poll;
+
+/// A queued kernel: one task that does a whole piece of work by polling.
+pub trait Kernel: Send + std::fmt::Debug {
+    /// Advances the kernel. Its memory is held by the kernel, and no other
+    /// task of its stream runs while it does.
+    fn poll(&mut self) -> Poll<Result<()>>;
+
+    /// What the kernel is doing, for errors and timeouts.
+    fn describe(&self) -> String;
+
+    /// The link to the peer the kernel waits for, if any (errors name the
+    /// peer, and a failure aborts that link first).
+    fn waiting_link(&self) -> Option<&Arc<dyn Link>> {
+        None
+    }
+
+    /// Whether dropping the kernel only drops pins and reference counts
+    /// (then the queue drops it under its lock instead of deferring it).
+    fn cheap_drop(&self) -> bool {
+        false
+    }
+
+    /// The memory the kernel's first step (the one it may take ahead) still
+    /// has to read, while it has not taken it; `None` once it has started.
+    /// Kernels behind a started head may start ahead.
+    fn unstarted_input(&self) -> Option<&DeviceMem> {
+        None
+    }
+
+    /// Whether the kernel writes memory overlapping `m`.
+    fn writes(&self, m: &DeviceMem) -> bool {
+        let _ = m;
+        true
+    }
+
+    /// The kernel's group: kernels may start ahead only behind kernels of
+    /// the same group (`None`: no group, never starts ahead).
+    fn group(&self) -> Option<usize> {
+        None
+    }
+
+    /// Takes the first step ahead of the kernel's turn, if it can now.
+    /// The stream guarantees that no earlier queued task writes the
+    /// input. Returns whether it started.
+    fn start_ahead(&mut self) -> bool {
+        false
+    }
+
+    /// How many queued kernels (the head included) may have started at
+    /// once.
+    fn ahead_limit(&self) -> usize {
+        1
+    }
+}
+
+/// A kernel as its launcher builds it, borrowing its memory: it may run
+/// to completion inside the launch and never be boxed (see
+/// `Stream::launch`).
+pub(crate) trait Launch {
+    /// Advances the kernel in the launching thread (the stream has nothing
+    /// queued, so no task of it runs concurrently, and the launching call
+    /// holds the memory). Once started, re-polls up to `spins` more times
+    /// before giving up.
+    fn poll_now(&mut self, spins: u32) -> Poll<Result<()>>;
+
+    /// Re-polls a launch may make before queueing the kernel, when the
+    /// device spins while idle (ranks have cores of their own).
+    fn spins(&self) -> u32;
+
+    /// Outstanding tasks past which a launch drives the stream (down to
+    /// half) instead of queueing more: back-pressure for a launcher far
+    /// ahead of the peers its kernels wait for.
+    fn max_outstanding(&self) -> u64;
+
+    /// The queued form: holds its memory, keeps its progress.
+    fn into_kernel(self) -> Box<dyn Kernel>;
+}
