@@ -10,7 +10,7 @@
 //!
 //! Cases: `PROPTEST_CASES` (default 3000); `tools/fuzz.sh` runs a million.
 
-use hccl_platform::link::OpDesc;
+use hccl_platform::OpDesc;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use std::time::{Duration, Instant};

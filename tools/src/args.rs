@@ -13,7 +13,7 @@ pub enum Format {
 }
 
 /// What the result columns (and JSON keys) mean, printed after `--help`.
-pub const COLUMNS_HELP: &str = "\
+pub(crate) const COLUMNS_HELP: &str = "\
 Columns (JSON keys), per message size:
   aveg_time(us) (time_us)      -n ops enqueued back to back, one synchronize at the end:
                                elapsed / n, on the slowest rank (the throughput per op)

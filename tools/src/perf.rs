@@ -207,18 +207,18 @@ pub(crate) struct Row {
 /// Percentiles are nearest-rank: p50 is the ⌈n/2⌉-th smallest time, p99
 /// the ⌈0.99·n⌉-th (the largest up to 100 iterations).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Spread {
+pub(crate) struct Spread {
     /// Median, µs.
-    pub p50_us: f64,
+    pub(crate) p50_us: f64,
     /// 99th percentile, µs.
-    pub p99_us: f64,
+    pub(crate) p99_us: f64,
     /// Maximum, µs.
-    pub max_us: f64,
+    pub(crate) max_us: f64,
 }
 
 impl Spread {
     /// The spread of `times_us` (all zero when empty).
-    pub fn of(times_us: &[f64]) -> Spread {
+    pub(crate) fn of(times_us: &[f64]) -> Spread {
         if times_us.is_empty() {
             return Spread::default();
         }
