@@ -141,3 +141,6 @@ pub(crate) fn derived_unique_id(text: &str) -> [u8; 16] {
     id[8..].copy_from_slice(&h(0x8422_2325_cbf2_9ce4).to_le_bytes());
     id
 }
+
+#[cfg(test)]
+pub(crate) mod fuzz;
