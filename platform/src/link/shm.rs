@@ -46,8 +46,10 @@ const DESC_COUNT: usize = 384;
 const ABORTED: usize = 512;
 const REASON_LEN: usize = 516;
 const REASON: usize = 520;
-const REASON_MAX: usize = 256;
-const DESC_RING: usize = 784;
+/// Room for a failure's reason: enough for a lost peer's name and what
+/// the failing rank was waiting for.
+const REASON_MAX: usize = 500;
+const DESC_RING: usize = 1024;
 /// Descriptors a sender may be ahead of its receiver: the consistency
 /// check and the buffer addresses of direct-read executors, a few ops deep.
 const DESC_SLOTS: u64 = 8;

@@ -14,7 +14,8 @@
 //! parks for at most [`WATCH_EVERY`] at a time and asks, between parks,
 //! whether any watched peer process (a pidfd each, see
 //! [`PeerProcess`](crate::link::PeerProcess)) or any link's peer is gone
-//! ([`Link::peer_lost`](crate::link::Link::peer_lost)). If one is, every
+//! ([`Link::peer_lost`](crate::link::Link::peer_lost)), or has reported a
+//! failure of its own ([`Link::health`](crate::link::Link::health)). If so, every
 //! stream's waiting task fails with an error naming the lost rank, its
 //! process and host, and what this rank was waiting for (op tag,
 //! algorithm, step), and peers are told. A healthy op never waits that
@@ -338,18 +339,16 @@ impl DeviceInner {
         }
     }
 
-    /// The first peer found gone: a watched process that exited, or a link
-    /// whose transport knows its peer is gone. One `poll` per watched
-    /// process and per shared-memory link; asked only while waits last.
+    /// The first peer found gone — a watched process that exited, a link
+    /// whose transport knows its peer is gone — or else the first failure
+    /// a peer reported on a link. One `poll` per watched process and per
+    /// shared-memory link; asked only while waits last.
     fn lost_peer(&self) -> Option<HcclError> {
         let watched: Vec<_> = self
             .watched
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        if let Some(p) = watched.iter().find(|p| p.is_gone()) {
-            return Some(p.lost_error());
-        }
         let links: Vec<_> = self
             .links
             .lock()
@@ -357,7 +356,30 @@ impl DeviceInner {
             .iter()
             .filter_map(Weak::upgrade)
             .collect();
-        links.iter().find_map(|l| l.peer_lost())
+        if let Some(p) = watched.iter().find(|p| p.is_gone()) {
+            let lost = p.lost_error();
+            // a rank that failed and then exited said why first: keep it
+            // (it names the peer lost first)
+            let said = links
+                .iter()
+                .filter(|l| l.remote_rank() == p.rank())
+                .find_map(|l| l.health().err());
+            return Some(match said {
+                Some(why) => HcclError::remote(format!(
+                    "{}, after reporting: {}",
+                    lost.message(),
+                    why.message()
+                ))
+                .peer(p.rank()),
+                None => lost,
+            });
+        }
+        links
+            .iter()
+            .find_map(|l| l.peer_lost())
+            // a peer that failed told this rank: whatever this rank waits
+            // for (another peer, another stream) depends on the failed op
+            .or_else(|| links.iter().find_map(|l| l.health().err()))
     }
 
     /// Fails the waiting task of every stream in `streams` with `lost` (a
