@@ -48,7 +48,13 @@ fn spawn(dir: &str, op: &str, bytes: usize, env: &[(&str, String)]) -> Ranks {
         (0..RANKS)
             .map(|r| {
                 let mut cmd = Command::new(WORKER);
-                cmd.args(["root_info", &r.to_string(), &RANKS.to_string(), dir, "drill"]);
+                cmd.args([
+                    "root_info",
+                    &r.to_string(),
+                    &RANKS.to_string(),
+                    dir,
+                    "drill",
+                ]);
                 for v in [
                     "RANK",
                     "WORLD_SIZE",
@@ -171,7 +177,13 @@ fn check_survivors(
 }
 
 /// Kills rank `victim` with SIGKILL while the others loop `op` of `bytes`.
-fn kill_during(tag: &str, op: &str, bytes: usize, victim: u32, env: &[(&str, String)]) -> Vec<String> {
+fn kill_during(
+    tag: &str,
+    op: &str,
+    bytes: usize,
+    victim: u32,
+    env: &[(&str, String)],
+) -> Vec<String> {
     let dir = tempdir(tag);
     let mut ranks = spawn(&dir, op, bytes, env);
     let pids: Vec<u32> = ranks.0.iter().map(Child::id).collect();
@@ -195,7 +207,8 @@ fn kill_during_allreduce_over_shared_memory() {
     let msgs = kill_during("kill-shm", "allreduce", 1 << 20, 2, &[]);
     // the survivors that noticed it themselves say which op they were in
     assert!(
-        msgs.iter().any(|m| m.contains("op tag 'AllReduce") && m.contains("at step")),
+        msgs.iter()
+            .any(|m| m.contains("op tag 'AllReduce") && m.contains("at step")),
         "{msgs:#?}"
     );
 }
@@ -238,7 +251,10 @@ fn leaves_while_others_wait(tag: &str, how: &str) {
             .filter(|&r| r != victim as usize)
             .any(|r| ranks.0[r].try_wait().ok().flatten().is_none())
         {
-            assert!(Instant::now() < deadline, "{tag}: the others did not end (hang)");
+            assert!(
+                Instant::now() < deadline,
+                "{tag}: the others did not end (hang)"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         ranks.0[victim as usize].kill().unwrap();
@@ -251,7 +267,11 @@ fn leaves_while_others_wait(tag: &str, how: &str) {
     let t_loss = left["t_ns"].as_u64().unwrap() as u128;
     let msgs = check_survivors(&outs, victim, pids[victim as usize], t_loss, tag);
     if how == "destroy" {
-        assert!(msgs.iter().any(|m| m.contains("destroyed its communicator")), "{msgs:#?}");
+        assert!(
+            msgs.iter()
+                .any(|m| m.contains("destroyed its communicator")),
+            "{msgs:#?}"
+        );
     }
     assert!(
         segments_of(&pids).is_empty(),

@@ -504,6 +504,9 @@ fn read_frame(sh: &Shared, conn: &Conn) -> Result<()> {
     let mut r = conn.reader.lock().unwrap_or_else(|p| p.into_inner());
     let mut h = [0u8; HEADER_LEN];
     r.read_exact(&mut h).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            return HcclError::tcp_transfer("end of stream");
+        }
         HcclError::tcp_transfer(format!(
             "peer rank {} closed or broke the link: {e}",
             conn.peer

@@ -579,7 +579,7 @@ impl Task {
     ) -> HcclError {
         // a peer failed or is gone: say what this rank was doing, as a
         // timeout does (the message names the peer already)
-        if e.code() == crate::error::HcclResult::ERemote && !e.message().contains("; rank ") {
+        if e.code() == crate::error::HcclResult::ERemote {
             let algo = label.map_or("(none)", |l| l.algorithm.as_str());
             let note = format!(
                 "; rank {} was waiting for {} at step {} of algorithm {algo}",
