@@ -33,7 +33,7 @@ const CCL_AT: usize = 16;
 const PID_AT: usize = 24;
 /// How often a waiter checks that the peer process still exists (a
 /// `poll` of its pidfd), at most.
-const LIVENESS_EVERY_MS: u64 = 100;
+const LIVENESS_EVERY_MS: u64 = 250;
 /// How long a failed read of a peer's memory waits for the peer's exit to
 /// complete before reporting the read's own error.
 const DYING_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
