@@ -159,6 +159,18 @@ pub struct Communicator {
     state: Mutex<CommState>,
 }
 
+impl Drop for Communicator {
+    /// Destroying a communicator tells its peers (a shared-memory peer
+    /// otherwise could not know while this process lives on), so a peer
+    /// still waiting on this rank fails at once, naming it.
+    fn drop(&mut self) {
+        let st = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        for l in st.resources.links() {
+            l.link().close();
+        }
+    }
+}
+
 impl std::fmt::Debug for Communicator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Communicator")

@@ -10,9 +10,9 @@
 //! between them creates both ends and parks the peer's end here until the
 //! peer asks for it.
 
-use crate::bootstrap::RankTable;
+use crate::bootstrap::{RankInfo, RankTable};
 use hccl_platform::EventCount;
-use hccl_platform::{HcclError, LinkHandle, MemKind, Result};
+use hccl_platform::{HcclError, LinkHandle, MemKind, PeerProcess, Result};
 use hccl_platform::{InProcEndpoint, InProcLink, ShmLink, ShmSegment, TcpNode};
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
@@ -94,9 +94,18 @@ impl Fabric for TcpFabric {
         let mut lens = [None; 5];
         lens[MemKind::CclInput.index()] = Some(peer.buffer_size as usize);
         lens[MemKind::CclOutput.index()] = Some(peer.buffer_size as usize);
-        let link = self.node.link(remote, peer.link_addr, lens, timeout)?;
+        let link = self
+            .node
+            .link(remote, peer.link_addr, lens, timeout)?
+            .with_peer_host(format!("{} at {}", host_name(peer), peer.link_addr.ip()));
         Ok(LinkHandle::new(Arc::new(link)))
     }
+}
+
+/// A rank's host for messages: the host id's name part (a host id is
+/// `hostname/boot id`, or what `HCCL_RS_HOST_ID` declares).
+pub fn host_name(info: &RankInfo) -> &str {
+    info.host_id.split('/').next().unwrap_or(&info.host_id)
 }
 
 /// Mapped segments of the peers on this host, and this rank's own.
@@ -106,6 +115,9 @@ pub(crate) struct ShmPeers {
     pub mine: Option<(ShmSegment, Arc<EventCount>)>,
     /// Peer rank → its segment (mapped here) and its event count.
     pub peers: HashMap<u32, (ShmSegment, Arc<EventCount>)>,
+    /// Peer rank → its process, watched for exit (a pidfd each), shared by
+    /// its links and the device's watch list.
+    pub processes: HashMap<u32, Arc<PeerProcess>>,
 }
 
 /// Links for a communicator spanning processes: shared memory to peers on
@@ -134,14 +146,18 @@ impl Fabric for HostFabric {
     ) -> Result<LinkHandle> {
         match (&self.shm.mine, self.shm.peers.get(&remote)) {
             (Some((mine, own_waker)), Some((theirs, peer_waker))) => {
-                Ok(LinkHandle::new(Arc::new(ShmLink::new(
+                let mut link = ShmLink::new(
                     local,
                     mine.clone(),
                     own_waker.clone(),
                     remote,
                     theirs.clone(),
                     peer_waker.clone(),
-                )?)))
+                )?;
+                if let Some(p) = self.shm.processes.get(&remote) {
+                    link = link.with_peer_process(p.clone());
+                }
+                Ok(LinkHandle::new(Arc::new(link)))
             }
             _ => self.tcp.link(local, remote, input, output, timeout),
         }

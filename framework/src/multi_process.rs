@@ -8,12 +8,12 @@ use crate::bootstrap::{
     derived_unique_id, host_id, local_ip_towards, rank_table, RankInfo, RankTable,
 };
 use crate::config::{CommConfig, ProcessEnv};
-use crate::fabric::{HostFabric, ShmPeers, TcpFabric};
+use crate::fabric::{host_name, HostFabric, ShmPeers, TcpFabric};
 use crate::Communicator;
 use hccl_algorithm::TopoInfo;
 use hccl_platform::shm_segment_name;
 use hccl_platform::EventCount;
-use hccl_platform::{sweep_stale_segments, ShmSegment, TcpNode};
+use hccl_platform::{sweep_stale_segments, PeerProcess, ShmSegment, TcpNode};
 use hccl_platform::{Device, DeviceMem, HcclError, MemKind, Result};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -133,6 +133,10 @@ fn map_local_peers(
         })?;
         seg.mark_mapped();
         let w = Arc::new(seg.waker()?);
+        // watched from now on: a peer that dies is noticed by its pidfd
+        let process = Arc::new(PeerProcess::new(r.rank, seg.owner_pid(), host_name(r)));
+        local.device.watch_peer(process.clone());
+        peers.processes.insert(r.rank, process);
         peers.peers.insert(r.rank, (seg, w));
     }
     let deadline = Instant::now() + timeout;

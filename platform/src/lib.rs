@@ -50,7 +50,7 @@ pub use stream::{
 // [`LinkHandle`]'s methods.
 pub use link::{
     sweep_stale_segments, InProcEndpoint, InProcLink, Link, LinkHandle, LinkOp, LinkOpState,
-    OpDesc, ParamMem, ShmLink, ShmSegment, TcpLink, TcpNode, BOARD_BYTES,
+    OpDesc, ParamMem, PeerProcess, ShmLink, ShmSegment, TcpLink, TcpNode, BOARD_BYTES,
 };
 
 // AIV kernels: a whole small collective as one task over per-rank boards.

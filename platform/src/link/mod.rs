@@ -32,6 +32,7 @@
 
 mod consistency;
 mod in_process;
+mod peer;
 mod shm;
 mod tcp;
 mod verb;
@@ -39,9 +40,11 @@ mod write_based;
 
 pub use consistency::{OpDesc, ParamMem};
 pub use in_process::{InProcEndpoint, InProcLink};
+pub use peer::PeerProcess;
 pub use shm::{sweep_stale_segments, ShmLink, ShmSegment};
 pub use tcp::{TcpLink, TcpNode};
 
+pub(crate) use peer::{describe_peer, lost_peer_error};
 pub(crate) use verb::Verb;
 
 use crate::dtype::{DataType, ReduceOp};
@@ -211,6 +214,20 @@ pub trait Link: Send + Sync + fmt::Debug {
     fn liveness(&self) -> Result<()> {
         self.health()
     }
+    /// `Some` once the transport knows the peer is gone — its process
+    /// exited or was killed, its connection closed without a goodbye —
+    /// with an error naming it (rank, process, host). Asked by the
+    /// device's driver when a wait has lasted a while (not per poll), on
+    /// every link of the device, so a rank notices a dead peer whether or
+    /// not it is waiting on that peer at the moment. Unlike
+    /// [`health`](Self::health), an abort the peer sent is not "gone".
+    fn peer_lost(&self) -> Option<HcclError> {
+        None
+    }
+    /// Tells the peer that this end's communicator was destroyed, so that
+    /// a wait of the peer on this rank ends at once with an error naming
+    /// it (instead of a timeout while this process lives on).
+    fn close(&self) {}
 }
 
 /// A shared link handle. Its verbs are enqueue methods (`tx_ack(stream)`,

@@ -16,8 +16,8 @@
 
 use super::write_based::{self, Counter, Taken, WriteBased};
 use super::BOARD_BYTES;
-use super::{Link, LinkOp, LinkOpState, OpDesc};
-use crate::error::{HcclError, Result};
+use super::{Link, LinkOp, LinkOpState, OpDesc, PeerProcess};
+use crate::error::{HcclError, HcclResult, Result};
 use crate::mem::{DeviceMem, MemKind, SHM_PREFIX};
 use crate::sync::mapped::{AtomicU32, AtomicU64};
 use crate::sync::{Arc, EventCount, Ordering};
@@ -31,8 +31,12 @@ const MAPPED_AT: usize = 256;
 const N_AT: usize = 8;
 const CCL_AT: usize = 16;
 const PID_AT: usize = 24;
-/// How often a waiter checks that the peer process still exists.
-const LIVENESS_EVERY_MS: u64 = 50;
+/// How often a waiter checks that the peer process still exists (a
+/// `poll` of its pidfd), at most.
+const LIVENESS_EVERY_MS: u64 = 250;
+/// How long a failed read of a peer's memory waits for the peer's exit to
+/// complete before reporting the read's own error.
+const DYING_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
 
 // Slot layout: each counter on its own 128-byte line.
 const ACK: usize = 0;
@@ -42,8 +46,10 @@ const DESC_COUNT: usize = 384;
 const ABORTED: usize = 512;
 const REASON_LEN: usize = 516;
 const REASON: usize = 520;
-const REASON_MAX: usize = 256;
-const DESC_RING: usize = 784;
+/// Room for a failure's reason: enough for a lost peer's name and what
+/// the failing rank was waiting for.
+const REASON_MAX: usize = 500;
+const DESC_RING: usize = 1024;
 /// Descriptors a sender may be ahead of its receiver: the consistency
 /// check and the buffer addresses of direct-read executors, a few ops deep.
 const DESC_SLOTS: u64 = 8;
@@ -254,6 +260,8 @@ pub struct ShmLink {
     peer_waker: Arc<EventCount>,
     own_waker: Arc<EventCount>,
     taken: Taken,
+    /// The peer's process, watched through a pidfd.
+    peer: Arc<PeerProcess>,
     /// Milliseconds (since `born`) of the last peer liveness check.
     last_liveness: AtomicU64,
     born: std::time::Instant,
@@ -261,7 +269,9 @@ pub struct ShmLink {
 
 impl ShmLink {
     /// `local`'s end of the link to `remote`, whose segment `theirs` this
-    /// process has mapped; `peer_waker` is built on that mapping.
+    /// process has mapped; `peer_waker` is built on that mapping. The
+    /// peer's process (the segment's owner) is watched for exit; see
+    /// [`with_peer_process`](Self::with_peer_process) to share one watch.
     pub fn new(
         local: u32,
         mine: ShmSegment,
@@ -270,7 +280,9 @@ impl ShmLink {
         theirs: ShmSegment,
         peer_waker: Arc<EventCount>,
     ) -> Result<ShmLink> {
+        let peer = Arc::new(PeerProcess::new(remote, theirs.owner_pid(), ""));
         Ok(ShmLink {
+            peer,
             out_slot: theirs.slot(local)?,
             in_slot: mine.slot(remote)?,
             local,
@@ -285,8 +297,16 @@ impl ShmLink {
         })
     }
 
+    /// Watches the peer through `peer` (the framework's watch of that
+    /// rank's process, which knows its host) instead of a watch of its own.
+    pub fn with_peer_process(mut self, peer: Arc<PeerProcess>) -> ShmLink {
+        self.peer = peer;
+        self
+    }
+
     /// A peer process that died cannot say so: while waiting on it, check
-    /// now and then that it still exists.
+    /// now and then (at most every [`LIVENESS_EVERY_MS`]) that it still
+    /// exists.
     fn check_alive(&self) -> Result<()> {
         let now = self.born.elapsed().as_millis() as u64;
         let last = self.last_liveness.load(Ordering::Relaxed);
@@ -294,19 +314,23 @@ impl ShmLink {
             return Ok(());
         }
         self.last_liveness.store(now, Ordering::Relaxed);
-        let pid = self.theirs.owner_pid();
-        let gone = rustix::process::Pid::from_raw(pid as i32)
-            .map(|p| rustix::process::test_kill_process(p) == Err(rustix::io::Errno::SRCH))
-            .unwrap_or(false);
-        if gone {
-            return Err(HcclError::remote(format!(
-                "peer rank {} (process {pid}) is gone",
-                self.remote
-            ))
-            .rank(self.local)
-            .peer(self.remote));
+        match self.peer_lost() {
+            Some(e) => Err(e),
+            None => Ok(()),
         }
-        Ok(())
+    }
+
+    /// A failed read of the peer's memory (cross-memory attach) is, when
+    /// the peer is dying, the peer's loss: report it as that, naming the
+    /// rank rather than an address of a process.
+    fn explain_failed_read(&self, e: HcclError) -> HcclError {
+        if e.code() == HcclResult::ESyscall && self.peer.wait_gone(DYING_GRACE) {
+            return self
+                .peer
+                .lost_error_how("exited or was killed while this rank read its memory")
+                .rank(self.local);
+        }
+        e
     }
 
     fn set_aborted(seg: &ShmSegment, slot: usize, reason: &str) {
@@ -413,7 +437,31 @@ impl Link for ShmLink {
     }
 
     fn poll(&self, op: &LinkOp, state: &mut LinkOpState) -> Poll<Result<()>> {
-        write_based::poll(self, &self.taken, op, state)
+        match write_based::poll(self, &self.taken, op, state) {
+            Poll::Ready(Err(e)) if op.is_peer_read() => {
+                Poll::Ready(Err(self.explain_failed_read(e)))
+            }
+            other => other,
+        }
+    }
+
+    fn peer_lost(&self) -> Option<HcclError> {
+        self.peer
+            .is_gone()
+            .then(|| self.peer.lost_error().rank(self.local))
+    }
+
+    fn close(&self) {
+        Self::set_aborted(
+            &self.theirs,
+            self.out_slot,
+            &format!(
+                "peer rank {} (process {}) destroyed its communicator",
+                self.local,
+                crate::mem::cma::own_pid()
+            ),
+        );
+        self.peer_waker.notify();
     }
 
     fn abort(&self, reason: &str) {

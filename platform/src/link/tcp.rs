@@ -15,12 +15,21 @@
 //! Connections: the lower rank of a pair connects to the higher rank's
 //! listener and introduces itself with the group's unique id; connections
 //! with a wrong id or malformed introduction are dropped with a log line.
+//! Each end's first frame then says its process id, for messages.
+//!
+//! A peer that dies: its kernel closes the socket, so the progress thread
+//! reads end-of-file (or a reset) at once and marks the connection lost
+//! (a peer that destroys its communicator says goodbye first, which is not
+//! a loss). A peer whose host vanishes sends nothing more; TCP keep-alive
+//! probes ([`KEEPALIVE_IDLE`], no cost while data flows) find it in a few
+//! seconds. Either way, waits on the link end with an error naming the
+//! lost rank, its process and host.
 
 use super::{Link, LinkOp, LinkOpState, OpDesc};
 use crate::error::{HcclError, Result};
 use crate::mem::{DeviceMem, MemKind};
 use crate::sync::EventCount;
-use crate::sync::{Arc, AtomicBool, AtomicU64, Condvar, Mutex, Ordering};
+use crate::sync::{Arc, AtomicBool, AtomicU32, AtomicU64, Condvar, Mutex, Ordering};
 use rustix::event::{poll, PollFd, PollFlags};
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -32,6 +41,15 @@ use std::time::{Duration, Instant};
 const MAGIC: u32 = 0x4843_434c; // "HCCL"
 const HELLO_LEN: usize = 4 + 16 + 4 + 4;
 const HEADER_LEN: usize = 32;
+/// Seconds of silence on a connection before the kernel starts probing
+/// the peer's host, the seconds between probes, and the unanswered probes
+/// that break the connection: a vanished host is noticed in about
+/// `KEEPALIVE_IDLE + KEEPALIVE_INTERVAL * KEEPALIVE_COUNT` seconds. Probes
+/// are sent by the kernel only on idle connections, so they cost nothing
+/// while data flows.
+pub const KEEPALIVE_IDLE: u32 = 1;
+const KEEPALIVE_INTERVAL: u32 = 1;
+const KEEPALIVE_COUNT: u32 = 2;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
@@ -43,6 +61,8 @@ enum Frame {
     Desc = 5,
     /// Orderly close: the peer's communicator was destroyed.
     Bye = 6,
+    /// The sender's process id (in the offset field), its first frame.
+    Ident = 7,
 }
 
 fn kind_code(k: MemKind) -> u32 {
@@ -65,6 +85,28 @@ struct Inbox {
     desc_count: AtomicU64,
     /// The peer said goodbye: its closing the socket is not an error to log.
     closed: AtomicBool,
+    /// The connection ended without a goodbye: the peer is gone.
+    lost: AtomicBool,
+    /// The peer's process id (its first frame; 0 until then).
+    pid: AtomicU32,
+    /// The peer's host, for messages (see [`TcpLink::with_peer_host`]).
+    host: Mutex<String>,
+}
+
+impl Inbox {
+    /// "rank 3 (process 1234 on host node-b)", as far as known.
+    fn describe(&self, peer: u32) -> String {
+        let pid = self.pid.load(Ordering::Relaxed);
+        let host = self.host.lock().map(|h| h.clone()).unwrap_or_default();
+        super::describe_peer(peer, (pid != 0).then_some(pid), &host)
+    }
+
+    /// The error naming the lost peer `peer`, saying how it was found.
+    fn lost_error(&self, peer: u32, how: &str) -> HcclError {
+        let pid = self.pid.load(Ordering::Relaxed);
+        let host = self.host.lock().map(|h| h.clone()).unwrap_or_default();
+        super::lost_peer_error(peer, (pid != 0).then_some(pid), &host, how)
+    }
 }
 
 #[derive(Debug)]
@@ -279,11 +321,20 @@ impl Drop for TcpNode {
     }
 }
 
-fn new_conn(peer: u32, stream: TcpStream, io_timeout: Duration) -> Result<Arc<Conn>> {
+fn new_conn(peer: u32, mut stream: TcpStream, io_timeout: Duration) -> Result<Arc<Conn>> {
     let io = |e| HcclError::from_io("configuring a link socket", e);
     stream.set_nodelay(true).map_err(io)?;
     stream.set_write_timeout(Some(io_timeout)).map_err(io)?;
     stream.set_read_timeout(Some(io_timeout)).map_err(io)?;
+    keep_alive(&stream);
+    // first frame: who we are, for the peer's messages should we vanish
+    let mut h = [0u8; HEADER_LEN];
+    h[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+    h[4..8].copy_from_slice(&(Frame::Ident as u32).to_le_bytes());
+    h[16..24].copy_from_slice(&u64::from(crate::mem::cma::own_pid()).to_le_bytes());
+    stream.write_all(&h).map_err(|e| {
+        HcclError::tcp_connect(format!("introducing this process to rank {peer}: {e}")).peer(peer)
+    })?;
     let reader = stream.try_clone().map_err(io)?;
     Ok(Arc::new(Conn {
         peer,
@@ -291,6 +342,19 @@ fn new_conn(peer: u32, stream: TcpStream, io_timeout: Duration) -> Result<Arc<Co
         reader: Mutex::new(reader),
         inbox: Inbox::default(),
     }))
+}
+
+/// Turns on TCP keep-alive with short intervals (see [`KEEPALIVE_IDLE`]);
+/// a socket that refuses keeps working without it.
+fn keep_alive(stream: &TcpStream) {
+    use nix::sys::socket::{setsockopt, sockopt};
+    let r = setsockopt(stream, sockopt::KeepAlive, &true)
+        .and_then(|_| setsockopt(stream, sockopt::TcpKeepIdle, &KEEPALIVE_IDLE))
+        .and_then(|_| setsockopt(stream, sockopt::TcpKeepInterval, &KEEPALIVE_INTERVAL))
+        .and_then(|_| setsockopt(stream, sockopt::TcpKeepCount, &KEEPALIVE_COUNT));
+    if let Err(e) = r {
+        tracing::debug!(error = %e, "TCP keep-alive not set on a link socket");
+    }
 }
 
 fn add_conn(sh: &Shared, conn: Arc<Conn>) {
@@ -367,12 +431,21 @@ fn progress(sh: Arc<Shared>, listener: TcpListener, wake_rx: OwnedFd) {
             if ready[2 + slot] {
                 let conn = &conns[*i];
                 if let Err(e) = read_frame(&sh, conn) {
-                    if conn.inbox.closed.load(Ordering::Acquire) {
+                    let inbox = &conn.inbox;
+                    let reason = if inbox.closed.load(Ordering::Acquire) {
                         tracing::debug!(rank = sh.rank, peer = conn.peer, "peer closed the link");
+                        e.message().to_owned()
                     } else {
-                        tracing::warn!(rank = sh.rank, peer = conn.peer, error = %e, "link to peer failed");
-                    }
-                    fail_conn(&sh, conn, &e.to_string());
+                        // no goodbye: the peer's process or host is gone
+                        let lost = inbox.lost_error(
+                            conn.peer,
+                            &format!("closed its connection without a goodbye ({})", e.message()),
+                        );
+                        tracing::warn!(rank = sh.rank, peer = conn.peer, error = %lost, "link to peer lost");
+                        inbox.lost.store(true, Ordering::Release);
+                        lost.message().to_owned()
+                    };
+                    fail_conn(&sh, conn, &reason);
                 }
             }
         }
@@ -431,6 +504,9 @@ fn read_frame(sh: &Shared, conn: &Conn) -> Result<()> {
     let mut r = conn.reader.lock().unwrap_or_else(|p| p.into_inner());
     let mut h = [0u8; HEADER_LEN];
     r.read_exact(&mut h).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            return HcclError::tcp_transfer("end of stream");
+        }
         HcclError::tcp_transfer(format!(
             "peer rank {} closed or broke the link: {e}",
             conn.peer
@@ -451,9 +527,12 @@ fn read_frame(sh: &Shared, conn: &Conn) -> Result<()> {
         t if t == Frame::Bye as u32 => {
             conn.inbox.closed.store(true, Ordering::Release);
             return Err(HcclError::remote(format!(
-                "peer rank {} destroyed its communicator",
-                conn.peer
+                "peer {} destroyed its communicator",
+                conn.inbox.describe(conn.peer)
             )));
+        }
+        t if t == Frame::Ident as u32 => {
+            conn.inbox.pid.store(u64_at(16) as u32, Ordering::Relaxed);
         }
         t if t == Frame::Desc as u32 => {
             let mut b = [0u8; OpDesc::WIRE];
@@ -536,10 +615,33 @@ impl TcpLink {
         w.write_all(&h)
             .and_then(|_| w.write_all(payload))
             .map_err(|e| {
+                use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+                if matches!(e.kind(), BrokenPipe | ConnectionReset | ConnectionAborted)
+                    || self.conn.inbox.lost.load(Ordering::Acquire)
+                {
+                    let inbox = &self.conn.inbox;
+                    inbox.lost.store(true, Ordering::Release);
+                    return inbox
+                        .lost_error(
+                            self.conn.peer,
+                            &format!("broke its connection (sending to it failed: {e})"),
+                        )
+                        .rank(self.local);
+                }
                 HcclError::tcp_transfer(format!("sending to rank {}: {e}", self.conn.peer))
                     .rank(self.local)
                     .peer(self.conn.peer)
             })
+    }
+
+    /// Names the peer's host in messages (e.g. the host id the bootstrap
+    /// exchanged and the link address). The peer's process id comes with
+    /// its first frame.
+    pub fn with_peer_host(self, host: impl Into<String>) -> TcpLink {
+        if let Ok(mut h) = self.conn.inbox.host.lock() {
+            *h = host.into();
+        }
+        self
     }
 
     fn take(
@@ -640,6 +742,19 @@ impl Link for TcpLink {
         }
         self.conn.inbox.aborted.store(true, Ordering::Release);
         self.abort(reason);
+    }
+
+    fn peer_lost(&self) -> Option<HcclError> {
+        let inbox = &self.conn.inbox;
+        if !inbox.lost.load(Ordering::Acquire) {
+            return None;
+        }
+        let reason = inbox.reason.lock().map(|r| r.clone()).unwrap_or_default();
+        Some(
+            HcclError::remote(reason)
+                .rank(self.local)
+                .peer(self.conn.peer),
+        )
     }
 
     fn health(&self) -> Result<()> {

@@ -8,16 +8,35 @@
 //! the driver spins briefly, yields, then parks on the device's event count,
 //! which links and notifies bump when something the device may wait for
 //! changes.
+//!
+//! Dead peers: a peer process that dies cannot wake anyone. Once the
+//! device's tasks have made no progress for [`WATCH_AFTER`], its driver
+//! parks for at most [`WATCH_EVERY`] at a time and asks, between parks,
+//! whether any watched peer process (a pidfd each, see
+//! [`PeerProcess`](crate::link::PeerProcess)) or any link's peer is gone
+//! ([`Link::peer_lost`](crate::link::Link::peer_lost)), or has reported a
+//! failure of its own ([`Link::health`](crate::link::Link::health)). If so, every
+//! stream's waiting task fails with an error naming the lost rank, its
+//! process and host, and what this rank was waiting for (op tag,
+//! algorithm, step), and peers are told. A healthy op never waits that
+//! long, so its repeat path makes no extra system call.
 
 use super::task::OpLabel;
 use super::StreamInner;
 use crate::error::HcclError;
+use crate::link::PeerProcess;
 use crate::notify::Notify;
 use crate::sync::{process, Arc, AtomicU64, EventCount, Mutex, Ordering, Weak};
 use std::time::{Duration, Instant};
 
 /// Yields an idle driver makes (after spinning) before it parks.
 const YIELDS_BEFORE_PARK: u32 = 64;
+/// How long the device's tasks make no progress before its driver starts
+/// checking that its peers are alive.
+pub const WATCH_AFTER: Duration = Duration::from_millis(100);
+/// How often, from then on, at most: also the longest park, since a dead
+/// peer wakes no one.
+pub const WATCH_EVERY: Duration = Duration::from_millis(150);
 
 /// Who runs a device's queued tasks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,6 +144,9 @@ pub(crate) struct DeviceInner {
     /// Links of this rank's communicators: when any task fails, all of them
     /// are aborted so peers fail fast instead of waiting out their timeouts.
     links: Mutex<Vec<Weak<dyn crate::link::Link>>>,
+    /// Peer processes on this host, watched while a wait lasts (see the
+    /// module docs), whether or not this rank has a link to them.
+    watched: Mutex<Vec<Arc<PeerProcess>>>,
     pub(crate) id: u32,
     pub(crate) uid: u64,
     pub(crate) config: DeviceConfig,
@@ -172,6 +194,7 @@ impl Device {
         let dev = Device(Arc::new(DeviceInner {
             stats: DeviceStatsInner::default(),
             links: Mutex::new(Vec::new()),
+            watched: Mutex::new(Vec::new()),
             id,
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
             config,
@@ -281,6 +304,18 @@ impl Device {
         v.push(Arc::downgrade(link));
     }
 
+    /// Watches peer process `peer` while this device's tasks wait: if it
+    /// exits, the waits fail naming it (see the module docs).
+    pub fn watch_peer(&self, peer: Arc<PeerProcess>) {
+        let mut v = self.0.watched.lock().unwrap_or_else(|p| p.into_inner());
+        if !v
+            .iter()
+            .any(|w| w.rank() == peer.rank() && w.pid() == peer.pid())
+        {
+            v.push(peer);
+        }
+    }
+
     pub(crate) fn register(&self, s: &Arc<StreamInner>) {
         let mut v = self.0.streams.lock().unwrap_or_else(|p| p.into_inner());
         v.retain(|w| w.strong_count() > 0);
@@ -304,6 +339,87 @@ impl DeviceInner {
         }
     }
 
+    /// The first peer found gone — a watched process that exited, a link
+    /// whose transport knows its peer is gone — or else the first failure
+    /// a peer reported on a link. One `poll` per watched process and per
+    /// shared-memory link; asked only while waits last.
+    fn lost_peer(&self) -> Option<HcclError> {
+        let watched: Vec<_> = self
+            .watched
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let links: Vec<_> = self
+            .links
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        if let Some(p) = watched.iter().find(|p| p.is_gone()) {
+            let lost = p.lost_error();
+            // a rank that failed and then exited said why first: keep it
+            // (it names the peer lost first)
+            let said = links
+                .iter()
+                .filter(|l| l.remote_rank() == p.rank())
+                .find_map(|l| l.health().err());
+            return Some(match said {
+                Some(why) => HcclError::remote(format!(
+                    "{}, after reporting: {}",
+                    lost.message(),
+                    why.message()
+                ))
+                .peer(p.rank()),
+                None => lost,
+            });
+        }
+        links
+            .iter()
+            .find_map(|l| l.peer_lost())
+            // a peer that failed told this rank: whatever this rank waits
+            // for (another peer, another stream) depends on the failed op
+            .or_else(|| links.iter().find_map(|l| l.health().err()))
+    }
+
+    /// Fails the waiting task of every stream in `streams` with `lost` (a
+    /// lost peer), each error saying what that stream was waiting for, and
+    /// tells every peer.
+    fn fail_lost(&self, streams: &[Arc<StreamInner>], lost: &HcclError) {
+        let lost_rank = lost.context().peer;
+        let mut first: Option<String> = None;
+        for s in streams {
+            let Some(b) = s.blocked_head() else {
+                continue;
+            };
+            let algo = b.label.as_ref().map_or("(none)", |l| l.algorithm.as_str());
+            let mut e = HcclError::remote(format!(
+                "{}; rank {} was waiting for {} at step {} of algorithm {algo}",
+                lost.message(),
+                b.label.as_ref().map_or(self.id, |l| l.rank),
+                b.what,
+                b.step
+            ));
+            if let Some(l) = &b.label {
+                e = e.rank(l.rank).tag(l.tag.clone());
+            }
+            e = e.rank(self.id);
+            if let Some(p) = lost_rank.or(b.peer) {
+                e = e.peer(p);
+            }
+            tracing::error!(error = %e, "a peer is gone; failing the stream's tasks");
+            first.get_or_insert_with(|| e.to_string());
+            // as a failed task does: the head goes, then `fail` discards
+            // the rest and counts the head too
+            let mut released = super::task::Released::default();
+            s.lock_queue().pop(&mut released);
+            drop(released);
+            s.fail(e);
+        }
+        self.abort_links(&first.unwrap_or_else(|| lost.to_string()));
+        self.done.notify();
+    }
+
     /// Runs tasks of all streams until `done()` holds. The caller holds the
     /// driver lock, whose Vec is reused as the stream snapshot.
     pub(crate) fn drive_until(
@@ -312,6 +428,10 @@ impl DeviceInner {
         done: &dyn Fn() -> bool,
     ) {
         let mut idle_since: Option<Instant> = None;
+        // since when no task has progressed (unlike `idle_since`, not reset
+        // by parks), and when peers are next checked
+        let mut stalled_since: Option<Instant> = None;
+        let mut next_watch: Option<Instant> = None;
         let mut yields = 0u32;
         // The snapshot is kept between drives (re-reading it costs a lock
         // and an upgrade per stream on every synchronize); streams whose
@@ -349,6 +469,8 @@ impl DeviceInner {
                 }
                 self.done.notify();
                 idle_since = None;
+                stalled_since = None;
+                next_watch = None;
                 yields = 0;
                 continue;
             }
@@ -393,9 +515,22 @@ impl DeviceInner {
                 self.done.notify();
                 continue;
             }
+            // A dead peer wakes no one: once the wait has lasted a while,
+            // look for one now and then (see the module docs).
+            let stalled = now - *stalled_since.get_or_insert(now);
+            if stalled >= WATCH_AFTER && next_watch.is_none_or(|t| now >= t) {
+                next_watch = Some(now + WATCH_EVERY);
+                if let Some(lost) = self.lost_peer() {
+                    drop(waiter);
+                    self.fail_lost(snapshot, &lost);
+                    continue;
+                }
+            }
             // Wake at least every second: cheap, and a safety net should a
-            // transport ever miss a wakeup.
-            let cap = now + Duration::from_secs(1);
+            // transport ever miss a wakeup; while waiting, in time for the
+            // next look for dead peers.
+            let watch_at = next_watch.unwrap_or(now - stalled + WATCH_AFTER);
+            let cap = (now + Duration::from_secs(1)).min(watch_at.max(now));
             waiter.wait_until(earliest.map_or(cap, |e| e.min(cap)));
             idle_since = None;
             yields = 0;

@@ -577,6 +577,28 @@ impl Task {
         label: Option<&OpLabel>,
         mut e: HcclError,
     ) -> HcclError {
+        // a peer failed or is gone: say what this rank was doing, as a
+        // timeout does (the message names the peer already)
+        if e.code() == crate::error::HcclResult::ERemote {
+            let algo = label.map_or("(none)", |l| l.algorithm.as_str());
+            let note = format!(
+                "; rank {} was waiting for {} at step {} of algorithm {algo}",
+                label.map_or_else(|| "?".into(), |l| l.rank.to_string()),
+                self.describe(pools),
+                self.step()
+            );
+            let ctx = e.context().clone();
+            e = HcclError::from_code(e.code(), format!("{}{note}", ctx.message));
+            if let Some(r) = ctx.rank {
+                e = e.rank(r);
+            }
+            if let Some(t) = ctx.tag {
+                e = e.tag(t);
+            }
+            if let Some(p) = ctx.peer {
+                e = e.peer(p);
+            }
+        }
         if let Some(link) = pools.link_of(self) {
             e = e.peer(link.remote_rank());
         }

@@ -10,6 +10,22 @@
 //! then runs checked f32 allreduces of 1, 1000, 16384 and 300001 elements,
 //! printing `ran <count> <executor>` after each). Prints `OK` or
 //! `ERROR <code> <message>`.
+//!
+//! Scenario `drill` (the fault drills, `tools/fault-drill.sh`): loops one
+//! op until it fails. `DRILL_OP` is `allreduce`, `allgather`, `broadcast`,
+//! `alltoall` or `barrier`; `DRILL_BYTES` the bytes each rank sends
+//! (default 4 MiB); `DRILL_ROOT` the broadcast root (default 0). After its
+//! first op a rank creates `<dir>/ready.<rank>`, so the driver knows when
+//! the loop runs. `DRILL_VICTIM=<rank>:<how>` makes one rank leave on its
+//! own `DRILL_AFTER_MS` (default 300) after it is ready: `exit` (the process
+//! exits at once, communicator and all), `destroy` (destroys its
+//! communicator, then lives on for a minute), `abort` (enqueues ops
+//! and aborts the communicator while they are queued). On failure a rank
+//! prints one line `DRILL {json}` with its rank, pid, the error's code and
+//! message, and the wall-clock time (`t_ns`, since the Unix epoch); the
+//! victim prints one with `"event"` when it leaves. Exits 2 after an error,
+//! `DRILL_LINGER_MS` (default 0) later: a survivor that lingers is not
+//! itself taken for a lost peer by slower survivors.
 
 #![forbid(unsafe_code)]
 
@@ -25,6 +41,9 @@ fn main() {
         &args[4],
     );
     let scenario = args.get(5).map(String::as_str).unwrap_or("collectives");
+    if scenario == "drill" {
+        drill(mode, rank, size, dir);
+    }
     match run(mode, rank, size, dir, scenario) {
         Ok(()) => println!("OK"),
         Err(e) => {
@@ -188,4 +207,121 @@ fn run(mode: &str, rank: u32, size: u32, dir: &str, scenario: &str) -> hccl_adap
     }
     c.barrier(&s)?;
     s.synchronize()
+}
+
+/// Nanoseconds since the Unix epoch (comparable across processes).
+fn unix_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+fn drill_line(fields: serde_json::Value) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "DRILL {fields}");
+    let _ = out.flush();
+}
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
+}
+
+/// The `drill` scenario (see the module docs). Never returns.
+fn drill(mode: &str, rank: u32, size: u32, dir: &str) -> ! {
+    let op = std::env::var("DRILL_OP").unwrap_or_else(|_| "allreduce".into());
+    let bytes: usize = env_or("DRILL_BYTES", 4usize << 20);
+    let root: u32 = env_or("DRILL_ROOT", 0);
+    let after = Duration::from_millis(env_or("DRILL_AFTER_MS", 300));
+    let linger = Duration::from_millis(env_or("DRILL_LINGER_MS", 0));
+    let victim = std::env::var("DRILL_VICTIM").ok().and_then(|v| {
+        let (r, how) = v.split_once(':')?;
+        Some((r.parse::<u32>().ok()?, how.to_owned()))
+    });
+    let fail = |e: hccl_adapter::HcclError| -> ! {
+        drill_line(serde_json::json!({
+            "rank": rank,
+            "pid": std::process::id(),
+            "code": e.code().code(),
+            "message": e.to_string(),
+            "t_ns": unix_ns() as u64,
+        }));
+        std::thread::sleep(linger);
+        std::process::exit(2)
+    };
+    let c = comm(mode, rank, size, dir).unwrap_or_else(|e| fail(e));
+    let s = c.create_stream();
+    let f = DataType::Fp32;
+    let p = size as usize;
+    let n = (bytes / 4).max(p);
+    let send = DeviceMem::alloc(n * 4).unwrap_or_else(|e| fail(e));
+    let recv = DeviceMem::alloc(n * 4 * p).unwrap_or_else(|e| fail(e));
+    let enqueue = |c: &HcclComm| -> hccl_adapter::Result<()> {
+        match op.as_str() {
+            "allreduce" => c.all_reduce_raw(&send, &recv, n as u64, f, ReduceOp::Sum, &s),
+            "allgather" => c.all_gather_raw(&send, &recv, n as u64, f, &s),
+            "broadcast" => c.broadcast_raw(&send, n as u64, f, root, &s),
+            "alltoall" => {
+                let per = (n / p) as u64;
+                c.all_to_all_raw(&send, per, f, &recv, per, f, &s)
+            }
+            "barrier" => c.barrier(&s),
+            other => panic!("unknown DRILL_OP {other}"),
+        }
+    };
+    let mut ready_at: Option<std::time::Instant> = None;
+    loop {
+        if let Err(e) = enqueue(&c).and_then(|_| s.synchronize()) {
+            fail(e);
+        }
+        let t = *ready_at.get_or_insert_with(|| {
+            let _ = std::fs::write(format!("{dir}/ready.{rank}"), b"");
+            std::time::Instant::now()
+        });
+        let Some((v, how)) = &victim else { continue };
+        if *v != rank || t.elapsed() < after {
+            continue;
+        }
+        let event = |what: &str| {
+            drill_line(serde_json::json!({
+                "rank": rank,
+                "pid": std::process::id(),
+                "event": what,
+                "t_ns": unix_ns() as u64,
+            }))
+        };
+        match how.as_str() {
+            "exit" => {
+                event("exit");
+                std::process::exit(0);
+            }
+            "destroy" => {
+                event("destroy");
+                c.destroy();
+                std::thread::sleep(Duration::from_secs(60));
+                std::process::exit(0);
+            }
+            "abort" => {
+                for _ in 0..4 {
+                    if let Err(e) = enqueue(&c) {
+                        fail(e);
+                    }
+                }
+                event("abort");
+                c.abort("the drill aborted with ops queued");
+                match s.synchronize() {
+                    Err(e) => fail(e),
+                    Ok(()) => {
+                        drill_line(serde_json::json!({"rank": rank, "event": "abort-finished"}));
+                        std::process::exit(0)
+                    }
+                }
+            }
+            other => panic!("unknown DRILL_VICTIM action {other}"),
+        }
+    }
 }
