@@ -37,6 +37,7 @@
 //! model drives a device inline, from its own loom threads.
 
 pub mod event_count;
+pub(crate) mod mutation;
 
 #[cfg(loom)]
 #[allow(unused_imports)] // the facade offers what the std side offers
