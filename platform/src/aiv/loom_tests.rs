@@ -15,9 +15,9 @@
 
 use super::board::{complete, may_reuse, next_seq, publish_entry, read_entry, BoardWords};
 use crate::sync::mutation::{self, Mutation};
+use crate::sync::Arc;
 use crate::sync::{yield_now, AtomicU64, Ordering};
 use loom::cell::UnsafeCell;
-use loom::sync::Arc;
 use loom::thread;
 
 const RANKS: usize = 2;

@@ -17,6 +17,7 @@
 use super::{LinkOp, LinkOpState, OpDesc, ParamMem};
 use crate::error::{HcclError, Result};
 use crate::mem::{cma, copy_mem, reduce_mem, DeviceMem, MemKind};
+use crate::sync::mutation::{self, Mutation};
 use crate::sync::{AtomicU64, Mutex, Ordering, Word};
 use std::task::Poll;
 
@@ -37,7 +38,12 @@ pub(crate) enum Counter {
 /// it announces (a transfer's bytes, a descriptor), so a waiter that sees
 /// the new count sees them too.
 pub(crate) fn raise_word(counter: &impl Word) {
-    counter.fetch_add(1, Ordering::Release);
+    let order = if mutation::active(Mutation::LinkRaiseRelaxed) {
+        Ordering::Relaxed
+    } else {
+        Ordering::Release
+    };
+    counter.fetch_add(1, order);
 }
 
 /// How many times a counter (this end's) has been raised: an acquire
@@ -160,9 +166,14 @@ fn read_peer<W: WriteBased>(
 /// the n-th raise. Waits are numbered in stream order by the stream's one
 /// driver, so a relaxed count does.
 pub(crate) fn ticket(taken: &AtomicU64, state: &mut LinkOpState) -> u64 {
+    let first = if mutation::active(Mutation::LinkTicketEarly) {
+        0
+    } else {
+        1
+    };
     *state
         .seq
-        .get_or_insert_with(|| taken.fetch_add(1, Ordering::Relaxed) + 1)
+        .get_or_insert_with(|| taken.fetch_add(1, Ordering::Relaxed) + first)
 }
 
 fn take<W: WriteBased>(
