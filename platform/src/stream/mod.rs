@@ -22,6 +22,7 @@ use crate::dtype::{DataType, ReduceOp};
 use crate::error::{HcclError, Result};
 use crate::mem::DeviceMem;
 use crate::notify::Notify;
+use crate::sync::mutation::{self, Mutation};
 use crate::sync::process;
 use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
 use std::collections::VecDeque;
@@ -529,7 +530,9 @@ impl Stream {
             let op = make(&mut q.pools);
             self.inner.push_locked(&mut q, op);
         }
-        if self.device.0.config.mode == ExecMode::Worker {
+        if self.device.0.config.mode == ExecMode::Worker
+            && !mutation::active(Mutation::StreamSkipWake)
+        {
             self.device.0.events.notify();
         }
         Ok(())
@@ -770,5 +773,7 @@ impl Stream {
     }
 }
 
+#[cfg(all(test, loom))]
+mod loom_tests;
 #[cfg(test)]
 mod tests;
