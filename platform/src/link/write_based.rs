@@ -13,6 +13,23 @@
 //! link's words are mapped), [`Counters`] (one end's counters as a struct
 //! over the platform's atomics, as the in-process link keeps them) and
 //! [`ticket`] (which raise a wait waits for).
+//!
+//! Its loom model (`link/loom_tests.rs`) runs the production [`poll`]
+//! with its [`Taken`] tickets between two ends over [`Counters`] (loom
+//! atomics under loom): a sender that runs `RxAck, TxAsync, TxWaitDone`
+//! and a receiver that runs `TxAck, RxWaitDone` and reads its buffer, two
+//! rounds, every interleaving (a fraction of a second). The transfer
+//! really copies; the model's transport also marks the receiver's buffer
+//! written in a loom `UnsafeCell`, and the receiver marks it read, so loom
+//! shows that the sender never writes before the receiver's ack (ordered
+//! after its last read), that the receiver never reads before the data
+//! count (ordered after the write, and the bytes are the round's), and
+//! that every counter only grows. Two deliberate bugs make it fail
+//! (`sync/mutation.rs`): a raise without release (`LinkRaiseRelaxed`: a
+//! causality violation) and waits numbered from 0 (`LinkTicketEarly`: the
+//! receiver reads before the data). Run it with
+//! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p
+//! hccl-platform --release --lib loom_tests` (as `.ci/test` does).
 
 use super::{LinkOp, LinkOpState, OpDesc, ParamMem};
 use crate::error::{HcclError, Result};

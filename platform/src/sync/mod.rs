@@ -11,6 +11,12 @@
 //!     cargo test -p hccl-platform --release --lib loom_tests
 //! ```
 //!
+//! That runs every model: the event count's park/wake (`event_count.rs`),
+//! the AIV board protocol (`aiv/loom_tests.rs`, see `aiv/PROTOCOL.md`),
+//! the write-based link counters (`link/loom_tests.rs`) and the stream
+//! enqueue / worker hand-off (`stream/loom_tests.rs`), each also with the
+//! deliberate bugs of `mutation.rs` that it must catch.
+//!
 //! The whole crate builds under loom. A few std types stay std under loom
 //! too, each for a reason loom cannot change:
 //!

@@ -23,7 +23,6 @@
 /// A deliberate bug, switched on only inside a loom model that expects to
 /// catch it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[allow(dead_code)] // constructed only by the loom tests
 pub(crate) enum Mutation {
     /// AIV board: the entry's flag is stored `Relaxed` instead of with
     /// release, so a reader that sees the flag may not see the payload.
