@@ -13,10 +13,14 @@
 //! board in rank order, completing. Each rank checks every payload it
 //! reads against the value its publisher wrote for that op.
 
+// Loom's `UnsafeCell` is not `Sync`, and loom's threads need not be
+// `Send` (they all run on the test's thread): the cells the model checks
+// are shared through `Arc`s all the same.
+#![allow(clippy::arc_with_non_send_sync)]
+
 use super::board::{complete, may_reuse, next_seq, publish_entry, read_entry, BoardWords};
 use crate::sync::mutation::{self, Mutation};
-use crate::sync::Arc;
-use crate::sync::{yield_now, AtomicU64, Ordering};
+use crate::sync::{yield_now, Arc, AtomicU64, Ordering};
 use loom::cell::UnsafeCell;
 use loom::thread;
 

@@ -15,13 +15,17 @@
 //! is ordered after the write. Both ends check that every counter only
 //! grows.
 
+// Loom's `UnsafeCell` is not `Sync`, and loom's threads need not be
+// `Send` (they all run on the test's thread): the cells the model checks
+// are shared through `Arc`s all the same.
+#![allow(clippy::arc_with_non_send_sync)]
+
 use super::write_based::{poll, Counter, Counters, Taken, WriteBased};
 use super::{LinkOp, LinkOpState, OpDesc};
 use crate::error::Result;
 use crate::mem::{DeviceMem, MemKind};
 use crate::sync::mutation::{self, Mutation};
-use crate::sync::yield_now;
-use crate::sync::Arc;
+use crate::sync::{yield_now, Arc};
 use loom::cell::UnsafeCell;
 use loom::thread;
 use std::cell::Cell;

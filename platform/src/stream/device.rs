@@ -446,6 +446,7 @@ impl Notify {
 /// by the second look, one after it wakes the parked worker (see
 /// [`EventCount`]). The loom model of this hand-off (`stream::loom_tests`)
 /// runs this very function as its worker.
+#[cfg_attr(all(loom, not(test)), allow(dead_code))] // under loom only the model runs it
 pub(crate) fn worker_turn(inner: Arc<DeviceInner>, events: &EventCount) -> Option<Waiter<'_>> {
     let mut waiter = None;
     if !inner.has_work() {
