@@ -40,7 +40,9 @@
 //! too ([`spin_loop`], [`yield_now`]): under loom they are the yields a
 //! model needs to make progress through a spin loop. Threads the platform
 //! spawns (the worker driver, the TCP listener) are std threads: a loom
-//! model drives a device inline, from its own loom threads.
+//! model drives a device from its own loom threads (under loom a
+//! worker-mode device spawns no worker; the model runs the worker's turn,
+//! `stream::device::worker_turn`, itself).
 
 pub mod event_count;
 pub(crate) mod mutation;

@@ -19,6 +19,11 @@
 //! A run-time switch rather than one `--cfg` per mutation: every
 //! `RUSTFLAGS` change rebuilds every dependency (minutes on two cores),
 //! while this way one loom build runs every model and every mutation.
+//!
+//! The mutation tests are `#[should_panic(expected = ...)]`: they pass
+//! only if the model fails the way it should (a causality violation, a
+//! deadlock, a stale read). To see a model's report on a mutation, run
+//! its test with `-- --nocapture`.
 
 /// A deliberate bug, switched on only inside a loom model that expects to
 /// catch it.
