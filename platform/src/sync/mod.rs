@@ -37,7 +37,7 @@
 //!   loom's atomics (see `aiv::board` and `link::write_based`).
 //!
 //! `Ordering` is the same type under both. Busy-wait hints come from here
-//! too ([`spin_loop`], [`yield_now`]): under loom they are the yields a
+//! too (`spin_loop`, `yield_now`): under loom they are the yields a
 //! model needs to make progress through a spin loop. Threads the platform
 //! spawns (the worker driver, the TCP listener) are std threads: a loom
 //! model drives a device from its own loom threads (under loom a
