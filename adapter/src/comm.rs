@@ -2,8 +2,7 @@
 
 use crate::validate;
 use hccl_algorithm::{OpParam, OpType, VCounts, WorkflowMode};
-use hccl_framework::bootstrap::root_info::RootInfo;
-use hccl_framework::{CommConfig, Communicator, InProcGroup};
+use hccl_framework::{CommConfig, Communicator, InProcGroup, RootInfo};
 use hccl_platform::{
     DataType, Device, DeviceBuffer, DeviceMem, Element, HcclError, ReduceOp, Result, Stream,
 };

@@ -30,12 +30,14 @@
 mod comm;
 mod validate;
 
+// Communicators and their ops.
 pub use comm::{HcclComm, SendRecvItem, SendRecvKind};
-pub use hccl_framework::bootstrap::root_info::{RootInfo, HCCL_ROOT_INFO_BYTES};
-pub use hccl_framework::multi_process::read_root_file;
-/// Calibrated cost-model parameters (`hccl-test --calibrate`).
-pub use hccl_framework::tuning;
-pub use hccl_framework::{CommConfig, InProcGroup};
+// Making communicators: configuration, threads of this process, and the
+// root info processes share.
+pub use hccl_framework::{read_root_file, CommConfig, InProcGroup, RootInfo, HCCL_ROOT_INFO_BYTES};
+// Calibrated cost-model parameters (`hccl-test --calibrate`).
+pub use hccl_framework::{LinkTuning, Tuning, TUNING_VERSION};
+// Memory, streams, element types and errors.
 pub use hccl_platform::{
     DataType, Device, DeviceBuffer, DeviceMem, Element, HcclError, HcclResult, ReduceOp, Result,
     Stream,

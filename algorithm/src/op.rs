@@ -171,7 +171,7 @@ impl OpParam<'_> {
     /// The descriptor ranks compare before running this op: fields that
     /// legitimately differ between ranks (per-rank counts of V ops, the peer
     /// of a send/receive) are left out.
-    pub fn descriptor(&self, buffer: u64) -> hccl_platform::link::OpDesc {
+    pub fn descriptor(&self, buffer: u64) -> hccl_platform::OpDesc {
         let per_rank_count = matches!(
             self.op_type,
             OpType::AllGatherV | OpType::ReduceScatterV | OpType::AllToAllV
@@ -192,7 +192,7 @@ impl OpParam<'_> {
                 (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
             })
         };
-        hccl_platform::link::OpDesc {
+        hccl_platform::OpDesc {
             op: self.op_type.code(),
             dtype: self.dtype.code(),
             reduce: if reducing { self.reduce_op.code() } else { 0 },
@@ -215,7 +215,7 @@ impl OpParam<'_> {
 /// hashing its tag again, a multiply per tag byte on the per-op path.
 #[derive(Debug, Default)]
 pub struct DescriptorCache {
-    last: Option<(Arc<str>, DescKey, hccl_platform::link::OpDesc)>,
+    last: Option<(Arc<str>, DescKey, hccl_platform::OpDesc)>,
 }
 
 /// The fields of an [`OpParam`] a descriptor is computed from, besides
@@ -234,7 +234,7 @@ impl DescriptorCache {
     /// `param.descriptor(buffer)`, from the cache when `param` repeats the
     /// last op (its tag is the same object: the adapter hands the same
     /// tag for every call of one op kind).
-    pub fn get(&mut self, param: &OpParam<'_>, buffer: u64) -> hccl_platform::link::OpDesc {
+    pub fn get(&mut self, param: &OpParam<'_>, buffer: u64) -> hccl_platform::OpDesc {
         let key = DescKey {
             op_type: param.op_type,
             count: param.count,

@@ -8,15 +8,15 @@ use hccl_platform::{HcclError, Result};
 use std::collections::BTreeMap;
 
 /// Algorithm names HCCL_ALGO accepts on level 0.
-pub const LEVEL0_NAMES: &[&str] = &[
+pub(crate) const LEVEL0_NAMES: &[&str] = &[
     "NA", "ring", "fullmesh", "mesh", "star", "pairwise", "NHR", "NHR_V1", "NB",
 ];
 /// Algorithm names HCCL_ALGO accepts on level 1.
-pub const LEVEL1_NAMES: &[&str] = &[
+pub(crate) const LEVEL1_NAMES: &[&str] = &[
     "NA", "ring", "H-D_R", "NHR", "NHR_V1", "NB", "AHC", "pipeline", "pairwise", "fullmesh",
 ];
 /// Op names HCCL_ALGO accepts.
-pub const OP_NAMES: &[&str] = &[
+pub(crate) const OP_NAMES: &[&str] = &[
     "allreduce",
     "allgather",
     "reducescatter",
@@ -168,6 +168,131 @@ mod tests {
             let e = AlgoConfig::parse(v).unwrap_err();
             assert!(e.to_string().contains(&format!("HCCL_ALGO='{v}'")), "{e}");
             assert!(e.to_string().contains(needle), "{e}");
+        }
+    }
+}
+
+/// Fuzz target of `HCCL_ALGO`: values assembled from the syntax's own
+/// tokens (levels, names in any case, ops, separators, blanks) and junk.
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use crate::bootstrap::fuzz::{bounded, config, text};
+    use proptest::prelude::*;
+
+    fn token() -> impl Strategy<Value = String> {
+        let names: Vec<&'static str> = LEVEL0_NAMES
+            .iter()
+            .chain(LEVEL1_NAMES)
+            .chain(OP_NAMES)
+            .copied()
+            .collect();
+        prop_oneof![
+            6 => proptest::sample::select(names).prop_flat_map(|n| {
+                // the same name in upper, lower or its own case
+                prop_oneof![
+                    Just(n.to_string()),
+                    Just(n.to_ascii_uppercase()),
+                    Just(n.to_ascii_lowercase()),
+                ]
+            }),
+            4 => proptest::sample::select(vec!["level0", "level1", "level2", "level3", "level9"])
+                .prop_map(String::from),
+            6 => proptest::sample::select(vec![":", ";", "=", "/", " ", "\t", ""]).prop_map(String::from),
+            1 => text(),
+        ]
+    }
+
+    fn value() -> impl Strategy<Value = String> {
+        prop_oneof![
+            6 => proptest::collection::vec(token(), 0..16).prop_map(|t| t.concat()),
+            1 => text(),
+        ]
+    }
+
+    /// A valid value and the configuration it stands for.
+    fn valid() -> impl Strategy<Value = (String, AlgoConfig)> {
+        let levels = (
+            proptest::option::of(proptest::sample::select(LEVEL0_NAMES)),
+            proptest::option::of(proptest::sample::select(LEVEL1_NAMES)),
+        );
+        let per_op = proptest::collection::btree_map(
+            proptest::sample::select(OP_NAMES),
+            levels.clone(),
+            0..4,
+        );
+        (proptest::option::of(levels), per_op).prop_map(|(all, per_op)| {
+            let text = |(l0, l1): (Option<&str>, Option<&str>)| {
+                let mut parts = Vec::new();
+                if let Some(n) = l0 {
+                    parts.push(format!("level0:{n}"));
+                }
+                if let Some(n) = l1 {
+                    parts.push(format!("level1:{n}"));
+                }
+                parts.join(";")
+            };
+            let algos = |(l0, l1): (Option<&str>, Option<&str>)| LevelAlgos {
+                level0: l0.filter(|n| *n != "NA").map(String::from),
+                level1: l1.filter(|n| *n != "NA").map(String::from),
+            };
+            if per_op.is_empty() {
+                let all = all.unwrap_or((None, None));
+                let cfg = AlgoConfig {
+                    all: Some(algos(all)).filter(|_| !text(all).is_empty()),
+                    per_op: BTreeMap::new(),
+                };
+                (text(all), cfg)
+            } else {
+                let v: Vec<String> = per_op
+                    .iter()
+                    .map(|(op, l)| format!("{op}={}", text(*l)))
+                    .collect();
+                let cfg = AlgoConfig {
+                    all: None,
+                    per_op: per_op
+                        .into_iter()
+                        .map(|(op, l)| (op.to_string(), algos(l)))
+                        .collect(),
+                };
+                (v.join("/"), cfg)
+            }
+        })
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        /// Any value parses or is a parameter error naming the variable
+        /// and the value; what parses names only known ops and algorithms
+        /// (in their canonical spelling), never `NA`.
+        #[test]
+        fn fuzz_hccl_algo(v in value()) {
+            match bounded("HCCL_ALGO parse", || AlgoConfig::parse(&v)) {
+                Ok(c) => {
+                    let levels = c.all.iter().chain(c.per_op.values());
+                    for l in levels {
+                        if let Some(n) = &l.level0 {
+                            prop_assert!(n != "NA" && LEVEL0_NAMES.contains(&n.as_str()), "{}", n);
+                        }
+                        if let Some(n) = &l.level1 {
+                            prop_assert!(n != "NA" && LEVEL1_NAMES.contains(&n.as_str()), "{}", n);
+                        }
+                    }
+                    prop_assert!(c.per_op.keys().all(|op| OP_NAMES.contains(&op.as_str())));
+                }
+                Err(e) => {
+                    prop_assert_eq!(e.code(), hccl_platform::HcclResult::EPara);
+                    let named = format!("HCCL_ALGO='{v}'");
+                    prop_assert!(e.to_string().contains(&named), "{}", e);
+                }
+            }
+        }
+
+        /// Every valid value parses to the configuration it spells.
+        #[test]
+        fn fuzz_hccl_algo_valid((v, want) in valid()) {
+            prop_assert_eq!(AlgoConfig::parse(&v).unwrap(), want, "{}", v);
         }
     }
 }

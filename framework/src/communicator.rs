@@ -9,7 +9,7 @@ use hccl_algorithm::{
     registry, AlgResourceResponse, CollExecutor, DescriptorCache, ExecutorRegistry, OpParam,
     TopoInfo,
 };
-use hccl_platform::link::InProcEndpoint;
+use hccl_platform::InProcEndpoint;
 use hccl_platform::{
     DataType, Device, DeviceMem, HcclError, LinkHandle, MemKind, OpLabel, Result, Stream,
 };

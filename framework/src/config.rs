@@ -12,7 +12,7 @@ pub trait EnvSource {
 
 /// The process environment.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct ProcessEnv;
+pub(crate) struct ProcessEnv;
 
 impl EnvSource for ProcessEnv {
     fn get(&self, key: &str) -> Option<String> {
@@ -35,13 +35,13 @@ impl EnvSource for [(&str, &str)] {
 }
 
 /// Default CCL buffer size, MB (HCCL's `HCCL_COMM_DEFAULT_BUFFSIZE`).
-pub const DEFAULT_BUFFSIZE_MB: u64 = 200;
+pub(crate) const DEFAULT_BUFFSIZE_MB: u64 = 200;
 /// Spin before parking when every rank has a core, µs.
-pub const AUTO_SPIN_US: u64 = 1000;
+pub(crate) const AUTO_SPIN_US: u64 = 1000;
 /// Default `HCCL_CONNECT_TIMEOUT`, seconds.
-pub const DEFAULT_CONNECT_TIMEOUT_S: u64 = 120;
+pub(crate) const DEFAULT_CONNECT_TIMEOUT_S: u64 = 120;
 /// Default `HCCL_EXEC_TIMEOUT`, seconds.
-pub const DEFAULT_EXEC_TIMEOUT_S: u64 = 1836;
+pub(crate) const DEFAULT_EXEC_TIMEOUT_S: u64 = 1836;
 
 /// How a communicator is set up.
 #[derive(Clone, Debug, PartialEq)]
@@ -89,15 +89,15 @@ pub struct CommConfig {
     /// `None` = never chosen by default.
     pub direct_min_bytes: Option<u64>,
     /// Ops of at most this many bytes per rank run an AIV kernel (one task
-    /// over the ranks' boards, see `hccl_platform::aiv`) when every peer is
+    /// over the ranks' boards, see `hccl_platform::AivKind` and `platform/src/aiv/PROTOCOL.md`) when every peer is
     /// on this host (`HCCL_RS_AIV_MAX_BYTES`, a byte count up to
-    /// [`hccl_algorithm::executor::AIV_MAX_BYTES`] or `off`).
+    /// [`hccl_algorithm::AIV_MAX_BYTES`] or `off`).
     pub aiv_max_bytes: Option<u64>,
 }
 
 /// Default of [`CommConfig::direct_min_bytes`]: below it the mesh and ring
 /// executors' fewer system calls win (measured in docs/performance.md).
-pub const DEFAULT_DIRECT_MIN_BYTES: u64 = 256 << 10;
+pub(crate) const DEFAULT_DIRECT_MIN_BYTES: u64 = 256 << 10;
 
 impl Default for CommConfig {
     fn default() -> Self {
@@ -106,7 +106,7 @@ impl Default for CommConfig {
             exec_timeout: Some(Duration::from_secs(DEFAULT_EXEC_TIMEOUT_S)),
             executor_override: None,
             direct_min_bytes: Some(DEFAULT_DIRECT_MIN_BYTES),
-            aiv_max_bytes: Some(hccl_algorithm::executor::AIV_MAX_BYTES as u64),
+            aiv_max_bytes: Some(hccl_algorithm::AIV_MAX_BYTES as u64),
             exec_mode: ExecMode::Inline,
             spin: None,
             connect_timeout: Duration::from_secs(DEFAULT_CONNECT_TIMEOUT_S),
@@ -238,7 +238,7 @@ impl CommConfig {
             };
         }
         if let Some(v) = env.get("HCCL_RS_AIV_MAX_BYTES") {
-            let max = hccl_algorithm::executor::AIV_MAX_BYTES as u64;
+            let max = hccl_algorithm::AIV_MAX_BYTES as u64;
             c.aiv_max_bytes = match v.trim().to_ascii_lowercase().as_str() {
                 "off" | "never" | "0" => None,
                 t => match t.parse::<u64>() {

@@ -11,9 +11,9 @@
 //! peer asks for it.
 
 use crate::bootstrap::RankTable;
-use hccl_platform::link::{InProcEndpoint, InProcLink, ShmLink, ShmSegment, TcpNode};
-use hccl_platform::sync::EventCount;
+use hccl_platform::EventCount;
 use hccl_platform::{HcclError, LinkHandle, MemKind, Result};
+use hccl_platform::{InProcEndpoint, InProcLink, ShmLink, ShmSegment, TcpNode};
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -34,7 +34,7 @@ struct FabricState {
 }
 
 /// Builds links for a communicator.
-pub trait Fabric: Send + Sync + std::fmt::Debug {
+pub(crate) trait Fabric: Send + Sync + std::fmt::Debug {
     /// `local`'s end of a link to `remote` whose ends address each other's
     /// `input`/`output` buffers, waiting up to `connect_timeout` for the peer.
     fn link(
@@ -47,7 +47,7 @@ pub trait Fabric: Send + Sync + std::fmt::Debug {
     ) -> Result<LinkHandle>;
 
     /// Whether `local`'s link to `remote` will be able to read the peer's
-    /// user buffers ([`Link::reads_peer_param`](hccl_platform::link::Link::reads_peer_param)),
+    /// user buffers ([`Link::reads_peer_param`](hccl_platform::Link::reads_peer_param)),
     /// known without building the link: the selector offers the
     /// direct-read executors only when every link can.
     fn reads_peer_param(&self, _remote: u32) -> bool {
@@ -55,7 +55,7 @@ pub trait Fabric: Send + Sync + std::fmt::Debug {
     }
 
     /// Whether `local`'s link to `remote` will reach the AIV boards
-    /// ([`Link::boards`](hccl_platform::link::Link::boards)): the selector
+    /// ([`Link::boards`](hccl_platform::Link::boards)): the selector
     /// offers the AIV executors only when every link will.
     fn reaches_boards(&self, _remote: u32) -> bool {
         false
@@ -64,14 +64,14 @@ pub trait Fabric: Send + Sync + std::fmt::Debug {
 
 /// Links over TCP to the ranks of a [`RankTable`].
 #[derive(Debug)]
-pub struct TcpFabric {
+pub(crate) struct TcpFabric {
     node: TcpNode,
     table: RankTable,
 }
 
 impl TcpFabric {
     /// A fabric using `node` (this rank's listener) and the peers in `table`.
-    pub fn new(node: TcpNode, table: RankTable) -> Self {
+    pub(crate) fn new(node: TcpNode, table: RankTable) -> Self {
         TcpFabric { node, table }
     }
 }
@@ -101,7 +101,7 @@ impl Fabric for TcpFabric {
 
 /// Mapped segments of the peers on this host, and this rank's own.
 #[derive(Debug, Default)]
-pub struct ShmPeers {
+pub(crate) struct ShmPeers {
     /// This rank's segment and the event count its driver parks on.
     pub mine: Option<(ShmSegment, Arc<EventCount>)>,
     /// Peer rank → its segment (mapped here) and its event count.
@@ -111,14 +111,14 @@ pub struct ShmPeers {
 /// Links for a communicator spanning processes: shared memory to peers on
 /// this host, TCP to the others.
 #[derive(Debug)]
-pub struct HostFabric {
+pub(crate) struct HostFabric {
     tcp: TcpFabric,
     shm: ShmPeers,
 }
 
 impl HostFabric {
     /// Shared memory to the peers in `shm`, TCP to everyone else.
-    pub fn new(tcp: TcpFabric, shm: ShmPeers) -> Self {
+    pub(crate) fn new(tcp: TcpFabric, shm: ShmPeers) -> Self {
         HostFabric { tcp, shm }
     }
 }
@@ -150,7 +150,7 @@ impl Fabric for HostFabric {
     fn reads_peer_param(&self, remote: u32) -> bool {
         self.shm.mine.is_some()
             && self.shm.peers.contains_key(&remote)
-            && hccl_platform::mem::cma::permitted()
+            && hccl_platform::cross_memory_attach_permitted()
     }
 
     fn reaches_boards(&self, remote: u32) -> bool {
@@ -159,7 +159,7 @@ impl Fabric for HostFabric {
 }
 
 /// Rendezvous point of an in-process group.
-pub struct InProcFabric {
+pub(crate) struct InProcFabric {
     size: u32,
     state: Mutex<FabricState>,
     joined: Condvar,
@@ -175,7 +175,7 @@ impl std::fmt::Debug for InProcFabric {
 
 impl InProcFabric {
     /// A fabric for `size` ranks.
-    pub fn new(size: u32) -> Arc<Self> {
+    pub(crate) fn new(size: u32) -> Arc<Self> {
         Arc::new(InProcFabric {
             size,
             state: Mutex::new(FabricState {
@@ -187,7 +187,7 @@ impl InProcFabric {
     }
 
     /// Publishes `rank`'s endpoint.
-    pub fn publish(&self, ep: InProcEndpoint) -> Result<()> {
+    pub(crate) fn publish(&self, ep: InProcEndpoint) -> Result<()> {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let slot = st.endpoints.get_mut(ep.rank as usize).ok_or_else(|| {
             HcclError::para(format!(
@@ -263,7 +263,7 @@ impl Fabric for InProcFabric {
     }
 
     fn reads_peer_param(&self, remote: u32) -> bool {
-        remote < self.size && hccl_platform::mem::cma::permitted()
+        remote < self.size && hccl_platform::cross_memory_attach_permitted()
     }
 
     fn reaches_boards(&self, remote: u32) -> bool {

@@ -4,26 +4,47 @@
 //! A [`Communicator`] is one rank's membership of a group. For each op it
 //! asks the [`Selector`] for an executor *name*, builds that executor
 //! through the algorithm crate's registry, turns its resource request into
-//! granted resources with the [`ResourceManager`] (cached per op tag), and
-//! lets it orchestrate the op on the caller's stream.
+//! granted resources (cached per op tag), and lets it orchestrate the op on
+//! the caller's stream.
+//!
+//! This page is the crate's whole public API; the modules are private.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+// Keeps this page the whole API: an item that is `pub` but not re-exported
+// here must say `pub(crate)`.
+#![warn(unreachable_pub)]
 
-pub mod algo_env;
-pub mod bootstrap;
-pub mod communicator;
-pub mod config;
-pub mod fabric;
-pub mod multi_process;
-pub mod resource_manager;
-pub mod selector;
-pub mod tuning;
+mod algo_env;
+mod bootstrap;
+mod communicator;
+mod config;
+mod fabric;
+mod multi_process;
+mod resource_manager;
+mod selector;
+mod tuning;
 
+// Communicators: made for ranks that are threads of this process
+// (`Communicator::init_all`, `InProcGroup`), or processes on one or many
+// hosts (`Communicator::init_root_info`, `init_cluster_info`,
+// `init_from_env`, in `multi_process.rs`).
 pub use communicator::{Communicator, InProcGroup};
+
+// Configuration: from the environment (`HCCL_*`, `HCCL_RS_*`) or any
+// other source of variables; `HCCL_ALGO` parsed.
+pub use algo_env::{AlgoConfig, LevelAlgos};
 pub use config::{CommConfig, EnvSource};
-pub use resource_manager::ResourceManager;
+
+// Bootstrap: HCCL's root info, which the root hands to the other ranks
+// (in memory, or through a file the adapter and tools read).
+pub use bootstrap::root_info::{RootInfo, HCCL_ROOT_INFO_BYTES};
+pub use multi_process::read_root_file;
+
+// Selection: the executor name for an op (`HCCL_ALGO`, overrides, then a
+// ranking of every declared executor by its cost).
 pub use selector::Selector;
 
-pub use hccl_algorithm as algorithm;
-pub use hccl_platform as platform;
+// Tuning: the calibrated cost-model parameters (`hccl-test --calibrate`
+// writes them, `HCCL_RS_TUNING_FILE` names them).
+pub use tuning::{LinkTuning, Tuning, TUNING_VERSION};

@@ -10,7 +10,7 @@ use std::time::Duration;
 /// Grants buffers, streams, notifies and links to executors for one rank.
 /// Links are built on first request and reused by every later op.
 #[derive(Debug)]
-pub struct ResourceManager {
+pub(crate) struct ResourceManager {
     rank: u32,
     device: Device,
     ccl_input: DeviceMem,
@@ -22,7 +22,7 @@ pub struct ResourceManager {
 
 impl ResourceManager {
     /// A manager for `rank`, owning its CCL buffers.
-    pub fn new(
+    pub(crate) fn new(
         rank: u32,
         device: Device,
         ccl_input: DeviceMem,
@@ -42,22 +42,12 @@ impl ResourceManager {
     }
 
     /// Every link established so far.
-    pub fn links(&self) -> impl Iterator<Item = &LinkHandle> {
+    pub(crate) fn links(&self) -> impl Iterator<Item = &LinkHandle> {
         self.links.values()
     }
 
-    /// The CCL input buffer.
-    pub fn ccl_input(&self) -> &DeviceMem {
-        &self.ccl_input
-    }
-
-    /// The CCL output buffer.
-    pub fn ccl_output(&self) -> &DeviceMem {
-        &self.ccl_output
-    }
-
     /// Grants `req`. `input`/`output` are the op's user buffers.
-    pub fn grant(
+    pub(crate) fn grant(
         &mut self,
         req: &AlgResourceRequest,
         input: &DeviceMem,

@@ -5,7 +5,7 @@
 //! (level 1 when the communicator spans servers, else level 0), which
 //! names the executor whose declaration answers that value
 //! ([`AlgoTag`]); otherwise a ranking of every executor declared in the
-//! registry ([`ExecutorInfo`](hccl_algorithm::executor::ExecutorInfo)),
+//! registry ([`ExecutorInfo`](hccl_algorithm::ExecutorInfo)),
 //! built-in or registered by another crate, that serves the op on the
 //! topology: the highest declared score wins (the AIV executors' within
 //! `HCCL_RS_AIV_MAX_BYTES`, then the direct-read ones' from
@@ -19,10 +19,10 @@
 
 use crate::algo_env::AlgoConfig;
 use hccl_algorithm::cost::{Algo, CostParams};
-use hccl_algorithm::executor::{
-    best, AlgoTag, Candidate, Estimate, HierKind, SelectLimits, SelectQuery,
+use hccl_algorithm::{
+    best, AlgoTag, Candidate, Estimate, ExecutorRegistry, HierKind, OpParam, OpType, SelectLimits,
+    SelectQuery, TopoInfo,
 };
-use hccl_algorithm::{ExecutorRegistry, OpParam, OpType, TopoInfo};
 use hccl_platform::{HcclError, Result};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -74,7 +74,7 @@ const MEMO_CAP: usize = 256;
 
 /// The message size the cost formulas use for `param` on `p` ranks.
 fn model_bytes(param: &OpParam, p: u32) -> u64 {
-    hccl_algorithm::executor::model_bytes(param.op_type, param.input_bytes(), p)
+    hccl_algorithm::model_bytes(param.op_type, param.input_bytes(), p)
 }
 
 /// The level-1 algorithm `HCCL_ALGO` names, as the level-1 algorithms
@@ -677,11 +677,13 @@ mod tests {
     /// below the AIV executors' score.
     #[test]
     fn only_declared_executors_are_ranked() {
-        use hccl_algorithm::executor::{AllReduceRingExecutor, Estimate, ExecutorInfo};
-        use hccl_algorithm::{CollExecutor, ExecutorFactory};
+        use hccl_algorithm::{Estimate, ExecutorFactory, ExecutorInfo};
         let reg = ExecutorRegistry::with_builtins();
+        // any plain executor will do: the built-in ring, built by name
         let f: ExecutorFactory = Arc::new(|t: &TopoInfo| {
-            Box::new(AllReduceRingExecutor::new(t)) as Box<dyn CollExecutor>
+            hccl_algorithm::registry()
+                .create("AllReduceRingExecutor", t)
+                .expect("a built-in executor")
         });
         reg.register("PlainTestExecutor", f.clone()).unwrap();
         let sel = Selector::new(None, AlgoConfig::default())

@@ -16,6 +16,13 @@ use std::path::{Path, PathBuf};
 /// Format version of the tuning file.
 pub const TUNING_VERSION: u32 = 1;
 
+/// The largest latency a tuning file may give, µs (1000 s).
+const MAX_ALPHA_US: f64 = 1e9;
+/// The smallest bandwidth a tuning file may give, GB/s (1 kB/s).
+const MIN_GBPS: f64 = 1e-6;
+/// The largest bandwidth a tuning file may give, GB/s.
+const MAX_GBPS: f64 = 1e9;
+
 /// One level's measured link.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LinkTuning {
@@ -60,17 +67,26 @@ impl Tuning {
                 self.version
             )));
         }
+        // (name, value, smallest and largest value a measurement can give):
+        // beyond them the cost model's arithmetic leaves the finite numbers
+        // (a bandwidth of 5e-324 GB/s is positive, but 1/(gbps·1e3) is
+        // infinite, and every prediction with it too)
         let figures = [
-            ("shm.alpha_us", self.shm.alpha_us),
-            ("shm.gbps", self.shm.gbps),
-            ("tcp.alpha_us", self.tcp.alpha_us),
-            ("tcp.gbps", self.tcp.gbps),
-            ("reduce_gbps", self.reduce_gbps),
+            ("shm.alpha_us", self.shm.alpha_us, 0.0, MAX_ALPHA_US),
+            ("shm.gbps", self.shm.gbps, MIN_GBPS, MAX_GBPS),
+            ("tcp.alpha_us", self.tcp.alpha_us, 0.0, MAX_ALPHA_US),
+            ("tcp.gbps", self.tcp.gbps, MIN_GBPS, MAX_GBPS),
+            ("reduce_gbps", self.reduce_gbps, MIN_GBPS, MAX_GBPS),
         ];
-        for (name, v) in figures {
+        for (name, v, lo, hi) in figures {
             if !(v.is_finite() && v > 0.0) {
                 return Err(HcclError::para(format!(
                     "tuning file field {name} is {v}: every figure must be positive"
+                )));
+            }
+            if v < lo || v > hi {
+                return Err(HcclError::para(format!(
+                    "tuning file field {name} is {v:e}: outside what a measurement gives ({lo:e} to {hi:e})"
                 )));
             }
         }
@@ -82,11 +98,15 @@ impl Tuning {
         let text = std::fs::read_to_string(path).map_err(|e| {
             HcclError::open_file(format!("cannot read tuning file {}: {e}", path.display()))
         })?;
-        let t: Tuning = serde_json::from_str(&text).map_err(|e| {
-            HcclError::para(format!("tuning file {} is not valid: {e}", path.display()))
-        })?;
+        Self::from_json(&text, &path.display().to_string())
+    }
+
+    /// Parses and validates tuning-file text (`origin` names it in errors).
+    fn from_json(text: &str, origin: &str) -> Result<Tuning> {
+        let t: Tuning = serde_json::from_str(text)
+            .map_err(|e| HcclError::para(format!("tuning file {origin} is not valid: {e}")))?;
         t.validate()
-            .map_err(|e| e.during(format!("reading {}", path.display())))?;
+            .map_err(|e| e.during(format!("reading {origin}")))?;
         Ok(t)
     }
 
@@ -194,5 +214,112 @@ mod tests {
         let e = t.save(&dir.join("zero.json")).unwrap_err();
         assert!(e.to_string().contains("shm.gbps is 0"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+/// Fuzz target of the tuning file: JSON with the file's fields holding any
+/// number (or the wrong type), mutated files, and arbitrary text.
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use crate::bootstrap::fuzz::{bounded, config, text};
+    use hccl_algorithm::cost::{predict, Algo};
+    use hccl_algorithm::OpType;
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
+
+    /// Any finite f64 (subnormals and extremes included; JSON has no NaN
+    /// or infinity), or a value of another type.
+    fn figure() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            6 => any::<f64>().prop_map(|v| json!(v)),
+            2 => (0.001f64..1e4).prop_map(|v| json!(v)),
+            1 => prop_oneof![Just(f64::MIN_POSITIVE), Just(5e-324), Just(f64::MAX), Just(-0.0)]
+                .prop_map(|v| json!(v)),
+            1 => any::<i64>().prop_map(|v| json!(v)),
+            1 => text().prop_map(|s| json!(s)),
+        ]
+    }
+
+    fn link() -> impl Strategy<Value = Value> {
+        (figure(), figure()).prop_map(|(a, g)| json!({"alpha_us": a, "gbps": g}))
+    }
+
+    fn file_text() -> impl Strategy<Value = String> {
+        let shaped = (
+            prop_oneof![8 => Just(json!(TUNING_VERSION)), 1 => any::<i64>().prop_map(|v| json!(v))],
+            text(),
+            any::<u64>(),
+            link(),
+            link(),
+            figure(),
+        )
+            .prop_map(|(version, host, when, shm, tcp, reduce)| {
+                json!({
+                    "version": version, "host": host, "measured_unix_s": when,
+                    "shm": shm, "tcp": tcp, "reduce_gbps": reduce,
+                })
+                .to_string()
+            })
+            .boxed();
+        prop_oneof![
+            6 => shaped.clone(),
+            2 => (shaped, proptest::collection::vec((any::<usize>(), any::<char>()), 1..4)).prop_map(
+                |(s, edits)| {
+                    let mut c: Vec<char> = s.chars().collect();
+                    for (at, ch) in edits {
+                        let n = c.len();
+                        c[at % n] = ch;
+                    }
+                    c.into_iter().collect()
+                }
+            ),
+            1 => text(),
+        ]
+    }
+
+    /// What the fuzz target found: a positive bandwidth so small that
+    /// β = 1/(gbps·1e3) is infinite passed validation.
+    #[test]
+    fn subnormal_bandwidth_is_refused() {
+        let t = r#"{"version": 1, "host": "h", "measured_unix_s": 0,
+            "shm": {"alpha_us": 1.0, "gbps": 5e-324}, "tcp": {"alpha_us": 1.0, "gbps": 1.0},
+            "reduce_gbps": 1.0}"#;
+        let e = Tuning::from_json(t, "t.json").unwrap_err();
+        assert!(e.to_string().contains("shm.gbps is 5e-324: outside"), "{e}");
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        /// Any text is a tuning or a parameter error naming the file; a
+        /// tuning it accepts gives the cost model finite, positive
+        /// parameters and finite predictions even for huge messages on
+        /// many ranks.
+        #[test]
+        fn fuzz_tuning_file(t in file_text()) {
+            match bounded("tuning parse", || Tuning::from_json(&t, "t.json")) {
+                Ok(tuning) => {
+                    let c = tuning.cost_params();
+                    for v in [
+                        c.level0.alpha_us,
+                        c.level0.beta_us_per_byte,
+                        c.level1.alpha_us,
+                        c.level1.beta_us_per_byte,
+                        c.gamma_us_per_byte,
+                    ] {
+                        prop_assert!(v.is_finite() && v > 0.0, "{:?} from {}", c, t);
+                    }
+                    for link in [c.level0, c.level1] {
+                        let us = predict(Algo::Ring, OpType::AllReduce, 4096, 1 << 40, link, c.gamma_us_per_byte);
+                        prop_assert!(us.is_some_and(f64::is_finite), "{:?} from {}", us, t);
+                    }
+                }
+                Err(e) => {
+                    prop_assert_eq!(e.code(), hccl_platform::HcclResult::EPara);
+                    prop_assert!(e.to_string().contains("t.json"), "{}", e);
+                }
+            }
+        }
     }
 }

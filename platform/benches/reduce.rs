@@ -4,7 +4,7 @@
 //! size it reports GB/s of `dst` bytes produced per second (best of 5
 //! repetitions) and the ratio to `copy_from_slice` of the same size.
 
-use hccl_platform::reduce::reduce_in_place;
+use hccl_platform::reduce_in_place;
 use hccl_platform::{DataType, ReduceOp};
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -7,29 +7,58 @@
 //! a length) and issue work only by enqueueing tasks on streams, so the same
 //! algorithm code can run on real transports or on a plan simulator.
 //!
-//! Inside, dependencies point one way: [`sync`] (the loom switch point)
-//! and [`mem`], [`dtype`], [`error`] at the bottom; [`link`] (transports
-//! and their verbs) on them; [`stream`] (task queues, the
-//! [`Kernel`](stream::Kernel) trait, the verbs' enqueue methods) on links;
-//! kernels such as [`aiv`] on streams.
+//! Inside, dependencies point one way: `sync` (the loom switch point)
+//! and `mem`, `dtype`, `error` at the bottom; `link` (transports and their
+//! verbs) on them; `stream` (task queues, the [`Kernel`] trait, the verbs'
+//! enqueue methods) on links; kernels such as the AIV boards (`aiv/`, see
+//! its `PROTOCOL.md`) on streams. The modules are private: this page is the
+//! platform's whole public API.
 
 #![warn(missing_docs)]
 
-pub mod aiv;
-pub mod dtype;
-pub mod error;
-pub mod link;
-pub mod mem;
-pub mod notify;
-pub mod reduce;
-pub mod stream;
-pub mod sync;
+mod aiv;
+mod dtype;
+mod error;
+mod link;
+mod mem;
+mod notify;
+mod reduce;
+mod stream;
+mod sync;
 
+// Data types and errors: what every layer speaks.
 pub use dtype::{DataType, Element, ReduceOp};
 pub use error::{ErrorContext, HcclError, HcclResult, Result};
-pub use link::{Link, LinkHandle, LinkOp};
-pub use mem::{DeviceBuffer, DeviceMem, MemKind};
+
+// Memory: handles addressed as (buffer kind, offset, length), owned
+// buffers, shared-memory names, cross-memory attach.
+pub use mem::cma::permitted as cross_memory_attach_permitted;
+pub use mem::{
+    shm_segment_name, DeviceBuffer, DeviceMem, MemKind, PinnedMem, RegionKind, SHM_PREFIX,
+};
+
+// Streams: ordered asynchronous task queues, their driver, notifies, and
+// the kernel trait a whole-op task implements.
 pub use notify::Notify;
 pub use stream::{
-    BlockedTask, Device, DeviceConfig, DeviceStats, EnqueueMark, ExecMode, OpLabel, Stream,
+    BlockedTask, Device, DeviceConfig, DeviceStats, EnqueueMark, ExecMode, HostCallback, Kernel,
+    OpLabel, Stream,
 };
+
+// Links: HCCL's transport verbs and the transports that implement them.
+// A transport implements [`Link`]; algorithms enqueue verbs through
+// [`LinkHandle`]'s methods.
+pub use link::{
+    sweep_stale_segments, InProcEndpoint, InProcLink, Link, LinkHandle, LinkOp, LinkOpState,
+    OpDesc, ParamMem, ShmLink, ShmSegment, TcpLink, TcpNode, BOARD_BYTES,
+};
+
+// AIV kernels: a whole small collective as one task over per-rank boards.
+pub use aiv::{AivBoards, AivKind, AivLaunch, AIV_MAX_BYTES};
+
+// Reduce kernels and the park/wake primitive, for layers that run plans
+// without streams (the algorithm crate's simulator).
+pub use reduce::{
+    reduce_in_place, reduce_into, reduce_slice_in_place, reduce_slice_into, Reducible,
+};
+pub use sync::{EventCount, Waiter};

@@ -1,8 +1,12 @@
 //! Shared helpers for hccl-rs integration tests: the reference reduction
-//! (from hccl-tools, shared with hccl-test's checker) and a way to run one
-//! closure per rank on threads with a watchdog.
+//! (from hccl-tools, shared with hccl-test's checker), a way to run one
+//! closure per rank on threads with a watchdog, and the worked example
+//! executor of `docs/writing-an-executor.md` ([`guide_executor`]), which
+//! the multi-process worker registers when asked.
 
 #![forbid(unsafe_code)]
+
+pub mod guide_executor;
 
 pub use hccl_tools::check::{expected_value, input_value, CheckElem as TestElem};
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! silent peers fail with clear errors instead of hanging.
 
 use hccl_adapter::{CommConfig, DataType, DeviceMem, HcclComm, HcclResult, ReduceOp};
-use hccl_algorithm::executor::AIV_MAX_BYTES;
+use hccl_algorithm::AIV_MAX_BYTES;
 use hccl_tests::run_ranks;
 use std::sync::Arc;
 use std::time::Duration;

@@ -7,7 +7,7 @@
 //! mixing data; a silent peer times out naming the kernel and the peer.
 
 use hccl_adapter::{DataType, DeviceMem, HcclComm, HcclResult, ReduceOp};
-use hccl_algorithm::executor::AIV_MAX_BYTES;
+use hccl_algorithm::AIV_MAX_BYTES;
 use hccl_tests::run_ranks;
 use std::sync::Arc;
 use std::time::Duration;

@@ -210,7 +210,7 @@ fn a_peer_that_never_calls_a_direct_read_op_times_out_naming_it() {
     let e = s.synchronize().unwrap_err();
     assert!(start.elapsed() < std::time::Duration::from_secs(10));
     assert_eq!(e.code(), HcclResult::ETimeout);
-    let expected = if hccl_platform::mem::cma::permitted() {
+    let expected = if hccl_platform::cross_memory_attach_permitted() {
         "AllReduceDirectExecutor"
     } else {
         "AllReduceRingExecutor"

@@ -9,10 +9,10 @@
 //! and link verbs enqueued on the stream.
 
 use hccl_adapter::{CommConfig, DeviceBuffer, HcclComm, ReduceOp};
-use hccl_algorithm::executor::{run_op_base_loop, ExecutorInfo};
+use hccl_algorithm::template::layout::run_op_base_loop;
 use hccl_algorithm::{
-    registry, AlgResourceRequest, AlgResourceResponse, CollExecutor, CommPlane, OpParam, OpType,
-    SingleSubCommTransport, TopoInfo,
+    registry, AlgResourceRequest, AlgResourceResponse, CollExecutor, CommPlane, ExecutorInfo,
+    OpParam, OpType, SingleSubCommTransport, TopoInfo,
 };
 use hccl_platform::{MemKind, Result};
 use hccl_tests::{expected_value, input_value, run_ranks};

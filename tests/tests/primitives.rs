@@ -431,7 +431,7 @@ fn nhr_nb_forced_p8() {
 /// host forbids cross-memory attach the forced executor must fail clearly
 /// instead (checked by `direct_forced_without_cma_is_a_clear_error`).
 fn direct_forced(p: u32) {
-    if !hccl_platform::mem::cma::permitted() {
+    if !hccl_platform::cross_memory_attach_permitted() {
         eprintln!("cross-memory attach not permitted here: direct executors not run");
         return;
     }

@@ -12,11 +12,30 @@ pub enum Format {
     Json,
 }
 
+/// What the result columns (and JSON keys) mean, printed after `--help`.
+pub(crate) const COLUMNS_HELP: &str = "\
+Columns (JSON keys), per message size:
+  aveg_time(us) (time_us)      -n ops enqueued back to back, one synchronize at the end:
+                               elapsed / n, on the slowest rank (the throughput per op)
+  alg_bandwidth, bus_bandwidth (algbw_gbps, busbw_gbps) from aveg_time, as nccl-tests
+  p50_time, p99_time, max_time (p50_us, p99_us, max_us)
+                               a second pass of n iterations, each one op + synchronize,
+                               run after the first; an iteration's time is the slowest
+                               rank's; nearest-rank percentiles over the n iterations.
+                               A stalled op stands out as max where an average would
+                               spread it over n ops. The passes differ, so the spread does
+                               not bracket the average: an iteration pays a synchronize the
+                               average shares among n ops, and ops enqueued back to back
+                               may queue where one op alone would not.
+Ranks as processes (--transport process): rank 0 prints; every figure is
+the slowest rank's, gathered by a max-reduction over the ranks.";
+
 /// Command-line arguments (hccl_test's flags).
 #[derive(Clone, Debug, Parser)]
 #[command(
     name = "hccl-test",
-    about = "Collective performance test (hccl_test-compatible flags and output)"
+    about = "Collective performance test (hccl_test-compatible flags and output)",
+    after_help = COLUMNS_HELP
 )]
 pub struct PerfArgs {
     /// The collective: all_reduce, all_gather, all_gatherv, reduce_scatter,
@@ -39,7 +58,8 @@ pub struct PerfArgs {
     /// Multiplicative step between sizes.
     #[arg(short = 'f', long = "stepfactor")]
     pub stepfactor: Option<u64>,
-    /// Timed iterations per size.
+    /// Timed iterations per size (the average), and iterations of the
+    /// per-op pass behind p50/p99/max (see the columns below).
     #[arg(short = 'n', long = "iters", default_value_t = 20)]
     pub iters: u32,
     /// Untimed warm-up iterations per size.
@@ -100,7 +120,7 @@ pub struct PerfArgs {
 }
 
 /// Parses `8`, `64K`, `16M`, `1G` (binary multiples).
-pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
+pub(crate) fn parse_size(s: &str) -> std::result::Result<u64, String> {
     let s = s.trim();
     let (num, mult) = match s.chars().last().map(|c| c.to_ascii_uppercase()) {
         Some('K') => (&s[..s.len() - 1], 1u64 << 10),

@@ -9,8 +9,10 @@
 //! stream on one core.
 
 use crate::args::PerfArgs;
-use hccl_adapter::tuning::{LinkTuning, Tuning, TUNING_VERSION};
-use hccl_adapter::{DataType, Device, DeviceMem, HcclError, ReduceOp, Result, Stream};
+use hccl_adapter::{
+    DataType, Device, DeviceMem, HcclError, LinkTuning, ReduceOp, Result, Stream, Tuning,
+    TUNING_VERSION,
+};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -100,7 +102,7 @@ fn target(args: &PerfArgs) -> Result<PathBuf> {
 }
 
 /// Runs the calibration and writes the tuning file; prints what it measured.
-pub fn run(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
+pub(crate) fn run(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
     let io = |e: std::io::Error| HcclError::from_io("writing results", e);
     let path = target(args)?;
     writeln!(

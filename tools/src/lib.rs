@@ -1,9 +1,23 @@
 //! hccl-tools: the library behind the hccl-rs command-line tools.
+//!
+//! Its users are the tools' binaries and the integration tests, so its
+//! public API is what they use: the items below and the `check` module.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+// Keeps this page the whole API: an item that is `pub` but not re-exported
+// here must say `pub(crate)`.
+#![warn(unreachable_pub)]
 
-pub mod args;
-pub mod calibrate;
+mod args;
+mod calibrate;
+mod perf;
+
+// The input and expected value of every element of a checked op, which
+// `hccl-test --check` and the integration tests compare results against:
+// a small vocabulary of its own, so a public module.
 pub mod check;
-pub mod perf;
+
+// `hccl-test`: its flags (hccl_test's) and the sweep it runs.
+pub use args::{Format, PerfArgs};
+pub use perf::run_sweep;

@@ -11,16 +11,16 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 use std::time::Instant;
 
-pub use crate::args::{parse_size, Format, PerfArgs};
+use crate::args::{Format, PerfArgs};
 
 /// The registered executor names, sorted (`--list-executors`).
-pub fn executor_names() -> Vec<String> {
-    hccl_algorithm::executor::registry().names()
+pub(crate) fn executor_names() -> Vec<String> {
+    hccl_algorithm::registry().names()
 }
 
 /// The collectives hccl-test can run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PerfOp {
+pub(crate) enum PerfOp {
     /// AllReduce.
     AllReduce,
     /// AllGather (size = gathered output).
@@ -52,7 +52,7 @@ pub enum PerfOp {
 
 impl PerfOp {
     /// Every op, in hccl_test's order.
-    pub const ALL: [PerfOp; 13] = [
+    pub(crate) const ALL: [PerfOp; 13] = [
         PerfOp::AllReduce,
         PerfOp::AllGather,
         PerfOp::AllGatherV,
@@ -69,7 +69,7 @@ impl PerfOp {
     ];
 
     /// Parses hccl_test's op names (`all_reduce`, `all_reduce_test`, `allreduce`).
-    pub fn parse(name: &str) -> Result<PerfOp> {
+    pub(crate) fn parse(name: &str) -> Result<PerfOp> {
         let n = name.to_ascii_lowercase().replace('-', "_");
         let n = n.trim_end_matches("_test").replace('_', "");
         PerfOp::ALL
@@ -86,7 +86,7 @@ impl PerfOp {
     }
 
     /// Name printed in results.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             PerfOp::AllReduce => "all_reduce",
             PerfOp::AllGather => "all_gather",
@@ -105,7 +105,7 @@ impl PerfOp {
     }
 
     /// nccl-tests' bus-bandwidth factor for `p` ranks.
-    pub fn bus_factor(self, p: u32) -> f64 {
+    pub(crate) fn bus_factor(self, p: u32) -> f64 {
         let p = p as f64;
         match self {
             PerfOp::AllReduce => 2.0 * (p - 1.0) / p,
@@ -132,7 +132,7 @@ impl PerfOp {
 }
 
 /// The sizes the sweep visits, in bytes (multiples of the element size).
-pub fn sizes(args: &PerfArgs, elem: u64) -> Result<Vec<u64>> {
+pub(crate) fn sizes(args: &PerfArgs, elem: u64) -> Result<Vec<u64>> {
     if args.minbytes > args.maxbytes {
         return Err(HcclError::para(format!(
             "minbytes {} is larger than maxbytes {}",
@@ -167,7 +167,7 @@ pub fn sizes(args: &PerfArgs, elem: u64) -> Result<Vec<u64>> {
 
 /// One row of results.
 #[derive(Clone, Debug, serde::Serialize)]
-pub struct Row {
+pub(crate) struct Row {
     /// Collective name.
     pub op: String,
     /// Ranks.
@@ -188,6 +188,74 @@ pub struct Row {
     pub check: String,
     /// The executor that ran.
     pub algorithm: String,
+    /// Median of the per-iteration times, µs (see [`Spread`]).
+    pub p50_us: f64,
+    /// 99th percentile of the per-iteration times, µs.
+    pub p99_us: f64,
+    /// Slowest iteration, µs.
+    pub max_us: f64,
+}
+
+/// The spread of one size's per-iteration times, µs.
+///
+/// The times come from a pass of their own that runs after the timed one
+/// (the average): `iters` iterations, each one op followed by a stream
+/// synchronize, timed on every rank; an iteration's time is the slowest
+/// rank's. The timed pass enqueues its `iters` ops and synchronizes once,
+/// so its average is the throughput of back-to-back ops and cannot say
+/// which op was slow; this pass can, at the price of one synchronize per op.
+/// Percentiles are nearest-rank: p50 is the ⌈n/2⌉-th smallest time, p99
+/// the ⌈0.99·n⌉-th (the largest up to 100 iterations).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Spread {
+    /// Median, µs.
+    pub(crate) p50_us: f64,
+    /// 99th percentile, µs.
+    pub(crate) p99_us: f64,
+    /// Maximum, µs.
+    pub(crate) max_us: f64,
+}
+
+impl Spread {
+    /// The spread of `times_us` (all zero when empty).
+    pub(crate) fn of(times_us: &[f64]) -> Spread {
+        if times_us.is_empty() {
+            return Spread::default();
+        }
+        let mut v = times_us.to_vec();
+        v.sort_by(f64::total_cmp);
+        // nearest rank: the smallest value with at least q·n values at or below it
+        let at = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+        Spread {
+            p50_us: at(0.50),
+            p99_us: at(0.99),
+            max_us: v[v.len() - 1],
+        }
+    }
+}
+
+/// What one size's run measured, over the ranks.
+#[derive(Clone, Copy, Debug)]
+struct Measured {
+    /// Average time per op of the timed pass, µs (slowest rank).
+    time_us: f64,
+    /// Spread of the per-iteration pass.
+    spread: Spread,
+    /// Every rank's result checked out (or checking is off).
+    ok: bool,
+}
+
+/// Per iteration, the slowest of the ranks' times (`per_rank[r][i]`).
+fn slowest_per_iteration(per_rank: &[Vec<f64>]) -> Vec<f64> {
+    let n = per_rank.iter().map(Vec::len).max().unwrap_or(0);
+    (0..n)
+        .map(|i| {
+            per_rank
+                .iter()
+                .filter_map(|t| t.get(i).copied())
+                .fold(0.0, f64::max)
+        })
+        .collect()
 }
 
 fn header(args: &PerfArgs, out: &mut dyn Write) -> std::io::Result<()> {
@@ -199,12 +267,15 @@ fn header(args: &PerfArgs, out: &mut dyn Write) -> std::io::Result<()> {
         )?;
         writeln!(
             out,
-            "{:>18} | {:>16} | {:>22} | {:>14} | {:>20}",
+            "{:>18} | {:>16} | {:>22} | {:>14} | {:>20} | {:>14} | {:>14} | {:>14}",
             "data_size(Bytes):",
             "aveg_time(us):",
             "alg_bandwidth(GB/s):",
             "check_result:",
-            "bus_bandwidth(GB/s):"
+            "bus_bandwidth(GB/s):",
+            "p50_time(us):",
+            "p99_time(us):",
+            "max_time(us):"
         )?;
     }
     Ok(())
@@ -215,8 +286,15 @@ fn print_row(args: &PerfArgs, row: &Row, out: &mut dyn Write) -> Result<()> {
     match args.format {
         Format::Text => writeln!(
             out,
-            "{:>18} | {:>16.2} | {:>22.6} | {:>14} | {:>20.6}",
-            row.bytes, row.time_us, row.algbw_gbps, row.check, row.busbw_gbps
+            "{:>18} | {:>16.2} | {:>22.6} | {:>14} | {:>20.6} | {:>14.2} | {:>14.2} | {:>14.2}",
+            row.bytes,
+            row.time_us,
+            row.algbw_gbps,
+            row.check,
+            row.busbw_gbps,
+            row.p50_us,
+            row.p99_us,
+            row.max_us
         ),
         Format::Json => writeln!(
             out,
@@ -233,10 +311,14 @@ fn make_row(
     op: PerfOp,
     dtype: DataType,
     bytes: u64,
-    time_us: f64,
-    ok: bool,
+    m: Measured,
     algorithm: String,
 ) -> Row {
+    let Measured {
+        time_us,
+        spread,
+        ok,
+    } = m;
     let algbw = if time_us > 0.0 {
         bytes as f64 / time_us / 1e3
     } else {
@@ -259,6 +341,9 @@ fn make_row(
             "failed".into()
         },
         algorithm,
+        p50_us: spread.p50_us,
+        p99_us: spread.p99_us,
+        max_us: spread.max_us,
     }
 }
 
@@ -373,14 +458,13 @@ pub fn run_sweep(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
     let mut all_ok = true;
     let mut best_busbw: f64 = 0.0;
     for bytes in sizes {
-        let (t, ok) = by_dtype!(dtype, measure_threads::<T>(args, op, rop, &comms, bytes))?;
+        let m = by_dtype!(dtype, measure_threads::<T>(args, op, rop, &comms, bytes))?;
         let row = make_row(
             args,
             op,
             dtype,
             bytes,
-            t,
-            ok,
+            m,
             comms[0].communicator().last_executor().unwrap_or_default(),
         );
         all_ok &= row.check != "failed";
@@ -423,17 +507,18 @@ fn baseline(args: &PerfArgs, best: Option<f64>, out: &mut dyn Write) -> Result<(
     .map_err(io)
 }
 
-/// Threads as ranks: each rank on its own thread, the slowest one's time.
+/// Threads as ranks: each rank on its own thread, the slowest one's time
+/// (and per iteration of the spread pass, the slowest one's).
 fn measure_threads<T: CheckElem>(
     args: &PerfArgs,
     op: PerfOp,
     rop: ReduceOp,
     comms: &Arc<Vec<HcclComm>>,
     bytes: u64,
-) -> Result<(f64, bool)> {
+) -> Result<Measured> {
     let p = args.npus;
     let barrier = Barrier::new(p as usize);
-    let results: Vec<Result<(f64, bool)>> = std::thread::scope(|s| {
+    let results: Vec<Result<RankTimes>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..p)
             .map(|rank| {
                 let (comms, barrier) = (&comms, &barrier);
@@ -454,12 +539,18 @@ fn measure_threads<T: CheckElem>(
     });
     let mut time_us: f64 = 0.0;
     let mut ok = true;
+    let mut per_rank = Vec::with_capacity(results.len());
     for r in results {
-        let (t, good) = r?;
-        time_us = time_us.max(t);
-        ok &= good;
+        let r = r?;
+        time_us = time_us.max(r.avg_us);
+        ok &= r.ok;
+        per_rank.push(r.iter_us);
     }
-    Ok((time_us, ok))
+    Ok(Measured {
+        time_us,
+        spread: Spread::of(&slowest_per_iteration(&per_rank)),
+        ok,
+    })
 }
 
 /// Processes as ranks: the parent spawns one child per rank and waits.
@@ -560,33 +651,43 @@ fn process_rank(
     let barrier = || {
         let _ = control.barrier(&stream).and_then(|_| stream.synchronize());
     };
-    let stats_send = DeviceMem::alloc(16)?;
-    let stats_recv = DeviceMem::alloc(16)?;
+    // [average, -1 if the check passed else 0, one time per iteration]:
+    // one max-reduction gives the slowest rank's average, whether all
+    // passed, and per iteration the slowest rank's time
+    let n_stats = 2 + args.iters as usize;
+    let stats_send = DeviceMem::alloc(n_stats * 8)?;
+    let stats_recv = DeviceMem::alloc(n_stats * 8)?;
     let mut all_ok = true;
     for &bytes in sizes {
-        let (t, ok) = by_dtype!(
+        let r = by_dtype!(
             dtype,
             rank_run::<T>(args, op, rop, measured, bytes, &barrier)
         )?;
-        // slowest time and "all succeeded", over the ranks
-        stats_send.copy_from_host(&[t, if ok { -1.0 } else { 0.0 }])?;
+        let mut stats = Vec::with_capacity(n_stats);
+        stats.extend([r.avg_us, if r.ok { -1.0 } else { 0.0 }]);
+        stats.extend(&r.iter_us);
+        stats.resize(n_stats, 0.0);
+        stats_send.copy_from_host(&stats)?;
         control.all_reduce_raw(
             &stats_send,
             &stats_recv,
-            2,
+            n_stats as u64,
             DataType::Fp64,
             ReduceOp::Max,
             &stream,
         )?;
         stream.synchronize()?;
-        let v = stats_recv.to_vec::<f64>(2)?;
+        let v = stats_recv.to_vec::<f64>(n_stats)?;
         let row = make_row(
             args,
             op,
             dtype,
             bytes,
-            v[0],
-            v[1] < 0.0,
+            Measured {
+                time_us: v[0],
+                spread: Spread::of(&v[2..]),
+                ok: v[1] < 0.0,
+            },
             measured.communicator().last_executor().unwrap_or_default(),
         );
         all_ok &= row.check != "failed";
@@ -613,7 +714,7 @@ fn hccl_framework_root(config: &CommConfig) -> Result<hccl_adapter::RootInfo> {
 }
 
 /// Best-of-5 single-thread memcpy bandwidth for `bytes`, GB/s.
-pub fn memcpy_gbps(bytes: usize) -> f64 {
+pub(crate) fn memcpy_gbps(bytes: usize) -> f64 {
     let src = vec![1u8; bytes];
     let mut dst = vec![0u8; bytes];
     dst.copy_from_slice(&src); // fault the pages in
@@ -627,9 +728,21 @@ pub fn memcpy_gbps(bytes: usize) -> f64 {
     bytes as f64 / best / 1e9
 }
 
-/// One rank's part: set up buffers, warm up, time `iters` ops, check the
-/// last result. `sync` is a barrier over the ranks; every rank reaches both
-/// barriers even when it fails, so one failing rank cannot leave the others
+/// One rank's times for one size.
+struct RankTimes {
+    /// Average per op of the timed pass, µs.
+    avg_us: f64,
+    /// Each iteration of the spread pass (op + synchronize), µs.
+    iter_us: Vec<f64>,
+    /// The result checked out (or checking is off).
+    ok: bool,
+}
+
+/// One rank's part: set up buffers, warm up, time `iters` ops enqueued
+/// back to back with one synchronize (the average), then time `iters`
+/// iterations of one op and a synchronize each (the spread), and check the
+/// result. `sync` is a barrier over the ranks; every rank reaches every
+/// barrier even when it fails, so one failing rank cannot leave the others
 /// waiting at a barrier (they fail on their own, with a timeout naming it).
 fn rank_run<T: CheckElem>(
     args: &PerfArgs,
@@ -638,7 +751,7 @@ fn rank_run<T: CheckElem>(
     comm: &HcclComm,
     bytes: u64,
     sync: &dyn Fn(),
-) -> Result<(f64, bool)> {
+) -> Result<RankTimes> {
     let (rank, p) = (comm.rank(), comm.size() as usize);
     let root = args.root;
     let total = (bytes / std::mem::size_of::<T>() as u64) as usize;
@@ -723,7 +836,21 @@ fn rank_run<T: CheckElem>(
     let timed = warm.and_then(|b| run(&b, args.iters).map(|_| b));
     let elapsed = start.elapsed();
     sync();
-    let (send, recv) = timed?;
+    // The spread pass: after the timed one, so the average keeps timing
+    // exactly what it did (with -w 0 it includes the first call's set-up);
+    // same double barrier, so no rank starts it a wake-up late.
+    sync();
+    let spread = timed.and_then(|b| {
+        let mut iter_us = Vec::with_capacity(args.iters as usize);
+        for _ in 0..args.iters {
+            let t = Instant::now();
+            run(&b, 1)?;
+            iter_us.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        Ok((b, iter_us))
+    });
+    sync();
+    let ((send, recv), iter_us) = spread?;
     let ok = if args.check == 0 {
         true
     } else {
@@ -757,7 +884,11 @@ fn rank_run<T: CheckElem>(
             *g == want
         })
     };
-    Ok((elapsed.as_secs_f64() * 1e6 / args.iters as f64, ok))
+    Ok(RankTimes {
+        avg_us: elapsed.as_secs_f64() * 1e6 / args.iters as f64,
+        iter_us,
+        ok,
+    })
 }
 
 #[cfg(test)]
@@ -779,6 +910,31 @@ mod tests {
         assert_eq!(sizes(&a, 4).unwrap(), vec![8, 24, 40]);
         let a = args(&["-b", "64", "-e", "8"]);
         assert!(sizes(&a, 4).is_err());
+    }
+
+    #[test]
+    fn spread_is_nearest_rank() {
+        assert_eq!(Spread::of(&[]), Spread::default());
+        let one = Spread::of(&[7.0]);
+        assert_eq!((one.p50_us, one.p99_us, one.max_us), (7.0, 7.0, 7.0));
+        // 1..=200 shuffled: p50 is the 100th, p99 the 198th value
+        let v: Vec<f64> = (1..=200).map(|i| ((i * 37) % 200 + 1) as f64).collect();
+        let s = Spread::of(&v);
+        assert_eq!((s.p50_us, s.p99_us, s.max_us), (100.0, 198.0, 200.0));
+        // up to 100 iterations p99 is the maximum: one stall shows in both
+        let mut v = vec![1.0; 20];
+        v[13] = 900.0;
+        let s = Spread::of(&v);
+        assert_eq!((s.p50_us, s.p99_us, s.max_us), (1.0, 900.0, 900.0));
+        let s = Spread::of(&[3.0, 1.0]);
+        assert_eq!((s.p50_us, s.p99_us, s.max_us), (1.0, 3.0, 3.0));
+    }
+
+    #[test]
+    fn slowest_rank_per_iteration() {
+        let per_rank = vec![vec![1.0, 5.0, 2.0], vec![4.0, 1.0, 3.0]];
+        assert_eq!(slowest_per_iteration(&per_rank), vec![4.0, 5.0, 3.0]);
+        assert!(slowest_per_iteration(&[]).is_empty());
     }
 
     #[test]

@@ -86,6 +86,10 @@ fn four_rank_sweep(transport: &str) {
     ] {
         assert!(header.contains(col), "header lacks {col}: {header}");
     }
+    // the spread columns come after hccl_test's, in this order
+    let spread_cols = ["p50_time(us):", "p99_time(us):", "max_time(us):"];
+    let names: Vec<&str> = header.split('|').map(str::trim).collect();
+    assert_eq!(&names[5..], &spread_cols, "{header}");
     let rows: Vec<&str> = lines.collect();
     assert_eq!(
         rows.len(),
@@ -95,7 +99,13 @@ fn four_rank_sweep(transport: &str) {
     let mut expected_size = 8u64;
     for row in rows {
         let cols: Vec<&str> = row.split('|').map(str::trim).collect();
-        assert_eq!(cols.len(), 5, "{row}");
+        // hccl_test's five columns, then p50, p99 and max
+        assert_eq!(cols.len(), 5 + 3, "{row}");
+        let spread: Vec<f64> = cols[5..].iter().map(|c| c.parse().unwrap()).collect();
+        assert!(
+            0.0 < spread[0] && spread[0] <= spread[1] && spread[1] <= spread[2],
+            "0 < p50 <= p99 <= max: {row}"
+        );
         assert_eq!(cols[0].parse::<u64>().unwrap(), expected_size);
         assert!(cols[1].parse::<f64>().unwrap() > 0.0);
         assert_eq!(cols[3], "success", "{row}");
@@ -154,9 +164,13 @@ fn json_rows_carry_every_key() {
             "busbw_gbps",
             "check",
             "algorithm",
+            "p50_us",
+            "p99_us",
+            "max_us",
         ] {
             assert!(row.get(key).is_some(), "missing {key}: {row}");
         }
+        assert_spread_ordered(row);
         assert_eq!(row["bytes"], bytes);
         assert_eq!(row["count"], bytes / 2);
         assert_eq!(row["ranks"], 3);
@@ -164,12 +178,88 @@ fn json_rows_carry_every_key() {
         assert_eq!(row["check"], "success");
         // messages a board entry carries run the AIV kernel, larger small
         // ones the one-shot mesh executor
-        let want = if bytes <= hccl_algorithm::executor::AIV_MAX_BYTES as u64 {
+        let want = if bytes <= hccl_algorithm::AIV_MAX_BYTES as u64 {
             "AllReduceMeshAivExecutor"
         } else {
             "AllReduceMeshExecutor"
         };
         assert_eq!(row["algorithm"], want);
+    }
+}
+
+/// `p50_us <= p99_us <= max_us`, all positive and finite; returns them.
+fn assert_spread_ordered(row: &serde_json::Value) -> [f64; 3] {
+    let v = |k: &str| {
+        row[k]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{k} is not a number: {row}"))
+    };
+    let s = [v("p50_us"), v("p99_us"), v("max_us")];
+    assert!(s.iter().all(|x| x.is_finite()), "{row}");
+    assert!(
+        0.0 < s[0] && s[0] <= s[1] && s[1] <= s[2],
+        "0 < p50 <= p99 <= max: {row}"
+    );
+    s
+}
+
+/// The spread keys: per size p50 <= p99 <= max, for ranks as threads and as
+/// processes (where the per-iteration times travel through a reduction
+/// over the ranks), and with one iteration all three are that iteration.
+///
+/// They are not bracketed around the average, on purpose: the average
+/// (`time_us`) times `-n` ops enqueued back to back with one synchronize,
+/// the spread `-n` iterations of one op and a synchronize each, in a pass
+/// of their own. Either can be the larger: the synchronize per op makes an
+/// iteration a latency that can exceed the average per op, while 50 small
+/// ops enqueued at once queue behind each other where one op alone
+/// completes in its launch (seen here: 2 processes, 16 KiB, average 3.7 µs,
+/// slowest of 50 iterations 1.5 µs), and a stall during one pass lifts
+/// only that pass.
+#[test]
+fn json_rows_report_p50_p99_max_per_size() {
+    let run = |transport: &str, iters: &str| {
+        let out = hccl_test(&[
+            "all_reduce",
+            "-p",
+            "2",
+            "-b",
+            "1K",
+            "-e",
+            "256K",
+            "-f",
+            "16",
+            "-n",
+            iters,
+            "-w",
+            "2",
+            "--format",
+            "json",
+            "--transport",
+            transport,
+        ]);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{transport}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let rows: Vec<serde_json::Value> = stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(rows.len(), 3, "{transport}: {stdout}");
+        rows
+    };
+    for transport in ["inproc", "process"] {
+        for row in run(transport, "30") {
+            assert_eq!(row["check"], "success", "{row}");
+            assert_spread_ordered(&row);
+        }
+        for row in run(transport, "1") {
+            let [p50, p99, max] = assert_spread_ordered(&row);
+            assert!(p50 == p99 && p99 == max, "one iteration: {row}");
+        }
     }
 }
 
@@ -419,7 +509,7 @@ fn calibrate_writes_a_tuning_file_that_communicators_read() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let t = hccl_adapter::tuning::Tuning::load(&path).expect("a valid tuning file");
+    let t = hccl_adapter::Tuning::load(&path).expect("a valid tuning file");
     assert!(t.shm.alpha_us > 0.0 && t.shm.gbps > 0.0 && t.tcp.gbps > 0.0);
     assert!(String::from_utf8_lossy(&out.stdout).contains("level 0 (shared memory): alpha"));
 

@@ -1,5 +1,5 @@
 //! AIV executors: a small op as one kernel task over the ranks' boards
-//! (see `hccl_platform::aiv`), HCCL's AIV mode on CPUs.
+//! (see `hccl_platform::AivKind` and `platform/src/aiv/PROTOCOL.md`), HCCL's AIV mode on CPUs.
 //!
 //! Where the mesh executor spends a dozen tasks and two handshakes on an
 //! 8-byte AllReduce (consistency check, ack, transfer, done, reduce, ...),
@@ -15,13 +15,16 @@ use super::{all_peers, check_op, flat_request, CollExecutor, Named};
 use crate::op::{DescriptorCache, OpParam, OpType};
 use crate::resource::{AlgResourceRequest, AlgResourceResponse};
 use crate::topo::{CommPlane, TopoInfo};
-pub use hccl_platform::aiv::AIV_MAX_BYTES;
-use hccl_platform::aiv::{AivBoards, AivKind, AivLaunch};
+pub use hccl_platform::AIV_MAX_BYTES;
+use hccl_platform::{AivBoards, AivKind, AivLaunch};
 use hccl_platform::{HcclError, Result};
 use std::sync::Arc;
 
+// The registry builds from its own table; its tests and the simulator's
+// check against this one, and nothing else needs it.
 /// The AIV executors: (registered name, op).
-pub const AIV_EXECUTORS: &[(&str, OpType)] = &[
+#[cfg(test)]
+pub(crate) const AIV_EXECUTORS: &[(&str, OpType)] = &[
     ("AllReduceMeshAivExecutor", OpType::AllReduce),
     ("AllGatherMeshAivExecutor", OpType::AllGather),
     ("ReduceScatterMeshAivExecutor", OpType::ReduceScatter),
@@ -33,7 +36,7 @@ pub const AIV_EXECUTORS: &[(&str, OpType)] = &[
 ];
 
 /// The kernel for `param`'s op, if there is one.
-pub fn aiv_kind(param: &OpParam<'_>) -> Option<AivKind> {
+pub(crate) fn aiv_kind(param: &OpParam<'_>) -> Option<AivKind> {
     let (dtype, op, root) = (param.dtype, param.reduce_op, param.root);
     Some(match param.op_type {
         OpType::AllReduce => AivKind::AllReduce { dtype, op },
@@ -51,7 +54,7 @@ pub fn aiv_kind(param: &OpParam<'_>) -> Option<AivKind> {
 /// The most bytes any rank of `p` publishes on its board for `param`
 /// (what [`AIV_MAX_BYTES`] and `HCCL_RS_AIV_MAX_BYTES` bound; see
 /// [`AivKind::max_publish_len`]). `None` for ops without a kernel.
-pub fn aiv_payload_bytes(param: &OpParam<'_>, p: u32) -> Option<u64> {
+pub(crate) fn aiv_payload_bytes(param: &OpParam<'_>, p: u32) -> Option<u64> {
     let block = param.count.checked_mul(param.dtype.size() as u64)?;
     let block = usize::try_from(block).ok()?;
     Some(aiv_kind(param)?.max_publish_len(p, block) as u64)
@@ -59,7 +62,7 @@ pub fn aiv_payload_bytes(param: &OpParam<'_>, p: u32) -> Option<u64> {
 
 /// An AIV executor (see the module docs).
 #[derive(Debug)]
-pub struct AivExecutor {
+pub(crate) struct AivExecutor {
     named: Named,
     /// The ranks' boards, once looked up (the links are granted once per
     /// tag and kept).
@@ -71,7 +74,7 @@ pub struct AivExecutor {
 
 impl AivExecutor {
     /// The executor registered as `name`, running `op` on `topo`.
-    pub fn new(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
+    pub(crate) fn new(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
         AivExecutor {
             named: Named::new(name, op, topo),
             boards: None,

@@ -31,8 +31,11 @@ use crate::template::Slice;
 use crate::topo::{CommPlane, TopoInfo};
 use hccl_platform::{DeviceMem, HcclError, LinkHandle, MemKind, Result, Stream};
 
+// The registry builds from its own table; its tests and the simulator's
+// check against this one, and nothing else needs it.
 /// The direct-read executors: (registered name, op).
-pub const DIRECT_EXECUTORS: &[(&str, OpType)] = &[
+#[cfg(test)]
+pub(crate) const DIRECT_EXECUTORS: &[(&str, OpType)] = &[
     ("AllReduceDirectExecutor", OpType::AllReduce),
     ("AllGatherDirectExecutor", OpType::AllGather),
     ("ReduceScatterDirectExecutor", OpType::ReduceScatter),
@@ -45,17 +48,17 @@ pub const DIRECT_EXECUTORS: &[(&str, OpType)] = &[
 
 /// Bytes of the staging window a reduction reads a peer's block into: small
 /// enough to stay in L2 between the read and the reduce.
-pub const DIRECT_STAGE_BYTES: usize = 256 << 10;
+pub(crate) const DIRECT_STAGE_BYTES: usize = 256 << 10;
 
 /// A direct-read executor for one op (see the module docs).
 #[derive(Debug)]
-pub struct DirectExecutor {
+pub(crate) struct DirectExecutor {
     named: Named,
 }
 
 impl DirectExecutor {
     /// The executor registered as `name`, running `op` on `topo`.
-    pub fn new(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
+    pub(crate) fn new(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
         DirectExecutor {
             named: Named::new(name, op, topo),
         }

@@ -22,8 +22,11 @@ use crate::template::mesh::{window, Block, MeshPlan};
 use crate::topo::{CommPlane, TopoInfo};
 use hccl_platform::{HcclError, MemKind, Result};
 
+// The registry builds from its own table; its tests and the simulator's
+// check against this one, and nothing else needs it.
 /// The mesh executors: (registered name, op).
-pub const MESH_EXECUTORS: &[(&str, OpType)] = &[
+#[cfg(test)]
+pub(crate) const MESH_EXECUTORS: &[(&str, OpType)] = &[
     ("AllReduceMeshExecutor", OpType::AllReduce),
     ("AllGatherMeshExecutor", OpType::AllGather),
     ("AllGatherVMeshExecutor", OpType::AllGatherV),
@@ -40,7 +43,8 @@ pub const MESH_EXECUTORS: &[(&str, OpType)] = &[
 ];
 
 /// The PairWise executors: (registered name, op).
-pub const PAIRWISE_EXECUTORS: &[(&str, OpType)] = &[
+#[cfg(test)]
+pub(crate) const PAIRWISE_EXECUTORS: &[(&str, OpType)] = &[
     ("AllToAllPairWiseExecutor", OpType::AllToAll),
     ("AllToAllVPairWiseExecutor", OpType::AllToAllV),
 ];
@@ -53,7 +57,8 @@ pub const PAIRWISE_EXECUTORS: &[(&str, OpType)] = &[
 /// with the mesh's slot per sender. Links are requested to every peer, as
 /// for mesh: op-base tags do not carry the root, so resources cached for
 /// one root must serve any other.
-pub const STAR_EXECUTORS: &[(&str, OpType)] = &[
+#[cfg(test)]
+pub(crate) const STAR_EXECUTORS: &[(&str, OpType)] = &[
     ("BroadcastStarExecutor", OpType::Broadcast),
     ("ReduceStarExecutor", OpType::Reduce),
     ("ScatterStarExecutor", OpType::Scatter),
@@ -62,7 +67,7 @@ pub const STAR_EXECUTORS: &[(&str, OpType)] = &[
 
 /// A mesh executor for one op.
 #[derive(Debug)]
-pub struct MeshExecutor {
+pub(crate) struct MeshExecutor {
     named: Named,
     pairwise: bool,
     star: bool,
@@ -70,7 +75,7 @@ pub struct MeshExecutor {
 
 impl MeshExecutor {
     /// The executor registered as `name` for `op`.
-    pub fn new(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
+    pub(crate) fn new(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
         MeshExecutor {
             named: Named::new(name, op, topo),
             pairwise: false,
@@ -78,8 +83,8 @@ impl MeshExecutor {
         }
     }
 
-    /// The Star variant (rooted ops): see [`STAR_EXECUTORS`].
-    pub fn star(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
+    /// The Star variant (rooted ops): see `STAR_EXECUTORS`.
+    pub(crate) fn star(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
         MeshExecutor {
             star: true,
             ..Self::new(name, op, topo)
@@ -87,7 +92,7 @@ impl MeshExecutor {
     }
 
     /// The PairWise variant (alltoall family): one peer per step.
-    pub fn pairwise(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
+    pub(crate) fn pairwise(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
         MeshExecutor {
             pairwise: true,
             ..Self::new(name, op, topo)

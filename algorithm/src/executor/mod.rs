@@ -3,13 +3,13 @@
 //!
 //! | file | executors |
 //! |---|---|
-//! | `ring.rs` | `{AllReduce,AllGather,ReduceScatter,Broadcast}RingExecutor`, [`RING_ROOTED_EXECUTORS`] |
-//! | `rhd.rs` | `AllReduceRHDExecutor`, [`RHD_EXECUTORS`] |
-//! | `nhr_nb.rs` | [`NHR_EXECUTORS`], [`NB_EXECUTORS`] |
-//! | `mesh.rs` | [`MESH_EXECUTORS`], [`STAR_EXECUTORS`], [`PAIRWISE_EXECUTORS`] (one engine) |
-//! | `direct_read.rs` | [`DIRECT_EXECUTORS`] (reads peers' user buffers) |
-//! | `aiv.rs` | [`AIV_EXECUTORS`] (one kernel task per op) |
-//! | `hier/` | TwoLevel, AHC and Pipeline over hosts ([`hier_executors`]) |
+//! | `ring.rs` | `{AllReduce,AllGather,ReduceScatter,Broadcast}RingExecutor`, `RING_ROOTED_EXECUTORS` |
+//! | `rhd.rs` | `AllReduceRHDExecutor`, `RHD_EXECUTORS` |
+//! | `nhr_nb.rs` | `NHR_EXECUTORS`, `NB_EXECUTORS` |
+//! | `mesh.rs` | `MESH_EXECUTORS`, `STAR_EXECUTORS`, `PAIRWISE_EXECUTORS` (one engine) |
+//! | `direct_read.rs` | `DIRECT_EXECUTORS` (reads peers' user buffers) |
+//! | `aiv.rs` | `AIV_EXECUTORS` (one kernel task per op) |
+//! | `hier/` | TwoLevel, AHC and Pipeline over hosts (`hier_executors`) |
 //!
 //! `flat.rs` holds what every flat-plane executor shares (name, op,
 //! topology, op check, resource request, the `CollExecutor` impl);
@@ -26,31 +26,47 @@ mod registry;
 mod rhd;
 mod ring;
 
-pub use aiv::{aiv_kind, aiv_payload_bytes, AivExecutor, AIV_EXECUTORS, AIV_MAX_BYTES};
+// The crate root re-exports what users need: the contract, the registry,
+// the declaration and selection vocabulary, and the level-1 plug-in point
+// of the hierarchical executors.
+pub use aiv::AIV_MAX_BYTES;
 pub use decl::{
     best, model_bytes, AlgoTag, Candidate, CostFn, Estimate, ExecutorInfo, ScoreRange,
     SelectLimits, SelectQuery, ServesFn,
 };
-pub use direct_read::{DirectExecutor, DIRECT_EXECUTORS, DIRECT_STAGE_BYTES};
+pub use hier::{hier_name, register_level1, HierKind, Level1Algorithm};
+pub use registry::{registry, ExecutorFactory, ExecutorRegistry};
+
+// The built-in executors are reached by name through the registry, so
+// their types stay inside (the registry's table builds them).
+pub(crate) use aiv::AivExecutor;
+pub(crate) use direct_read::DirectExecutor;
+pub(crate) use hier::{HierExecutor, NonuniformLevel1, PipelineExecutor, RhdLevel1, RingLevel1};
+pub(crate) use mesh::MeshExecutor;
+pub(crate) use nhr_nb::NonuniformExecutor;
+pub(crate) use rhd::{AllReduceRhdExecutor, RhdExecutor};
+pub(crate) use ring::{
+    AllGatherRingExecutor, AllReduceRingExecutor, BroadcastRingExecutor, ReduceScatterRingExecutor,
+    RingRootedExecutor,
+};
 // the names `aiv.rs` uses (kept so that file compiles unchanged)
 pub(crate) use flat::{all_peers, check_op, flat_request, Named};
-pub use hier::{
-    builtin_level1, hier_executors, hier_name, register_level1, HierExecutor, HierKind,
-    Level1Algorithm, NonuniformLevel1, PipelineExecutor, RhdLevel1, RingLevel1,
-};
-pub use mesh::{MeshExecutor, MESH_EXECUTORS, PAIRWISE_EXECUTORS, STAR_EXECUTORS};
-pub use nhr_nb::{NonuniformExecutor, NB_EXECUTORS, NHR_EXECUTORS};
-pub use registry::{registry, ExecutorFactory, ExecutorRegistry};
-pub use rhd::{AllReduceRhdExecutor, RhdExecutor, RHD_EXECUTORS};
-pub use ring::{
-    AllGatherRingExecutor, AllReduceRingExecutor, BroadcastRingExecutor, ReduceScatterRingExecutor,
-    RingRootedExecutor, RING_ROOTED_EXECUTORS,
-};
-// the op-base loop lives with the templates' layouts; executors and user
-// crates keep reaching it here
-pub use crate::template::layout::{
-    copy_through, round_capacity, run_op_base_loop, Chunk, PIPELINE_CHUNK_BYTES,
-};
+
+// What the registry's and the simulator's tests check the registry against.
+#[cfg(test)]
+pub(crate) use aiv::{aiv_payload_bytes, AIV_EXECUTORS};
+#[cfg(test)]
+pub(crate) use direct_read::DIRECT_EXECUTORS;
+#[cfg(test)]
+pub(crate) use hier::hier_executors;
+#[cfg(test)]
+pub(crate) use mesh::{MESH_EXECUTORS, PAIRWISE_EXECUTORS, STAR_EXECUTORS};
+#[cfg(test)]
+pub(crate) use nhr_nb::{NB_EXECUTORS, NHR_EXECUTORS};
+#[cfg(test)]
+pub(crate) use rhd::RHD_EXECUTORS;
+#[cfg(test)]
+pub(crate) use ring::RING_ROOTED_EXECUTORS;
 
 use crate::op::OpParam;
 use crate::resource::{AlgResourceRequest, AlgResourceResponse};

@@ -23,8 +23,11 @@ use crate::template::nhr_nb::{
 use crate::topo::{CommPlane, SubCommInfo, TopoInfo};
 use hccl_platform::{DeviceMem, HcclError, MemKind, Result};
 
+// The registry builds from its own table; its tests and the simulator's
+// check against this one, and nothing else needs it.
 /// The NHR executors: (registered name, op).
-pub const NHR_EXECUTORS: &[(&str, OpType)] = &[
+#[cfg(test)]
+pub(crate) const NHR_EXECUTORS: &[(&str, OpType)] = &[
     ("AllReduceNHRExecutor", OpType::AllReduce),
     ("AllGatherNHRExecutor", OpType::AllGather),
     ("ReduceScatterNHRExecutor", OpType::ReduceScatter),
@@ -33,7 +36,8 @@ pub const NHR_EXECUTORS: &[(&str, OpType)] = &[
 ];
 
 /// The NB executors: (registered name, op).
-pub const NB_EXECUTORS: &[(&str, OpType)] = &[
+#[cfg(test)]
+pub(crate) const NB_EXECUTORS: &[(&str, OpType)] = &[
     ("AllReduceNBExecutor", OpType::AllReduce),
     ("AllGatherNBExecutor", OpType::AllGather),
     ("ReduceScatterNBExecutor", OpType::ReduceScatter),
@@ -43,22 +47,22 @@ pub const NB_EXECUTORS: &[(&str, OpType)] = &[
 
 /// An NHR or NB executor for one op over the flat plane.
 #[derive(Debug)]
-pub struct NonuniformExecutor {
+pub(crate) struct NonuniformExecutor {
     named: Named,
     fam: Family,
 }
 
 impl NonuniformExecutor {
-    /// The NHR executor registered as `name` for `op` (one of [`NHR_EXECUTORS`]).
-    pub fn nhr(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
+    /// The NHR executor registered as `name` for `op` (one of `NHR_EXECUTORS`).
+    pub(crate) fn nhr(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
         NonuniformExecutor {
             named: Named::new(name, op, topo),
             fam: Family::Nhr,
         }
     }
 
-    /// The NB executor registered as `name` for `op` (one of [`NB_EXECUTORS`]).
-    pub fn nb(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
+    /// The NB executor registered as `name` for `op` (one of `NB_EXECUTORS`).
+    pub(crate) fn nb(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
         NonuniformExecutor {
             named: Named::new(name, op, topo),
             fam: Family::Nb,

@@ -225,11 +225,11 @@ static BUILTINS: &[Builtin] = &[
 ];
 
 /// The most bytes a rank of `p` publishes on its board for `op` with
-/// `block` input bytes per rank: [`super::aiv_payload_bytes`] without an
+/// `block` input bytes per rank: [`super::aiv::aiv_payload_bytes`] without an
 /// op param (the payload depends on neither the data type, the reduction
 /// nor the root). `None` for ops without a kernel.
 fn aiv_payload(op: OpType, p: u32, block: u64) -> Option<u64> {
-    use hccl_platform::aiv::AivKind;
+    use hccl_platform::AivKind;
     use hccl_platform::{DataType, ReduceOp};
     let (dtype, red, root) = (DataType::Fp32, ReduceOp::Sum, 0);
     let kind = match op {

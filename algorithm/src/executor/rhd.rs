@@ -35,10 +35,13 @@ use hccl_platform::{DeviceMem, HcclError, MemKind, Result};
 
 /// RHD AllReduce over the flat plane.
 #[derive(Debug)]
-pub struct AllReduceRhdExecutor(Named);
+pub(crate) struct AllReduceRhdExecutor(Named);
 
+// The registry builds from its own table; its tests and the simulator's
+// check against this one, and nothing else needs it.
 /// The RHD executors besides AllReduce: (registered name, op).
-pub const RHD_EXECUTORS: &[(&str, OpType)] = &[
+#[cfg(test)]
+pub(crate) const RHD_EXECUTORS: &[(&str, OpType)] = &[
     ("AllGatherRHDExecutor", OpType::AllGather),
     ("ReduceScatterRHDExecutor", OpType::ReduceScatter),
     ("BroadcastRHDExecutor", OpType::Broadcast),
@@ -48,14 +51,14 @@ pub const RHD_EXECUTORS: &[(&str, OpType)] = &[
 /// An RHD executor for AllGather, ReduceScatter, Broadcast or Reduce over
 /// the flat plane.
 #[derive(Debug)]
-pub struct RhdExecutor(Named);
+pub(crate) struct RhdExecutor(Named);
 
 impl AllReduceRhdExecutor {
     /// The registered name.
-    pub const NAME: &'static str = "AllReduceRHDExecutor";
+    pub(crate) const NAME: &'static str = "AllReduceRHDExecutor";
 
     /// An executor for `topo`.
-    pub fn new(topo: &TopoInfo) -> Self {
+    pub(crate) fn new(topo: &TopoInfo) -> Self {
         Self(Named::new(Self::NAME, OpType::AllReduce, topo))
     }
 }
@@ -94,8 +97,8 @@ fn group_layout(p: u32, m: u32, wb: usize) -> (Groups, impl Fn(u32) -> usize) {
 }
 
 impl RhdExecutor {
-    /// The executor registered as `name` for `op` (one of [`RHD_EXECUTORS`]).
-    pub fn new(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
+    /// The executor registered as `name` for `op` (one of `RHD_EXECUTORS`).
+    pub(crate) fn new(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
         RhdExecutor(Named::new(name, op, topo))
     }
 

@@ -38,22 +38,25 @@ use hccl_platform::{HcclError, MemKind, Result};
 
 /// Ring AllReduce over the flat (`Combine`) plane.
 #[derive(Debug)]
-pub struct AllReduceRingExecutor(Named);
+pub(crate) struct AllReduceRingExecutor(Named);
 
 /// Ring AllGather over the flat plane.
 #[derive(Debug)]
-pub struct AllGatherRingExecutor(Named);
+pub(crate) struct AllGatherRingExecutor(Named);
 
 /// Ring ReduceScatter over the flat plane.
 #[derive(Debug)]
-pub struct ReduceScatterRingExecutor(Named);
+pub(crate) struct ReduceScatterRingExecutor(Named);
 
 /// Ring (chain) Broadcast over the flat plane.
 #[derive(Debug)]
-pub struct BroadcastRingExecutor(Named);
+pub(crate) struct BroadcastRingExecutor(Named);
 
+// The registry builds from its own table; its tests and the simulator's
+// check against this one, and nothing else needs it.
 /// The rooted ring executors: (registered name, op).
-pub const RING_ROOTED_EXECUTORS: &[(&str, OpType)] = &[
+#[cfg(test)]
+pub(crate) const RING_ROOTED_EXECUTORS: &[(&str, OpType)] = &[
     ("ReduceRingExecutor", OpType::Reduce),
     ("ScatterRingExecutor", OpType::Scatter),
     ("GatherRingExecutor", OpType::Gather),
@@ -61,48 +64,48 @@ pub const RING_ROOTED_EXECUTORS: &[(&str, OpType)] = &[
 
 /// A ring executor for Reduce, Scatter or Gather over the flat plane.
 #[derive(Debug)]
-pub struct RingRootedExecutor(Named);
+pub(crate) struct RingRootedExecutor(Named);
 
 impl AllReduceRingExecutor {
     /// The registered name.
-    pub const NAME: &'static str = "AllReduceRingExecutor";
+    pub(crate) const NAME: &'static str = "AllReduceRingExecutor";
     /// An executor for `topo`.
-    pub fn new(topo: &TopoInfo) -> Self {
+    pub(crate) fn new(topo: &TopoInfo) -> Self {
         Self(Named::new(Self::NAME, OpType::AllReduce, topo))
     }
 }
 
 impl AllGatherRingExecutor {
     /// The registered name.
-    pub const NAME: &'static str = "AllGatherRingExecutor";
+    pub(crate) const NAME: &'static str = "AllGatherRingExecutor";
     /// An executor for `topo`.
-    pub fn new(topo: &TopoInfo) -> Self {
+    pub(crate) fn new(topo: &TopoInfo) -> Self {
         Self(Named::new(Self::NAME, OpType::AllGather, topo))
     }
 }
 
 impl ReduceScatterRingExecutor {
     /// The registered name.
-    pub const NAME: &'static str = "ReduceScatterRingExecutor";
+    pub(crate) const NAME: &'static str = "ReduceScatterRingExecutor";
     /// An executor for `topo`.
-    pub fn new(topo: &TopoInfo) -> Self {
+    pub(crate) fn new(topo: &TopoInfo) -> Self {
         Self(Named::new(Self::NAME, OpType::ReduceScatter, topo))
     }
 }
 
 impl BroadcastRingExecutor {
     /// The registered name.
-    pub const NAME: &'static str = "BroadcastRingExecutor";
+    pub(crate) const NAME: &'static str = "BroadcastRingExecutor";
     /// An executor for `topo`.
-    pub fn new(topo: &TopoInfo) -> Self {
+    pub(crate) fn new(topo: &TopoInfo) -> Self {
         Self(Named::new(Self::NAME, OpType::Broadcast, topo))
     }
 }
 
 impl RingRootedExecutor {
     /// The executor registered as `name` for `op` (one of
-    /// [`RING_ROOTED_EXECUTORS`]).
-    pub fn new(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
+    /// `RING_ROOTED_EXECUTORS`).
+    pub(crate) fn new(name: &'static str, op: OpType, topo: &TopoInfo) -> Self {
         RingRootedExecutor(Named::new(name, op, topo))
     }
 }

@@ -1,7 +1,7 @@
 //! Input patterns and reference results for the simulator's checks.
 
 use half::{bf16, f16};
-use hccl_platform::reduce::reduce_into;
+use hccl_platform::reduce_into;
 use hccl_platform::{DataType, ReduceOp, Result};
 
 /// Small integer for rank `rank`, element `i`: sums stay within ±2p and

@@ -3,8 +3,8 @@
 //! the number of communication steps on the critical path.
 
 use crate::topo::CommPlane;
-use hccl_platform::link::{InProcLink, Link, LinkOp, LinkOpState};
 use hccl_platform::{DeviceMem, MemKind, Result};
+use hccl_platform::{InProcLink, Link, LinkOp, LinkOpState};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

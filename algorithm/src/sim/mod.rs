@@ -26,12 +26,12 @@ use crate::executor::ExecutorRegistry;
 use crate::op::{OpParam, OpType, VCounts, WorkflowMode};
 use crate::resource::AlgResourceResponse;
 use crate::topo::{CommPlane, TopoInfo};
-use hccl_platform::link::{InProcEndpoint, InProcLink};
-use hccl_platform::sync::EventCount;
+use hccl_platform::EventCount;
 use hccl_platform::{
     DataType, Device, DeviceConfig, DeviceMem, HcclError, LinkHandle, MemKind, Notify, OpLabel,
     ReduceOp, Stream,
 };
+use hccl_platform::{InProcEndpoint, InProcLink};
 use link::{Arrivals, Clock, SimLink, Stamp};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};

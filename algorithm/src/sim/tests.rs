@@ -735,7 +735,7 @@ fn nhr_and_nb_at_scale() {
 /// middle, and staging windows smaller than the data.
 #[test]
 fn direct_executors_every_rank_count() {
-    if !hccl_platform::mem::cma::permitted() {
+    if !hccl_platform::cross_memory_attach_permitted() {
         eprintln!("cross-memory attach is not permitted here; skipping");
         return;
     }
@@ -760,7 +760,7 @@ fn direct_executors_every_rank_count() {
 
 #[test]
 fn direct_allreduce_reads_each_byte_once_and_stages_in_windows() {
-    if !hccl_platform::mem::cma::permitted() {
+    if !hccl_platform::cross_memory_attach_permitted() {
         eprintln!("cross-memory attach is not permitted here; skipping");
         return;
     }

@@ -10,7 +10,7 @@ use hccl_platform::{HcclError, Result};
 use std::net::IpAddr;
 
 /// Whether interface `name` is selected by `spec`.
-pub fn matches(spec: &str, name: &str) -> bool {
+pub(crate) fn matches(spec: &str, name: &str) -> bool {
     let spec = spec.trim();
     let (exclude, rest) = match spec.strip_prefix('^') {
         Some(r) => (true, r),
@@ -35,7 +35,7 @@ pub fn matches(spec: &str, name: &str) -> bool {
 }
 
 /// The first address of an interface selected by `spec`, of family v6 if `v6`.
-pub fn address_of(spec: &str, v6: bool) -> Result<IpAddr> {
+pub(crate) fn address_of(spec: &str, v6: bool) -> Result<IpAddr> {
     let addrs =
         nix::ifaddrs::getifaddrs().map_err(|e| HcclError::syscall(format!("getifaddrs: {e}")))?;
     let mut seen = Vec::new();

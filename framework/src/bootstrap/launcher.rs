@@ -18,7 +18,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 
 /// Where the ranks meet.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Rendezvous {
+pub(crate) enum Rendezvous {
     /// Rank 0 serves at this address; everyone connects to it.
     Addr(SocketAddr),
     /// Rank 0 writes its root info to this file; the others wait for it.
@@ -27,7 +27,7 @@ pub enum Rendezvous {
 
 /// What the launcher told this process.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LaunchInfo {
+pub(crate) struct LaunchInfo {
     /// Which launcher's variables were found.
     pub launcher: &'static str,
     /// This rank.
@@ -76,7 +76,7 @@ fn resolve(var: &str, host: &str, port: u16) -> Result<SocketAddr> {
 }
 
 /// Reads the launcher environment; `None` if no launcher's variables are set.
-pub fn detect(env: &(impl EnvSource + ?Sized)) -> Result<Option<LaunchInfo>> {
+pub(crate) fn detect(env: &(impl EnvSource + ?Sized)) -> Result<Option<LaunchInfo>> {
     for &(launcher, rank_var, size_var, local_var) in STYLES {
         let (Some(rank), Some(size)) = (num(env, rank_var)?, num(env, size_var)?) else {
             continue;

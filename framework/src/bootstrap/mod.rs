@@ -8,10 +8,10 @@
 //! - [`launcher`]: rank and size from torchrun, Open MPI, MPICH/PMI or
 //!   Slurm environment variables, rendezvous at the root address.
 
-pub mod interface;
-pub mod launcher;
-pub mod rank_table;
-pub mod root_info;
+pub(crate) mod interface;
+pub(crate) mod launcher;
+pub(crate) mod rank_table;
+pub(crate) mod root_info;
 
 use hccl_platform::{HcclError, Result};
 use serde::{Deserialize, Serialize};
@@ -19,7 +19,7 @@ use std::net::{IpAddr, SocketAddr, UdpSocket};
 
 /// What each rank tells the others.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RankInfo {
+pub(crate) struct RankInfo {
     /// The rank.
     pub rank: u32,
     /// Identifies the host: ranks with equal ids share memory.
@@ -35,7 +35,7 @@ pub struct RankInfo {
 
 /// Every rank's [`RankInfo`], indexed by rank, plus the group's unique id.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RankTable {
+pub(crate) struct RankTable {
     /// The group's unique id: links present it when they connect.
     pub unique_id: [u8; 16],
     /// By rank.
@@ -45,7 +45,7 @@ pub struct RankTable {
 impl RankTable {
     /// Server index of every rank: ranks with the same host id share a
     /// server; servers are numbered in order of their lowest rank.
-    pub fn rank_to_server(&self) -> Vec<u32> {
+    pub(crate) fn rank_to_server(&self) -> Vec<u32> {
         let mut hosts: Vec<&str> = Vec::new();
         self.ranks
             .iter()
@@ -64,7 +64,7 @@ impl RankTable {
 /// containers with the same hostname on different machines differ, and
 /// one machine's ranks agree whatever IP they use. `HCCL_RS_HOST_ID`
 /// overrides it (to declare processes of one machine separate hosts).
-pub fn host_id() -> String {
+pub(crate) fn host_id() -> String {
     // Tests declare ranks of one machine to be on different hosts with this.
     if let Ok(id) = std::env::var("HCCL_RS_HOST_ID") {
         if !id.trim().is_empty() {
@@ -84,7 +84,7 @@ fn rustix_hostname() -> String {
 
 /// The local IP to advertise: `HCCL_IF_IP` if set, else the address this
 /// host would use to reach `peer` (no packet is sent).
-pub fn local_ip_towards(peer: IpAddr, if_ip: Option<&str>) -> Result<IpAddr> {
+pub(crate) fn local_ip_towards(peer: IpAddr, if_ip: Option<&str>) -> Result<IpAddr> {
     if let Some(ip) = if_ip {
         return ip.trim().parse().map_err(|_| {
             HcclError::para(format!(
@@ -112,7 +112,7 @@ pub fn local_ip_towards(peer: IpAddr, if_ip: Option<&str>) -> Result<IpAddr> {
 }
 
 /// A fresh random unique id (from the kernel's random source).
-pub fn random_unique_id() -> [u8; 16] {
+pub(crate) fn random_unique_id() -> [u8; 16] {
     let mut id = [0u8; 16];
     let ok = std::fs::File::open("/dev/urandom")
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut id))
@@ -131,7 +131,7 @@ pub fn random_unique_id() -> [u8; 16] {
 
 /// A 16-byte id derived from `text` (FNV-1a, twice with different seeds):
 /// ranks that read the same rank table or launcher environment agree on it.
-pub fn derived_unique_id(text: &str) -> [u8; 16] {
+pub(crate) fn derived_unique_id(text: &str) -> [u8; 16] {
     let h = |seed: u64| {
         text.bytes()
             .fold(seed, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
@@ -141,3 +141,6 @@ pub fn derived_unique_id(text: &str) -> [u8; 16] {
     id[8..].copy_from_slice(&h(0x8422_2325_cbf2_9ce4).to_le_bytes());
     id
 }
+
+#[cfg(test)]
+pub(crate) mod fuzz;

@@ -13,18 +13,19 @@
 use super::{derived_unique_id, RankInfo, RankTable};
 use hccl_platform::{HcclError, Result};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 
 /// Reads and checks the rank table at `path`. `base_port` gives ports to
 /// devices without `device_port`; `buffer_size` is every rank's CCL size.
-pub fn load(path: &str, base_port: u16, buffer_size: u64) -> Result<RankTable> {
+pub(crate) fn load(path: &str, base_port: u16, buffer_size: u64) -> Result<RankTable> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| HcclError::open_file(format!("rank table {path}: cannot read: {e}")))?;
     parse(path, &text, base_port, buffer_size)
 }
 
 /// Parses rank table `text` (named `path` in errors).
-pub fn parse(path: &str, text: &str, base_port: u16, buffer_size: u64) -> Result<RankTable> {
+pub(crate) fn parse(path: &str, text: &str, base_port: u16, buffer_size: u64) -> Result<RankTable> {
     let bad = |field: &str, why: String| {
         HcclError::para(format!("rank table {path}: field '{field}': {why}"))
     };
@@ -56,7 +57,10 @@ pub fn parse(path: &str, text: &str, base_port: u16, buffer_size: u64) -> Result
             ));
         }
     }
-    let mut ranks: Vec<Option<RankInfo>> = Vec::new();
+    // By rank id, in a map: a rank id is a number from the file, and
+    // sizing a vector by it would let `"rank_id": "4294967295"` allocate
+    // hundreds of gigabytes before the contiguity check could object.
+    let mut ranks: BTreeMap<u32, RankInfo> = BTreeMap::new();
     for (si, server) in servers.iter().enumerate() {
         let server_id =
             s(server, "server_id").map_err(|e| e.during(format!("server_list[{si}]")))?;
@@ -86,12 +90,16 @@ pub fn parse(path: &str, text: &str, base_port: u16, buffer_size: u64) -> Result
                 )
             })?;
             let port = match d.get("device_port") {
-                None => base_port.checked_add(rank as u16).ok_or_else(|| {
-                    bad(
-                        &format!("{at}.device_port"),
-                        "HCCL_IF_BASE_PORT + rank overflows".into(),
-                    )
-                })?,
+                // in u32: `rank as u16` would wrap rank 65536 onto the base port
+                None => u32::from(base_port)
+                    .checked_add(rank)
+                    .and_then(|p| u16::try_from(p).ok())
+                    .ok_or_else(|| {
+                        bad(
+                            &format!("{at}.device_port"),
+                            "HCCL_IF_BASE_PORT + rank overflows".into(),
+                        )
+                    })?,
                 Some(_) => {
                     let p = s(d, "device_port")?;
                     p.parse().map_err(|_| {
@@ -102,39 +110,40 @@ pub fn parse(path: &str, text: &str, base_port: u16, buffer_size: u64) -> Result
                     })?
                 }
             };
-            if ranks.len() <= rank as usize {
-                ranks.resize(rank as usize + 1, None);
-            }
-            if ranks[rank as usize].is_some() {
+            if ranks.contains_key(&rank) {
                 return Err(bad(
                     &format!("{at}.rank_id"),
                     format!("rank {rank} appears twice"),
                 ));
             }
-            ranks[rank as usize] = Some(RankInfo {
+            ranks.insert(
                 rank,
-                host_id: server_id.clone(),
-                link_addr: SocketAddr::new(ip, port),
-                buffer_size,
-                shm: None,
-            });
+                RankInfo {
+                    rank,
+                    host_id: server_id.clone(),
+                    link_addr: SocketAddr::new(ip, port),
+                    buffer_size,
+                    shm: None,
+                },
+            );
         }
     }
     if ranks.is_empty() {
         return Err(bad("server_list", "lists no device".into()));
     }
-    let ranks: Vec<RankInfo> = ranks
-        .into_iter()
-        .enumerate()
-        .map(|(r, i)| {
-            i.ok_or_else(|| {
-                bad(
-                    "rank_id",
-                    format!("rank {r} is missing: rank ids must be contiguous from 0"),
-                )
-            })
-        })
-        .collect::<Result<_>>()?;
+    // contiguous from 0: the i-th smallest id must be i (the first that is
+    // not names the missing rank)
+    if let Some(r) = ranks
+        .keys()
+        .zip(0u32..)
+        .find_map(|(&id, i)| (id != i).then_some(i))
+    {
+        return Err(bad(
+            "rank_id",
+            format!("rank {r} is missing: rank ids must be contiguous from 0"),
+        ));
+    }
+    let ranks: Vec<RankInfo> = ranks.into_values().collect();
     Ok(RankTable {
         unique_id: derived_unique_id(text),
         ranks,
@@ -208,5 +217,172 @@ mod tests {
         let e = load("/nonexistent/rt.json", 60000, 1).unwrap_err();
         assert_eq!(e.code(), hccl_platform::HcclResult::EOpenFileFailure);
         assert!(e.to_string().contains("/nonexistent/rt.json"), "{e}");
+    }
+}
+
+/// Fuzz target of the rank table: JSON shaped like a real table with any
+/// value in any field, mutated tables, and arbitrary text.
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use crate::bootstrap::fuzz::{bounded, config, ip, small_or_any_u32, text};
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    /// A field's value: usually a string of the right shape, sometimes a
+    /// string of the wrong one, another JSON type, or missing.
+    fn field(right: BoxedStrategy<String>) -> impl Strategy<Value = Option<Value>> {
+        prop_oneof![
+            24 => right.prop_map(|s| Some(Value::String(s))),
+            2 => text().prop_map(|s| Some(Value::String(s))),
+            1 => any::<i64>().prop_map(|n| Some(json!(n))),
+            1 => Just(Some(Value::Null)),
+            1 => Just(Some(json!([]))),
+            1 => Just(None),
+        ]
+    }
+
+    fn rank_id() -> BoxedStrategy<String> {
+        prop_oneof![
+            12 => small_or_any_u32(6).prop_map(|r| r.to_string()),
+            1 => Just("4294967296".to_string()),
+            1 => Just("-1".to_string()),
+            1 => Just("99999999999999999999".to_string()),
+        ]
+        .boxed()
+    }
+
+    fn port() -> BoxedStrategy<String> {
+        prop_oneof![
+            8 => any::<u16>().prop_map(|p| p.to_string()),
+            1 => Just("65536".to_string()),
+            1 => Just("70000".to_string()),
+        ]
+        .boxed()
+    }
+
+    fn object(fields: Vec<(&'static str, Option<Value>)>) -> Value {
+        Value::Object(
+            fields
+                .into_iter()
+                .filter_map(|(k, v)| v.map(|v| (k.to_string(), v)))
+                .collect(),
+        )
+    }
+
+    fn device() -> impl Strategy<Value = Value> {
+        (
+            field(rank_id()),
+            field(ip().prop_map(|i| i.to_string()).boxed()),
+            field(port()),
+            field(rank_id()),
+        )
+            .prop_map(|(rank, ip, port, dev)| {
+                object(vec![
+                    ("rank_id", rank),
+                    ("device_ip", ip),
+                    ("device_port", port),
+                    ("device_id", dev),
+                ])
+            })
+    }
+
+    fn server() -> impl Strategy<Value = Value> {
+        (
+            field("node_[0-9]".prop_map(String::from).boxed()),
+            prop_oneof![
+                8 => proptest::collection::vec(device(), 0..5).prop_map(|d| Some(Value::Array(d))),
+                1 => Just(Some(json!("device"))),
+                1 => Just(None),
+            ],
+        )
+            .prop_map(|(id, devices)| object(vec![("server_id", id), ("device", devices)]))
+    }
+
+    /// Tables: the right shape with any field wrong, plus a few edits to
+    /// their text, plus arbitrary text.
+    fn table_text() -> impl Strategy<Value = String> {
+        let shaped = (
+            field(prop_oneof![8 => Just("1.0".to_string()), 1 => text()].boxed()),
+            field((0usize..6).prop_map(|n| n.to_string()).boxed()),
+            prop_oneof![
+                8 => proptest::collection::vec(server(), 0..4).prop_map(|s| Some(Value::Array(s))),
+                1 => Just(Some(json!({}))),
+                1 => Just(None),
+            ],
+        )
+            .prop_map(|(version, count, servers)| {
+                object(vec![
+                    ("status", Some(json!("completed"))),
+                    ("version", version),
+                    ("server_count", count),
+                    ("server_list", servers),
+                ])
+                .to_string()
+            })
+            .boxed();
+        prop_oneof![
+            5 => shaped.clone(),
+            2 => (shaped, proptest::collection::vec((any::<usize>(), any::<char>()), 1..4)).prop_map(
+                |(s, edits)| {
+                    let mut c: Vec<char> = s.chars().collect();
+                    for (at, ch) in edits {
+                        let n = c.len();
+                        c[at % n] = ch;
+                    }
+                    c.into_iter().collect()
+                }
+            ),
+            1 => text(),
+            // deep nesting: serde_json refuses beyond its recursion limit
+            1 => (1usize..4000).prop_map(|n| "[".repeat(n) + &"]".repeat(n)),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        /// Any text is a table or a parameter error naming the file; a
+        /// table lists ranks 0..n, each once, at most one per device.
+        #[test]
+        fn fuzz_rank_table(t in table_text(), base_port in any::<u16>()) {
+            let devices = t.matches("rank_id").count();
+            match bounded("rank table parse", || parse("f.json", &t, base_port, 1 << 20)) {
+                Ok(table) => {
+                    prop_assert!(!table.ranks.is_empty() && table.ranks.len() <= devices);
+                    prop_assert!(table.ranks.iter().enumerate().all(|(i, r)| r.rank == i as u32));
+                }
+                Err(e) => {
+                    prop_assert_eq!(e.code(), hccl_platform::HcclResult::EPara);
+                    prop_assert!(e.to_string().contains("rank table f.json"), "{}", e);
+                }
+            }
+        }
+    }
+
+    /// The port of a device without `device_port` is the base port plus
+    /// its rank, or an error when that passes 65535 — never wrapped.
+    #[test]
+    fn default_ports_never_wrap() {
+        let t = |rank: u32| {
+            format!(
+                r#"{{"version": "1.0", "server_list": [{{"server_id": "a", "device": [
+                {{"device_ip": "127.0.0.1", "rank_id": "{rank}"}}]}}]}}"#
+            )
+        };
+        let e = parse("f.json", &t(65536), 60000, 1).unwrap_err();
+        assert!(e.to_string().contains("overflows"), "{e}");
+        let e = parse("f.json", &t(5536), 60000, 1).unwrap_err();
+        assert!(e.to_string().contains("overflows"), "{e}");
+        assert_eq!(
+            parse("f.json", &t(0), 65535, 1).unwrap().ranks[0]
+                .link_addr
+                .port(),
+            65535
+        );
+        // a huge rank id is an error, not a huge table
+        let huge = t(u32::MAX).replace(r#""rank_id""#, r#""device_port": "1", "rank_id""#);
+        let e = parse("f.json", &huge, 0, 1).unwrap_err();
+        assert!(e.to_string().contains("rank 0 is missing"), "{e}");
     }
 }

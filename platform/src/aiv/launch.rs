@@ -32,7 +32,7 @@ const MAX_QUEUED_KERNELS: u64 = 2 * ENTRIES;
 
 /// One small collective, built by an executor and handed to
 /// [`Stream::aiv_launch`](crate::Stream::aiv_launch), which runs it at once
-/// when it can (see there) and otherwise queues it as an [`AivTask`]. It
+/// when it can (see there) and otherwise queues it as an `AivTask`. It
 /// borrows the op's memory: a kernel that completes inside the launch
 /// never touches a reference count.
 #[derive(Debug)]
@@ -164,7 +164,7 @@ impl Launch for AivLaunch<'_> {
 
 impl Stream {
     /// Launches an AIV kernel: a whole small collective as one task (see
-    /// [`crate::aiv`]).
+    /// `aiv/PROTOCOL.md`).
     ///
     /// Under the inline driver, when no other thread drives the device
     /// and nothing but kernels is queued ahead of it, the kernel runs
@@ -176,7 +176,7 @@ impl Stream {
     /// after its peers finishes the op inside the launch, and none of them
     /// spins at synchronize. Nothing but kernels (a few hundred
     /// nanoseconds each) runs in the caller's thread here, and the launch
-    /// waits only when this rank is more than twice [`ENTRIES`] ops
+    /// waits only when this rank is more than twice `ENTRIES` ops
     /// ahead of a peer (back-pressure: it then drives the stream as
     /// synchronize would, with the same timeouts).
     pub fn aiv_launch(&self, kernel: AivLaunch<'_>) -> Result<()> {

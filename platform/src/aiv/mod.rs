@@ -48,7 +48,7 @@
 //! [`protocol`].
 //!
 //! Files: `board.rs` (layout, the protocol over any atomic words, the
-//! mapped board), `kernel.rs` ([`AivKind`], [`AivTask`]: the stream's
+//! mapped board), `kernel.rs` ([`AivKind`], `AivTask`: the stream's
 //! kernel), `launch.rs` ([`AivLaunch`], `Stream::aiv_launch`).
 
 mod board;
@@ -57,12 +57,9 @@ mod launch;
 #[cfg(all(test, loom))]
 mod loom_tests;
 
-pub use board::{AivBoards, AIV_MAX_BYTES, ENTRIES};
-pub use kernel::{AivKind, AivTask};
-pub use launch::{AivLaunch, LAUNCH_SPINS};
-
-/// Bytes of one rank's board area (owned by the links, which allocate it).
-pub use crate::link::BOARD_BYTES;
+pub use board::{AivBoards, AIV_MAX_BYTES};
+pub use kernel::AivKind;
+pub use launch::AivLaunch;
 
 #[doc = include_str!("PROTOCOL.md")]
 pub mod protocol {}

@@ -241,7 +241,7 @@ impl DeviceMem {
 
     /// The address of the first byte, as a number: what a peer process names
     /// this memory by when it reads it with cross-memory attach
-    /// ([`cma::read`](crate::mem::cma::read)).
+    /// (`cma::read`).
     pub fn addr(&self) -> u64 {
         self.ptr() as u64
     }

@@ -79,7 +79,7 @@ use ::half::{bf16, f16};
 /// An element type that can be reduced: the scalar reference semantics.
 ///
 /// Implemented for all twelve [`Element`] types (`i8`..`i64`, `u8`..`u64`,
-/// [`struct@f16`], [`struct@bf16`], `f32`, `f64`); see the [module docs](self) for the
+/// [`struct@f16`], [`struct@bf16`], `f32`, `f64`); see the `reduce` module docs for the
 /// semantics of each operator. Sealed: its supertrait `Kernel` (the
 /// vectorised kernels of the type) is private to this module.
 pub trait Reducible: Element + Kernel {

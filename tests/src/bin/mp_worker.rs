@@ -5,7 +5,11 @@
 //! the parent). Scenarios: `collectives` (default: allreduce, allgather,
 //! broadcast, alltoall, checked), `count_mismatch`, `op_mismatch`
 //! (rank 1 calls differently), `stall` (rank 1 sleeps forever after
-//! joining, for the kill test). Prints `OK` or `ERROR <code> <message>`.
+//! joining, for the kill test), `guide_allreduce` (registers the executor
+//! guide's bidirectional ring, `hccl_tests::guide_executor`, before joining,
+//! then runs checked f32 allreduces of 1, 1000, 16384 and 300001 elements,
+//! printing `ran <count> <executor>` after each). Prints `OK` or
+//! `ERROR <code> <message>`.
 
 #![forbid(unsafe_code)]
 
@@ -55,6 +59,11 @@ fn val(rank: u32, i: usize) -> f32 {
 }
 
 fn run(mode: &str, rank: u32, size: u32, dir: &str, scenario: &str) -> hccl_adapter::Result<()> {
+    if scenario == "guide_allreduce" {
+        // a user program registers its executors before its first op:
+        // from then on the selector ranks them beside the built-ins
+        hccl_tests::guide_executor::register_global()?;
+    }
     let c = comm(mode, rank, size, dir)?;
     assert_eq!((c.rank(), c.size()), (rank, size));
     let s = c.create_stream();
@@ -101,6 +110,23 @@ fn run(mode: &str, rank: u32, size: u32, dir: &str, scenario: &str) -> hccl_adap
             let recv = DeviceMem::alloc(1 << 20)?;
             c.all_reduce_raw(&send, &recv, 1 << 18, f, ReduceOp::Sum, &s)?;
             return s.synchronize();
+        }
+        "guide_allreduce" => {
+            for n in [1usize, 1000, 16384, 300_001] {
+                let send = DeviceMem::alloc(n * 4)?;
+                send.copy_from_host(&(0..n).map(|i| val(rank, i)).collect::<Vec<_>>())?;
+                let recv = DeviceMem::alloc(n * 4)?;
+                c.all_reduce_raw(&send, &recv, n as u64, f, ReduceOp::Sum, &s)?;
+                s.synchronize()?;
+                let got = recv.to_vec::<f32>(n)?;
+                for (i, g) in got.iter().enumerate() {
+                    let want: f32 = (0..size).map(|q| val(q, i)).sum();
+                    assert_eq!(*g, want, "allreduce n={n} element {i}");
+                }
+                let ran = c.communicator().last_executor().unwrap_or_default();
+                println!("ran {n} {ran}");
+            }
+            return Ok(());
         }
         _ => {}
     }

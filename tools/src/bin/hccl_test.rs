@@ -8,7 +8,7 @@
 #![forbid(unsafe_code)]
 
 use clap::Parser;
-use hccl_tools::perf::{run_sweep, PerfArgs};
+use hccl_tools::{run_sweep, PerfArgs};
 
 fn main() {
     tracing_subscriber::fmt()

@@ -13,7 +13,6 @@ use crate::template::nhr_nb::{self, Family};
 use crate::template::{rhd, ring};
 use crate::topo::SubCommInfo;
 use hccl_platform::{DataType, DeviceMem, MemKind, ReduceOp, Result, Stream};
-use std::sync::Arc;
 
 /// An allreduce among the ranks of one level-1 group.
 pub trait Level1Algorithm: Send + Sync + std::fmt::Debug {
@@ -56,7 +55,7 @@ fn result_to_output(stream: &Stream, input: &DeviceMem, output: &DeviceMem) -> R
 
 /// Level-1 ring: reduce-scatter then allgather around the group.
 #[derive(Debug)]
-pub struct RingLevel1;
+pub(crate) struct RingLevel1;
 
 impl Level1Algorithm for RingLevel1 {
     fn algo_name(&self) -> &'static str {
@@ -90,7 +89,7 @@ impl Level1Algorithm for RingLevel1 {
 
 /// Level-1 recursive halving/doubling (HCCL's `H-D_R`), for any group size.
 #[derive(Debug)]
-pub struct RhdLevel1;
+pub(crate) struct RhdLevel1;
 
 impl Level1Algorithm for RhdLevel1 {
     fn algo_name(&self) -> &'static str {
@@ -121,15 +120,15 @@ impl Level1Algorithm for RhdLevel1 {
 /// reduce-scatter + allgather plans among the hosts, ⌈log2 H⌉ steps per
 /// phase for any host count H, where a ring needs H − 1 and RHD folds.
 #[derive(Debug)]
-pub struct NonuniformLevel1 {
+pub(crate) struct NonuniformLevel1 {
     fam: Family,
 }
 
 impl NonuniformLevel1 {
     /// Level-1 NHR (`HCCL_ALGO` `level1:NHR`).
-    pub const NHR: NonuniformLevel1 = NonuniformLevel1 { fam: Family::Nhr };
+    pub(crate) const NHR: NonuniformLevel1 = NonuniformLevel1 { fam: Family::Nhr };
     /// Level-1 NB (`HCCL_ALGO` `level1:NB`).
-    pub const NB: NonuniformLevel1 = NonuniformLevel1 { fam: Family::Nb };
+    pub(crate) const NB: NonuniformLevel1 = NonuniformLevel1 { fam: Family::Nb };
 }
 
 impl Level1Algorithm for NonuniformLevel1 {
@@ -164,8 +163,11 @@ impl Level1Algorithm for NonuniformLevel1 {
     }
 }
 
-/// The built-in level-1 algorithms.
-pub fn builtin_level1() -> Vec<Arc<dyn Level1Algorithm>> {
+/// The built-in level-1 algorithms (the registry's table names its own;
+/// the tests check the two agree).
+#[cfg(test)]
+pub(crate) fn builtin_level1() -> Vec<std::sync::Arc<dyn Level1Algorithm>> {
+    use std::sync::Arc;
     vec![
         Arc::new(RingLevel1),
         Arc::new(RhdLevel1),

@@ -22,9 +22,13 @@ mod level1;
 mod pipeline;
 mod two_level;
 
-pub use level1::{builtin_level1, Level1Algorithm, NonuniformLevel1, RhdLevel1, RingLevel1};
-pub use pipeline::PipelineExecutor;
-pub use two_level::{HierExecutor, HierKind};
+#[cfg(test)]
+pub(crate) use level1::builtin_level1;
+pub use level1::Level1Algorithm;
+pub(crate) use level1::{NonuniformLevel1, RhdLevel1, RingLevel1};
+pub(crate) use pipeline::PipelineExecutor;
+pub(crate) use two_level::HierExecutor;
+pub use two_level::HierKind;
 
 use super::{CollExecutor, ExecutorFactory, ExecutorRegistry};
 use crate::op::OpType;
@@ -71,6 +75,7 @@ const WITH_LEVEL1: &[(HierKind, OpType)] = &[
 ];
 
 /// The (kind, op) pairs whose level 1 is always a ring.
+#[cfg(test)]
 const RING_ONLY: &[(HierKind, OpType)] = &[
     (HierKind::TwoLevel, OpType::AllGather),
     (HierKind::TwoLevel, OpType::ReduceScatter),
@@ -104,8 +109,10 @@ pub fn register_level1(
     Ok(())
 }
 
-/// Every built-in hierarchical executor: (name, op, kind).
-pub fn hier_executors() -> Vec<(String, OpType, HierKind)> {
+/// Every built-in hierarchical executor: (name, op, kind), for the tests
+/// to check the registry's table against.
+#[cfg(test)]
+pub(crate) fn hier_executors() -> Vec<(String, OpType, HierKind)> {
     let mut v: Vec<(String, OpType, HierKind)> = builtin_level1()
         .iter()
         .flat_map(|l1| {

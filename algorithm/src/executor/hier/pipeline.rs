@@ -39,7 +39,7 @@ use std::sync::Arc;
 
 /// A Pipeline executor for AllReduce, AllGather or ReduceScatter.
 #[derive(Debug)]
-pub struct PipelineExecutor {
+pub(crate) struct PipelineExecutor {
     name: Arc<str>,
     op: OpType,
     topo: TopoInfo,
@@ -63,7 +63,7 @@ struct Round<'a> {
 
 impl PipelineExecutor {
     /// The executor registered as `name` for `op` on `topo`.
-    pub fn new(name: &str, op: OpType, topo: &TopoInfo) -> Self {
+    pub(crate) fn new(name: &str, op: OpType, topo: &TopoInfo) -> Self {
         PipelineExecutor {
             name: name.into(),
             op,

@@ -30,7 +30,7 @@ pub enum HierKind {
 
 /// A TwoLevel or AHC executor for one op.
 #[derive(Debug)]
-pub struct HierExecutor {
+pub(crate) struct HierExecutor {
     name: Arc<str>,
     op: OpType,
     kind: HierKind,
@@ -100,7 +100,7 @@ impl HierExecutor {
     /// The `kind` executor registered as `name` for `op` on `topo`, with
     /// `level1` as its inter-host allreduce (AllReduce only; the other ops
     /// use a level-1 ring).
-    pub fn new(
+    pub(crate) fn new(
         name: &str,
         op: OpType,
         kind: HierKind,
