@@ -12,6 +12,7 @@
 use crate::error::{HcclError, Result};
 use crate::link::{Link, LinkHandle, BOARD_BYTES};
 use crate::mem::DeviceMem;
+use crate::sync::mutation::{self, Mutation};
 use crate::sync::{mapped, Arc, AtomicU64, Ordering, Word};
 
 /// Entries per board: how many ops a rank may have published and not yet
@@ -74,7 +75,12 @@ pub(crate) fn next_seq(own: &impl BoardWords) -> u64 {
 /// The caller has checked [`may_reuse`].
 pub(crate) fn publish_entry<B: BoardWords>(own: &B, seq: u64, write: impl FnOnce()) {
     write();
-    own.flag(seq).store(seq, Ordering::Release);
+    let order = if mutation::active(Mutation::BoardFlagRelaxed) {
+        Ordering::Relaxed
+    } else {
+        Ordering::Release
+    };
+    own.flag(seq).store(seq, order);
     own.published().store(seq, Ordering::Relaxed);
 }
 
@@ -106,7 +112,12 @@ pub(crate) fn may_reuse<'a, B: BoardWords + 'a>(
     peers: impl IntoIterator<Item = &'a B>,
     cache: &impl Word,
 ) -> bool {
-    let Some(need) = seq.checked_sub(entries) else {
+    let reused = if mutation::active(Mutation::BoardReuseEarly) {
+        entries + 1
+    } else {
+        entries
+    };
+    let Some(need) = seq.checked_sub(reused) else {
         return true;
     };
     if cache.load(Ordering::Relaxed) >= need {

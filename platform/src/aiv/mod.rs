@@ -54,6 +54,8 @@
 mod board;
 mod kernel;
 mod launch;
+#[cfg(all(test, loom))]
+mod loom_tests;
 
 pub use board::{AivBoards, AIV_MAX_BYTES};
 pub use kernel::AivKind;

@@ -32,6 +32,8 @@
 
 mod consistency;
 mod in_process;
+#[cfg(all(test, loom))]
+mod loom_tests;
 mod peer;
 mod shm;
 mod tcp;

@@ -13,10 +13,28 @@
 //! link's words are mapped), [`Counters`] (one end's counters as a struct
 //! over the platform's atomics, as the in-process link keeps them) and
 //! [`ticket`] (which raise a wait waits for).
+//!
+//! Its loom model (`link/loom_tests.rs`) runs the production [`poll`]
+//! with its [`Taken`] tickets between two ends over [`Counters`] (loom
+//! atomics under loom): a sender that runs `RxAck, TxAsync, TxWaitDone`
+//! and a receiver that runs `TxAck, RxWaitDone` and reads its buffer, two
+//! rounds, every interleaving (a fraction of a second). The transfer
+//! really copies; the model's transport also marks the receiver's buffer
+//! written in a loom `UnsafeCell`, and the receiver marks it read, so loom
+//! shows that the sender never writes before the receiver's ack (ordered
+//! after its last read), that the receiver never reads before the data
+//! count (ordered after the write, and the bytes are the round's), and
+//! that every counter only grows. Two deliberate bugs make it fail
+//! (`sync/mutation.rs`): a raise without release (`LinkRaiseRelaxed`: a
+//! causality violation) and waits numbered from 0 (`LinkTicketEarly`: the
+//! receiver reads before the data). Run it with
+//! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p
+//! hccl-platform --release --lib loom_tests` (as `.ci/test` does).
 
 use super::{LinkOp, LinkOpState, OpDesc, ParamMem};
 use crate::error::{HcclError, Result};
 use crate::mem::{cma, copy_mem, reduce_mem, DeviceMem, MemKind};
+use crate::sync::mutation::{self, Mutation};
 use crate::sync::{AtomicU64, Mutex, Ordering, Word};
 use std::task::Poll;
 
@@ -37,7 +55,12 @@ pub(crate) enum Counter {
 /// it announces (a transfer's bytes, a descriptor), so a waiter that sees
 /// the new count sees them too.
 pub(crate) fn raise_word(counter: &impl Word) {
-    counter.fetch_add(1, Ordering::Release);
+    let order = if mutation::active(Mutation::LinkRaiseRelaxed) {
+        Ordering::Relaxed
+    } else {
+        Ordering::Release
+    };
+    counter.fetch_add(1, order);
 }
 
 /// How many times a counter (this end's) has been raised: an acquire
@@ -160,9 +183,14 @@ fn read_peer<W: WriteBased>(
 /// the n-th raise. Waits are numbered in stream order by the stream's one
 /// driver, so a relaxed count does.
 pub(crate) fn ticket(taken: &AtomicU64, state: &mut LinkOpState) -> u64 {
+    let first = if mutation::active(Mutation::LinkTicketEarly) {
+        0
+    } else {
+        1
+    };
     *state
         .seq
-        .get_or_insert_with(|| taken.fetch_add(1, Ordering::Relaxed) + 1)
+        .get_or_insert_with(|| taken.fetch_add(1, Ordering::Relaxed) + first)
 }
 
 fn take<W: WriteBased>(

@@ -26,7 +26,8 @@ use super::StreamInner;
 use crate::error::HcclError;
 use crate::link::PeerProcess;
 use crate::notify::Notify;
-use crate::sync::{process, Arc, AtomicU64, EventCount, Mutex, Ordering, Weak};
+use crate::sync::mutation::{self, Mutation};
+use crate::sync::{process, Arc, AtomicU64, EventCount, Mutex, Ordering, Waiter, Weak};
 use std::time::{Duration, Instant};
 
 /// Yields an idle driver makes (after spinning) before it parks.
@@ -571,30 +572,50 @@ impl Notify {
     }
 }
 
+/// One turn of a device's worker driver: if any stream has work, drives
+/// until none has and returns `None`; otherwise registers as a sleeper of
+/// `events` and returns the registration to park on, having let go of the
+/// device (so a device whose last handle is dropped meanwhile is freed).
+///
+/// Look, register, look again: an enqueue before the registration is seen
+/// by the second look, one after it wakes the parked worker (see
+/// [`EventCount`]). The loom model of this hand-off (`stream::loom_tests`)
+/// runs this very function as its worker.
+#[cfg_attr(all(loom, not(test)), allow(dead_code))] // under loom only the model runs it
+pub(crate) fn worker_turn(inner: Arc<DeviceInner>, events: &EventCount) -> Option<Waiter<'_>> {
+    let mut waiter = None;
+    if !inner.has_work() {
+        waiter = Some(events.prepare_wait());
+    }
+    let work = if mutation::active(Mutation::StreamNoRecheck) {
+        waiter.is_none()
+    } else {
+        inner.has_work()
+    };
+    if work {
+        drop(waiter);
+        let mut snap = inner.driver.lock().unwrap_or_else(|p| p.into_inner());
+        let mut local = std::mem::take(&mut *snap);
+        inner.drive_until(&mut local, &|| !inner.has_work());
+        *snap = local;
+        drop(snap);
+        inner.done.notify();
+        return None;
+    }
+    waiter
+}
+
+/// Starts the worker thread of a [`ExecMode::Worker`] device: turns of
+/// [`worker_turn`], parking between them (at most 200 ms: a safety net
+/// should a wake ever be missed), until the device is dropped.
+#[cfg(not(loom))]
 fn spawn_worker(dev: &Device) {
     let weak = Arc::downgrade(&dev.0);
     let events = dev.0.events.clone();
     let name = format!("hccl-dev{}", dev.0.id);
     let spawned = std::thread::Builder::new().name(name).spawn(move || loop {
         let Some(inner) = weak.upgrade() else { return };
-        let mut waiter = None;
-        // look, register, look again: an enqueue after the registration
-        // wakes the worker (see EventCount)
-        if !inner.has_work() {
-            waiter = Some(events.prepare_wait());
-        }
-        if inner.has_work() {
-            drop(waiter);
-            let mut snap = inner.driver.lock().unwrap_or_else(|p| p.into_inner());
-            let mut local = std::mem::take(&mut *snap);
-            inner.drive_until(&mut local, &|| !inner.has_work());
-            *snap = local;
-            drop(snap);
-            inner.done.notify();
-            continue;
-        }
-        drop(inner);
-        if let Some(w) = waiter {
+        if let Some(w) = worker_turn(inner, &events) {
             w.wait_until(Instant::now() + Duration::from_millis(200));
         }
     });
@@ -602,3 +623,8 @@ fn spawn_worker(dev: &Device) {
         tracing::error!(error = %e, "could not start device worker thread; falling back to inline driving");
     }
 }
+
+/// Under loom a worker would be a thread outside the model: a model runs
+/// [`worker_turn`] from a thread of its own instead.
+#[cfg(loom)]
+fn spawn_worker(_dev: &Device) {}

@@ -11,6 +11,12 @@
 //!     cargo test -p hccl-platform --release --lib loom_tests
 //! ```
 //!
+//! That runs every model: the event count's park/wake (`event_count.rs`),
+//! the AIV board protocol (`aiv/loom_tests.rs`, see `aiv/PROTOCOL.md`),
+//! the write-based link counters (`link/loom_tests.rs`) and the stream
+//! enqueue / worker hand-off (`stream/loom_tests.rs`), each also with the
+//! deliberate bugs of `mutation.rs` that it must catch.
+//!
 //! The whole crate builds under loom. A few std types stay std under loom
 //! too, each for a reason loom cannot change:
 //!
@@ -31,12 +37,15 @@
 //!   loom's atomics (see `aiv::board` and `link::write_based`).
 //!
 //! `Ordering` is the same type under both. Busy-wait hints come from here
-//! too ([`spin_loop`], [`yield_now`]): under loom they are the yields a
+//! too (`spin_loop`, `yield_now`): under loom they are the yields a
 //! model needs to make progress through a spin loop. Threads the platform
 //! spawns (the worker driver, the TCP listener) are std threads: a loom
-//! model drives a device inline, from its own loom threads.
+//! model drives a device from its own loom threads (under loom a
+//! worker-mode device spawns no worker; the model runs the worker's turn,
+//! `stream::device::worker_turn`, itself).
 
 pub mod event_count;
+pub(crate) mod mutation;
 
 #[cfg(loom)]
 #[allow(unused_imports)] // the facade offers what the std side offers
