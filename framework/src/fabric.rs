@@ -104,7 +104,7 @@ impl Fabric for TcpFabric {
 
 /// A rank's host for messages: the host id's name part (a host id is
 /// `hostname/boot id`, or what `HCCL_RS_HOST_ID` declares).
-pub fn host_name(info: &RankInfo) -> &str {
+pub(crate) fn host_name(info: &RankInfo) -> &str {
     info.host_id.split('/').next().unwrap_or(&info.host_id)
 }
 
