@@ -28,7 +28,8 @@ mod verbs;
 pub use device::{BlockedTask, Device, DeviceConfig, DeviceStats, ExecMode};
 pub use kernel::Kernel;
 pub(crate) use kernel::Launch;
-pub use task::{HostCallback, OpLabel, Task, TaskKind};
+pub use task::{HostCallback, OpLabel};
+pub(crate) use task::{Task, TaskKind};
 
 use task::{HeadState, Op, Pools, Released};
 
@@ -531,7 +532,7 @@ impl Stream {
     }
 
     /// Enqueues a task. Returns at once.
-    pub fn enqueue(&self, kind: TaskKind) -> Result<()> {
+    pub(crate) fn enqueue(&self, kind: TaskKind) -> Result<()> {
         self.push(|pools| kind.into_op(pools))
     }
 

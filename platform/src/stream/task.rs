@@ -34,15 +34,6 @@ pub enum TaskKind {
         /// Reduction.
         op: ReduceOp,
     },
-    /// Record a notify (wakes a waiter on another stream).
-    NotifyRecord(Notify),
-    /// Wait for the next record of a notify.
-    NotifyWait {
-        /// The notify.
-        notify: Notify,
-        /// Which record this waits for, assigned at first poll.
-        seq: Option<u64>,
-    },
     /// A link verb.
     Link {
         /// The link.
@@ -52,8 +43,6 @@ pub enum TaskKind {
         /// Progress kept by the link between polls.
         state: LinkOpState,
     },
-    /// A host function.
-    Callback(Option<HostCallback>),
     /// A kernel: a whole piece of work (e.g. a small collective) in one
     /// task (see [`Kernel`]).
     Kernel(Box<dyn Kernel>),
@@ -73,15 +62,12 @@ impl TaskKind {
             TaskKind::Reduce { dst, dtype, op, .. } => {
                 format!("{op} reduce of {} bytes of {dtype}", dst.mem().len())
             }
-            TaskKind::NotifyRecord(_) => "notify record".into(),
-            TaskKind::NotifyWait { .. } => "notify wait".into(),
             TaskKind::Link { link, op, .. } => format!(
                 "{} with peer rank {} over the {} link",
                 op.verb(),
                 link.remote_rank(),
                 link.transport()
             ),
-            TaskKind::Callback(_) => "host callback".into(),
             TaskKind::Kernel(k) => k.describe(),
         }
     }
@@ -466,7 +452,7 @@ impl Task {
     pub(crate) fn is_callback(&self) -> bool {
         match &self.op {
             Op::Callback { .. } => true,
-            Op::Other { kind, .. } => matches!(**kind, TaskKind::Callback(_)),
+            Op::Other { .. } => false,
             _ => false,
         }
     }
@@ -659,23 +645,7 @@ fn poll_kind(kind: &mut TaskKind) -> Poll<Result<()>> {
             dtype,
             op,
         } => Poll::Ready(reduce_mem(dst.mem(), src.mem(), *dtype, *op)),
-        TaskKind::NotifyRecord(n) => {
-            n.record();
-            Poll::Ready(Ok(()))
-        }
-        TaskKind::NotifyWait { notify, seq } => {
-            let s = *seq.get_or_insert_with(|| notify.next_wait_seq());
-            if notify.is_recorded(s) {
-                Poll::Ready(Ok(()))
-            } else {
-                Poll::Pending
-            }
-        }
         TaskKind::Link { link, op, state } => link.poll(op, state),
-        TaskKind::Callback(f) => match f.take() {
-            Some(f) => Poll::Ready(f()),
-            None => Poll::Ready(Err(HcclError::internal("host callback polled twice"))),
-        },
         TaskKind::Kernel(k) => k.poll(),
     }
 }
@@ -692,9 +662,6 @@ impl TaskKind {
                 dtype,
                 op,
             } => reduce_op(pools, dst.mem(), src.mem(), dtype, op),
-            TaskKind::NotifyRecord(notify) => Op::Record { notify, step: 0 },
-            TaskKind::NotifyWait { notify, seq: None } => Op::Wait { notify, step: 0 },
-            TaskKind::Callback(f) => Op::Callback { f, step: 0 },
             TaskKind::Kernel(kernel) => Op::Kernel { kernel, step: 0 },
             TaskKind::Link { link, op, state } if state.seq.is_none() && state.progress == 0 => {
                 let Some((verb, m, remote_off)) = Verb::of(&op) else {
