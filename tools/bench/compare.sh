@@ -25,7 +25,7 @@ fi
 mkdir -p target/bench
 mpicc -O2 -Wall -Werror -o target/bench/mpi_bench tools/bench/mpi_bench.c
 cargo build --release -q -p hccl-tools
-HCCL=target/release/hccl-test
+HCCL=${HCCL:-target/release/hccl-test}   # another build can be compared: HCCL=path/to/hccl-test
 CORES=$(nproc)
 
 row_first() { awk -F'|' 'NR==3 {gsub(/ /,"",$2); print $2}'; }
