@@ -6,6 +6,7 @@
 
 pub mod cma;
 mod device_mem;
+mod event_words;
 mod kind;
 mod nt_copy;
 mod region;

@@ -21,6 +21,22 @@
 
 use super::{fence, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering};
 
+/// Two 32-bit words (the epoch, then the sleeper count) in memory that
+/// other processes may map, kept mapped by whoever implements this.
+///
+/// # Safety
+///
+/// `base` must return the same pointer for the implementor's whole life,
+/// 4-byte aligned, valid for reads and writes of 8 bytes while the
+/// implementor lives, and those bytes must only ever be accessed atomically
+/// (by every process that maps them).
+pub(crate) unsafe trait MappedWords: Send + Sync + std::fmt::Debug {
+    /// Where the two words start.
+    // under loom an event count is always local: nothing reads the words
+    #[cfg_attr(loom, allow(dead_code))]
+    fn base(&self) -> *const u8;
+}
+
 /// Wakes parked waiters when something they may be waiting for changed.
 #[derive(Debug)]
 pub struct EventCount {
@@ -67,26 +83,24 @@ impl EventCount {
         }
     }
 
-    /// Under loom there are no other processes: a local event count.
-    #[cfg(loom)]
-    pub fn on_shared_memory(
-        _mem: &crate::mem::DeviceMem,
-        _offset: usize,
-    ) -> crate::Result<EventCount> {
-        Ok(EventCount::new())
-    }
-
-    /// An event count whose words live at `offset` of shared memory `mem`
-    /// (8 bytes, 4-aligned): every process mapping `mem` and building an
-    /// event count on the same offset shares it.
-    #[cfg(not(loom))]
-    pub fn on_shared_memory(
-        mem: &crate::mem::DeviceMem,
-        offset: usize,
-    ) -> crate::Result<EventCount> {
-        let mut ec = EventCount::new();
-        ec.shared = Some(shared::SharedWords::new(mem, offset)?);
-        Ok(ec)
+    /// An event count whose epoch and sleeper count are the two 32-bit
+    /// words at `words` (memory other processes map too): every process
+    /// building an event count on the same words shares it. The memory
+    /// module builds these from a shared `DeviceMem`
+    /// (`EventCount::on_shared_memory`), so this module needs no memory of
+    /// its own. Under loom there are no other processes: a local event count.
+    pub(crate) fn on_words(words: Box<dyn MappedWords>) -> EventCount {
+        #[cfg(not(loom))]
+        {
+            let mut ec = EventCount::new();
+            ec.shared = Some(shared::SharedWords { words });
+            ec
+        }
+        #[cfg(loom)]
+        {
+            drop(words);
+            EventCount::new()
+        }
     }
 
     /// The epoch. On a [counting](Self::counting) event count it changes
@@ -225,8 +239,7 @@ mod shared {
     //! The shared-memory backend: the same protocol as the local one, with
     //! the epoch as a 32-bit futex word that other processes can wake.
 
-    use crate::error::{HcclError, Result};
-    use crate::mem::DeviceMem;
+    use super::MappedWords;
     use crate::sync::mapped::{fence, AtomicU32};
     use crate::sync::Ordering;
     use rustix::thread::futex;
@@ -234,31 +247,20 @@ mod shared {
 
     #[derive(Debug)]
     pub(super) struct SharedWords {
-        mem: DeviceMem,
+        pub(super) words: Box<dyn MappedWords>,
     }
 
     impl SharedWords {
-        pub(super) fn new(mem: &DeviceMem, offset: usize) -> Result<Self> {
-            let mem = mem.range(offset, 8)?;
-            if (mem.ptr() as usize) % 4 != 0 {
-                return Err(HcclError::internal(
-                    "event count words must be 4-byte aligned",
-                ));
-            }
-            Ok(SharedWords { mem })
-        }
-
         pub(super) fn epoch(&self) -> &AtomicU32 {
-            // SAFETY: the range is 8 bytes, 4-aligned (checked at
-            // construction) and kept mapped by `self.mem`; AtomicU32 has the
-            // layout of u32 and every bit pattern is valid; the word is only
-            // ever accessed atomically, by every process mapping it.
-            unsafe { &*(self.mem.ptr() as *const AtomicU32) }
+            // SAFETY: `MappedWords` guarantees 8 bytes, 4-aligned, mapped
+            // while `self.words` lives and only accessed atomically;
+            // AtomicU32 has the layout of u32 and every bit pattern is valid.
+            unsafe { &*(self.words.base() as *const AtomicU32) }
         }
 
         fn sleepers(&self) -> &AtomicU32 {
-            // SAFETY: as in `epoch`, 4 bytes further inside the same range.
-            unsafe { &*(self.mem.ptr().add(4) as *const AtomicU32) }
+            // SAFETY: as in `epoch`, 4 bytes further inside the same 8.
+            unsafe { &*(self.words.base().add(4) as *const AtomicU32) }
         }
 
         /// See [`EventCount::prepare_wait`]: the same handshake on the
@@ -440,42 +442,6 @@ mod tests {
             .prepare_wait()
             .wait_until(start + Duration::from_millis(30)));
         assert!(start.elapsed() >= Duration::from_millis(30));
-    }
-
-    #[test]
-    fn shared_memory_event_counts_wake_each_other() {
-        let name = crate::mem::shm_segment_name("ec");
-        let a = crate::mem::DeviceMem::create_shared(&name, 4096).unwrap();
-        let b = crate::mem::DeviceMem::open_shared(&name).unwrap();
-        let ea = Arc::new(EventCount::on_shared_memory(&a, 128).unwrap());
-        let eb = EventCount::on_shared_memory(&b, 128).unwrap();
-        let key = ea.key();
-        let ea2 = ea.clone();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let t = std::thread::spawn(move || {
-            let w = ea2.prepare_wait();
-            tx.send(()).unwrap();
-            w.wait_until(Instant::now() + Duration::from_secs(10))
-        });
-        rx.recv().unwrap();
-        std::thread::sleep(Duration::from_millis(10));
-        eb.notify(); // through the other mapping
-        assert!(t.join().unwrap(), "woken through the shared word");
-        assert_ne!(
-            ea.key(),
-            key,
-            "a notify with a registered waiter moves the epoch"
-        );
-        let k = eb.key();
-        eb.notify();
-        assert_eq!(
-            eb.key(),
-            k,
-            "a notify with nobody registered writes nothing"
-        );
-        assert!(!eb
-            .prepare_wait()
-            .wait_until(Instant::now() + Duration::from_millis(20)));
     }
 
     #[test]

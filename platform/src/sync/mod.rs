@@ -136,4 +136,5 @@ impl_word!(mapped::AtomicU64);
 #[cfg(loom)]
 impl_word!(AtomicU64);
 
+pub(crate) use event_count::MappedWords;
 pub use event_count::{EventCount, Waiter};
