@@ -73,6 +73,17 @@ fn comm(mode: &str, rank: u32, size: u32, dir: &str) -> hccl_adapter::Result<Hcc
     }
 }
 
+/// The `Cpus_allowed_list` of the task at `proc_dir` (e.g. `/proc/thread-self`).
+fn cpus_allowed(proc_dir: &str) -> String {
+    std::fs::read_to_string(format!("{proc_dir}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap_or("?")
+        .trim()
+        .to_owned()
+}
+
 fn val(rank: u32, i: usize) -> f32 {
     ((rank as usize * 131 + i * 7) % 1000) as f32
 }
@@ -129,6 +140,21 @@ fn run(mode: &str, rank: u32, size: u32, dir: &str, scenario: &str) -> hccl_adap
             let recv = DeviceMem::alloc(1 << 20)?;
             c.all_reduce_raw(&send, &recv, 1 << 18, f, ReduceOp::Sum, &s)?;
             return s.synchronize();
+        }
+        "affinity" => {
+            // where HCCL_RS_CPU_AFFINITY left this rank's threads
+            println!("main {}", cpus_allowed("/proc/thread-self"));
+            for t in std::fs::read_dir("/proc/self/task")
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+                if comm.starts_with("hccl-dev") {
+                    println!("worker {}", cpus_allowed(&t.path().to_string_lossy()));
+                }
+            }
+            return Ok(());
         }
         "guide_allreduce" => {
             for n in [1usize, 1000, 16384, 300_001] {
