@@ -73,17 +73,6 @@ fn comm(mode: &str, rank: u32, size: u32, dir: &str) -> hccl_adapter::Result<Hcc
     }
 }
 
-/// The `Cpus_allowed_list` of the task at `proc_dir` (e.g. `/proc/thread-self`).
-fn cpus_allowed(proc_dir: &str) -> String {
-    std::fs::read_to_string(format!("{proc_dir}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-        .unwrap_or("?")
-        .trim()
-        .to_owned()
-}
-
 fn val(rank: u32, i: usize) -> f32 {
     ((rank as usize * 131 + i * 7) % 1000) as f32
 }
@@ -350,4 +339,15 @@ fn drill(mode: &str, rank: u32, size: u32, dir: &str) -> ! {
             other => panic!("unknown DRILL_VICTIM action {other}"),
         }
     }
+}
+
+/// The `Cpus_allowed_list` of the task at `proc_dir` (e.g. `/proc/thread-self`).
+fn cpus_allowed(proc_dir: &str) -> String {
+    std::fs::read_to_string(format!("{proc_dir}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap_or("?")
+        .trim()
+        .to_owned()
 }
