@@ -87,6 +87,15 @@ impl InProcGroup {
             )));
         }
         let device = Device::new(rank, self.config.device_config(self.size));
+        // the rank threads are the user's: only the device's worker is pinned
+        crate::affinity::pin_rank(
+            &self.config.cpu_affinity,
+            rank,
+            rank,
+            self.size,
+            &device,
+            false,
+        )?;
         let ccl_input = DeviceMem::alloc(self.config.buffer_size)?;
         let ccl_output = DeviceMem::alloc(self.config.buffer_size)?;
         self.fabric.publish(InProcEndpoint {

@@ -93,6 +93,9 @@ pub struct CommConfig {
     /// on this host (`HCCL_RS_AIV_MAX_BYTES`, a byte count up to
     /// [`hccl_algorithm::AIV_MAX_BYTES`] or `off`).
     pub aiv_max_bytes: Option<u64>,
+    /// Which core each rank runs on (`HCCL_RS_CPU_AFFINITY`: `auto`, the
+    /// default, `off`, or a list of CPUs); see `affinity.rs`.
+    pub cpu_affinity: crate::affinity::CpuAffinity,
 }
 
 /// Default of [`CommConfig::direct_min_bytes`]: below it the mesh and ring
@@ -119,6 +122,7 @@ impl Default for CommConfig {
             shm: true,
             comm_name: None,
             cost: None,
+            cpu_affinity: Default::default(),
         }
     }
 }
@@ -272,6 +276,9 @@ impl CommConfig {
                 }
             };
         }
+        if let Some(v) = env.get("HCCL_RS_CPU_AFFINITY") {
+            c.cpu_affinity = crate::affinity::CpuAffinity::parse(&v)?;
+        }
         if let Some(v) = env.get("HCCL_RS_SPIN_US") {
             c.spin = Some(Duration::from_micros(parse_u64("HCCL_RS_SPIN_US", &v)?));
         }
@@ -324,6 +331,7 @@ mod tests {
             ("HCCL_BUFFSIZE", "99999999999999", "too large"),
             ("HCCL_EXEC_TIMEOUT", "1.5", "non-negative integer"),
             ("HCCL_RS_EXEC_MODE", "turbo", "'inline' or 'worker'"),
+            ("HCCL_RS_CPU_AFFINITY", "fast", "not a CPU id"),
         ] {
             let e = CommConfig::from_source(&[(var, val)][..]).unwrap_err();
             assert_eq!(e.code(), HcclResult::EPara);

@@ -15,6 +15,7 @@
 // here must say `pub(crate)`.
 #![warn(unreachable_pub)]
 
+mod affinity;
 mod algo_env;
 mod bootstrap;
 mod communicator;
@@ -33,6 +34,7 @@ pub use communicator::{Communicator, InProcGroup};
 
 // Configuration: from the environment (`HCCL_*`, `HCCL_RS_*`) or any
 // other source of variables; `HCCL_ALGO` parsed.
+pub use affinity::CpuAffinity;
 pub use algo_env::{AlgoConfig, LevelAlgos};
 pub use config::{CommConfig, EnvSource};
 

@@ -159,6 +159,23 @@ fn finish(rank: u32, table: RankTable, local: Local, config: CommConfig) -> Resu
     }
     let shm = map_local_peers(rank, &table, &local, config.connect_timeout)?;
     let topo = TopoInfo::new(rank, table.rank_to_server())?;
+    // this rank's index among the ranks on its host, for its core
+    let my_host = &table.ranks[rank as usize].host_id;
+    let on_host: Vec<u32> = table
+        .ranks
+        .iter()
+        .filter(|r| &r.host_id == my_host)
+        .map(|r| r.rank)
+        .collect();
+    let local_index = on_host.iter().position(|&r| r == rank).unwrap_or(0) as u32;
+    crate::affinity::pin_rank(
+        &config.cpu_affinity,
+        rank,
+        local_index,
+        on_host.len() as u32,
+        &local.device,
+        true,
+    )?;
     let name: String = table.unique_id[..6]
         .iter()
         .map(|b| format!("{b:02x}"))

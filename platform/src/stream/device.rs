@@ -164,6 +164,8 @@ pub(crate) struct DeviceInner {
     /// The stream generation the driver's snapshot holds between
     /// `poll_once` calls (`u64::MAX`: none). Only touched under `driver`.
     poll_gen: AtomicU64,
+    /// The worker thread's kernel thread id, once it has started.
+    worker_tid: std::sync::OnceLock<i32>,
 }
 
 /// A rank's execution context: its streams and their driver. Cheap to clone.
@@ -205,11 +207,19 @@ impl Device {
             done: EventCount::new(),
             driver: Mutex::new(Vec::new()),
             poll_gen: AtomicU64::new(u64::MAX),
+            worker_tid: std::sync::OnceLock::new(),
         }));
         if mode == ExecMode::Worker {
             spawn_worker(&dev);
         }
         dev
+    }
+
+    /// The kernel thread id of this device's worker thread
+    /// ([`ExecMode::Worker`]), so that the framework can pin it to the
+    /// rank's core (`HCCL_RS_CPU_AFFINITY`); `None` for inline devices.
+    pub fn worker_thread_id(&self) -> Option<i32> {
+        self.0.worker_tid.get().copied()
     }
 
     /// The logical id given at creation.
@@ -613,14 +623,27 @@ fn spawn_worker(dev: &Device) {
     let weak = Arc::downgrade(&dev.0);
     let events = dev.0.events.clone();
     let name = format!("hccl-dev{}", dev.0.id);
-    let spawned = std::thread::Builder::new().name(name).spawn(move || loop {
-        let Some(inner) = weak.upgrade() else { return };
-        if let Some(w) = worker_turn(inner, &events) {
-            w.wait_until(Instant::now() + Duration::from_millis(200));
+    // the worker reports its thread id before its first turn, so that it
+    // is known (for pinning) as soon as the device exists
+    let (tid_tx, tid_rx) = std::sync::mpsc::sync_channel(1);
+    let spawned = std::thread::Builder::new().name(name).spawn(move || {
+        let _ = tid_tx.send(nix::unistd::gettid().as_raw());
+        loop {
+            let Some(inner) = weak.upgrade() else { return };
+            if let Some(w) = worker_turn(inner, &events) {
+                w.wait_until(Instant::now() + Duration::from_millis(200));
+            }
         }
     });
-    if let Err(e) = spawned {
-        tracing::error!(error = %e, "could not start device worker thread; falling back to inline driving");
+    match spawned {
+        Ok(_) => {
+            if let Ok(tid) = tid_rx.recv() {
+                let _ = dev.0.worker_tid.set(tid);
+            }
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "could not start device worker thread; falling back to inline driving")
+        }
     }
 }
 

@@ -130,6 +130,21 @@ fn run(mode: &str, rank: u32, size: u32, dir: &str, scenario: &str) -> hccl_adap
             c.all_reduce_raw(&send, &recv, 1 << 18, f, ReduceOp::Sum, &s)?;
             return s.synchronize();
         }
+        "affinity" => {
+            // where HCCL_RS_CPU_AFFINITY left this rank's threads
+            println!("main {}", cpus_allowed("/proc/thread-self"));
+            for t in std::fs::read_dir("/proc/self/task")
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+                if comm.starts_with("hccl-dev") {
+                    println!("worker {}", cpus_allowed(&t.path().to_string_lossy()));
+                }
+            }
+            return Ok(());
+        }
         "guide_allreduce" => {
             for n in [1usize, 1000, 16384, 300_001] {
                 let send = DeviceMem::alloc(n * 4)?;
@@ -324,4 +339,15 @@ fn drill(mode: &str, rank: u32, size: u32, dir: &str) -> ! {
             other => panic!("unknown DRILL_VICTIM action {other}"),
         }
     }
+}
+
+/// The `Cpus_allowed_list` of the task at `proc_dir` (e.g. `/proc/thread-self`).
+fn cpus_allowed(proc_dir: &str) -> String {
+    std::fs::read_to_string(format!("{proc_dir}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap_or("?")
+        .trim()
+        .to_owned()
 }
