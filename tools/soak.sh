@@ -17,6 +17,7 @@
 #   PROFILE=release   cargo profile of the worker (or debug)
 #   WORKER=path       a prebuilt hccl-mp-worker (skips the build)
 #   TIMEOUT=3600      seconds before the ranks are killed
+#   TRANSPORT=auto    HCCL_RS_TRANSPORT: auto (shared memory) or tcp
 #
 # Prints per rank the start / mid / end figures and a verdict; exits 1 if
 # a rank failed, a result was wrong, fds or segments were not flat, the
@@ -29,6 +30,7 @@ SEED=${SEED:-15}
 CHECK_EVERY=${CHECK_EVERY:-1}
 PROFILE=${PROFILE:-release}
 TIMEOUT=${TIMEOUT:-3600}
+TRANSPORT=${TRANSPORT:-auto}
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 if [ -z "${WORKER:-}" ]; then
@@ -42,7 +44,7 @@ d=$(mktemp -d "${TMPDIR:-/tmp}/hccl-soak.XXXXXX")
 pids=()
 for ((r = 0; r < RANKS; r++)); do
     env -u RANK -u WORLD_SIZE -u HCCL_RS_EXECUTOR -u HCCL_RS_HOST_ID \
-        -u HCCL_RS_TRANSPORT -u HCCL_ALGO \
+        -u HCCL_ALGO HCCL_RS_TRANSPORT="$TRANSPORT" \
         HCCL_IF_IP=127.0.0.1 HCCL_BUFFSIZE="${HCCL_BUFFSIZE:-1}" \
         HCCL_EXEC_TIMEOUT=120 HCCL_CONNECT_TIMEOUT=60 \
         SOAK_OPS="$OPS" SOAK_SEED="$SEED" SOAK_CHECK_EVERY="$CHECK_EVERY" \
@@ -50,7 +52,7 @@ for ((r = 0; r < RANKS; r++)); do
         >"$d/out.$r" 2>"$d/err.$r" &
     pids+=($!)
 done
-echo "soak: $RANKS ranks x $OPS ops (seed $SEED, checking every $CHECK_EVERY), worker $WORKER"
+echo "soak: $RANKS ranks x $OPS ops (seed $SEED, checking every $CHECK_EVERY, transport $TRANSPORT), worker $WORKER"
 # the per-rank report: reads one SOAK json line, exits 1 unless flat
 cat >"$d/report.py" <<'PY'
 import json, sys

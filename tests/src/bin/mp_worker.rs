@@ -8,12 +8,8 @@
 //! joining, for the kill test), `guide_allreduce` (registers the executor
 //! guide's bidirectional ring, `hccl_tests::guide_executor`, before joining,
 //! then runs checked f32 allreduces of 1, 1000, 16384 and 300001 elements,
-//! printing `ran <count> <executor>` after each). Prints `OK` or
+//! printing `ran <count> <executor>` after each), `soak` (issue 15: see `fn soak`). Prints `OK` or
 //! `ERROR <code> <message>`.
-//!
-//! Scenario `soak` (issue 15, `tests/tests/soak.rs`, `tools/soak.sh`): a
-//! seeded pseudo-random sequence of checked ops over every primitive,
-//! sampling RSS, open fds and /dev/shm at start and end; see `soak`.
 //!
 //! Scenario `drill` (the fault drills, `tools/fault-drill.sh`): loops one
 //! op until it fails. `DRILL_OP` is `allreduce`, `allgather`, `broadcast`,
