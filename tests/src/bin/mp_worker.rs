@@ -669,6 +669,10 @@ fn soak(c: &HcclComm, s: &hccl_adapter::Stream, rank: u32, size: u32) -> hccl_ad
         }
     }
     let end = soak_sample();
+    // nobody leaves (closing its links) before every rank has sampled: a
+    // peer's exit closes sockets here and would show as an fd change
+    c.barrier(s)?;
+    s.synchronize()?;
     let line = serde_json::json!({
         "rank": rank,
         "pid": std::process::id(),
