@@ -8,7 +8,7 @@
 //! joining, for the kill test), `guide_allreduce` (registers the executor
 //! guide's bidirectional ring, `hccl_tests::guide_executor`, before joining,
 //! then runs checked f32 allreduces of 1, 1000, 16384 and 300001 elements,
-//! printing `ran <count> <executor>` after each). Prints `OK` or
+//! printing `ran <count> <executor>` after each), `soak` (issue 15: see `fn soak`). Prints `OK` or
 //! `ERROR <code> <message>`.
 //!
 //! Scenario `drill` (the fault drills, `tools/fault-drill.sh`): loops one
@@ -162,6 +162,7 @@ fn run(mode: &str, rank: u32, size: u32, dir: &str, scenario: &str) -> hccl_adap
             }
             return Ok(());
         }
+        "soak" => return soak(&c, &s, rank, size),
         _ => {}
     }
     for n in [1usize, 1000, 300_001] {
@@ -350,4 +351,373 @@ fn cpus_allowed(proc_dir: &str) -> String {
         .unwrap_or("?")
         .trim()
         .to_owned()
+}
+
+/// SplitMix64: a tiny deterministic generator. Every rank seeds it alike,
+/// so every rank draws the same sequence of ops, sizes and roots.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (the modulo bias is irrelevant here).
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    /// A message size in bytes, skewed small so that 10^5 ops take minutes:
+    /// 90% up to 4 KiB, 9% up to 256 KiB, 1% up to 4 MiB.
+    fn bytes(&mut self) -> usize {
+        let cap: u64 = match self.below(100) {
+            0..=89 => 4 << 10,
+            90..=98 => 256 << 10,
+            _ => 4 << 20,
+        };
+        (self.below(cap) + 1) as usize
+    }
+}
+
+/// The soak's input: element `i` of rank `q`'s send buffer in op `k`.
+/// Small integers, so f32 sums, maxima and minima over 4 ranks are exact;
+/// `k` in the formula makes a stale result from an earlier op show.
+fn soak_val(k: u64, q: u32, i: usize) -> f32 {
+    ((k as usize % 997 * 31 + q as usize * 131 + i * 7) % 1000) as f32
+}
+
+fn soak_reduce(op: ReduceOp, a: f32, b: f32) -> f32 {
+    match op {
+        ReduceOp::Sum => a + b,
+        ReduceOp::Max => a.max(b),
+        ReduceOp::Min => a.min(b),
+        ReduceOp::Prod => a * b,
+    }
+}
+
+/// One process's footprint: resident set (KiB, `VmRSS`), open fds, its own
+/// /dev/shm segments (`hccl-rs-<pid>-*`), every `hccl-rs-*` segment
+/// (other processes' included, so only informative when nothing runs
+/// beside) and the `hccl-rs-*` segments it has mapped (`shm_mapped`).
+fn soak_sample() -> serde_json::Value {
+    let rss_kib: u64 = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0);
+    let fds = std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count())
+        .unwrap_or(0);
+    let prefix = hccl_platform::SHM_PREFIX.trim_start_matches('/');
+    let own = format!("{prefix}{}-", std::process::id());
+    let names: Vec<String> = std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(prefix))
+                .collect()
+        })
+        .unwrap_or_default();
+    // segments are unlinked once every peer has mapped them, so the names
+    // alone undercount: the distinct hccl-rs segments still mapped count too
+    let mut mapped: Vec<String> = std::fs::read_to_string("/proc/self/maps")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            l.split_once(&format!("/dev/shm/{prefix}"))
+                .map(|(_, n)| n.to_owned())
+        })
+        .collect();
+    mapped.sort();
+    mapped.dedup();
+    serde_json::json!({
+        "rss_kib": rss_kib,
+        "shm_mapped": mapped.len(),
+        "fds": fds,
+        "shm_own": names.iter().filter(|n| n.starts_with(&own)).count(),
+        "shm_all": names.len(),
+    })
+}
+
+/// The `soak` scenario (issue 15): `SOAK_OPS` (default 10,000) seeded
+/// pseudo-random ops over every primitive, the same sequence on every rank
+/// (`SOAK_SEED`, default 15), each result checked against a host reference
+/// (every `SOAK_CHECK_EVERY`-th op, default every op). Samples the
+/// footprint after a warm-up of 100 ops (`start`; the first 13 run every
+/// primitive at 4 MiB), halfway (`mid`) and at the end, and prints one line
+/// `SOAK {json}`; a wrong result is counted (`bad`), the first described.
+fn soak(c: &HcclComm, s: &hccl_adapter::Stream, rank: u32, size: u32) -> hccl_adapter::Result<()> {
+    let ops: u64 = env_or("SOAK_OPS", 10_000);
+    let seed: u64 = env_or("SOAK_SEED", 15);
+    let every: u64 = env_or::<u64>("SOAK_CHECK_EVERY", 1).max(1);
+    let warmup = ops.min(100);
+    let f = DataType::Fp32;
+    let p = size as usize;
+    let r = rank as usize;
+    let mut rng = SplitMix(seed);
+    let (mut bad, mut checked, mut first_bad) = (0u64, 0u64, None::<String>);
+    let mut per_op = [0u64; 13];
+    let mut start = soak_sample();
+    let mut mid = start.clone();
+    let t0 = std::time::Instant::now();
+    let host = |k: u64, q: u32, len: usize| (0..len).map(|i| soak_val(k, q, i)).collect::<Vec<_>>();
+    let load = |k: u64, len: usize| -> hccl_adapter::Result<DeviceMem> {
+        let m = DeviceMem::alloc(len.max(1) * 4)?;
+        m.copy_from_host(&host(k, rank, len))?;
+        Ok(m)
+    };
+    for k in 0..ops {
+        if k == warmup {
+            start = soak_sample();
+        }
+        if k == ops / 2 {
+            mid = soak_sample();
+        }
+        let (mut kind, mut bytes) = (rng.below(13), rng.bytes());
+        if k < 13 && warmup >= 13 {
+            // the warm-up opens with every primitive at the largest size,
+            // so the allocator's high-water mark is set before the start
+            // sample and later growth means a leak, not a first big op
+            (kind, bytes) = (k, 4 << 20);
+        }
+        let root = rng.below(size as u64) as u32;
+        let red = [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min][rng.below(3) as usize];
+        // whole-buffer ops move `bytes`; per-rank blocks are `bytes / p`,
+        // so no buffer exceeds 4 MiB
+        let n = (bytes / 4).max(1);
+        let b = (bytes / 4 / p).max(1);
+        per_op[kind as usize] += 1;
+        // (what we got, what we want) for the check
+        let x = |q: u32, i: usize| soak_val(k, q, i);
+        let rx = |i: usize| (1..size).fold(x(0, i), |a, q| soak_reduce(red, a, x(q, i)));
+        let (name, got, want): (&str, Vec<f32>, Vec<f32>) = match kind {
+            0 => {
+                let send = load(k, n)?;
+                let recv = DeviceMem::alloc(n * 4)?;
+                c.all_reduce_raw(&send, &recv, n as u64, f, red, s)?;
+                s.synchronize()?;
+                ("allreduce", recv.to_vec(n)?, (0..n).map(rx).collect())
+            }
+            1 => {
+                let send = load(k, b)?;
+                let recv = DeviceMem::alloc(b * p * 4)?;
+                c.all_gather_raw(&send, &recv, b as u64, f, s)?;
+                s.synchronize()?;
+                let want = (0..b * p).map(|j| x((j / b) as u32, j % b)).collect();
+                ("allgather", recv.to_vec(b * p)?, want)
+            }
+            2 => {
+                let send = load(k, b * p)?;
+                let recv = DeviceMem::alloc(b * 4)?;
+                c.reduce_scatter_raw(&send, &recv, b as u64, f, red, s)?;
+                s.synchronize()?;
+                (
+                    "reduce_scatter",
+                    recv.to_vec(b)?,
+                    (0..b).map(|i| rx(r * b + i)).collect(),
+                )
+            }
+            3 => {
+                let buf = if rank == root {
+                    load(k, n)?
+                } else {
+                    DeviceMem::alloc(n * 4)?
+                };
+                c.broadcast_raw(&buf, n as u64, f, root, s)?;
+                s.synchronize()?;
+                ("broadcast", buf.to_vec(n)?, host(k, root, n))
+            }
+            4 => {
+                let send = load(k, n)?;
+                let recv = DeviceMem::alloc(n * 4)?;
+                c.reduce_raw(&send, &recv, n as u64, f, red, root, s)?;
+                s.synchronize()?;
+                if rank == root {
+                    ("reduce", recv.to_vec(n)?, (0..n).map(rx).collect())
+                } else {
+                    ("reduce", vec![], vec![])
+                }
+            }
+            5 => {
+                let send = if rank == root {
+                    load(k, b * p)?
+                } else {
+                    DeviceMem::alloc(b * p * 4)?
+                };
+                let recv = DeviceMem::alloc(b * 4)?;
+                c.scatter_raw(&send, &recv, b as u64, f, root, s)?;
+                s.synchronize()?;
+                (
+                    "scatter",
+                    recv.to_vec(b)?,
+                    (0..b).map(|i| x(root, r * b + i)).collect(),
+                )
+            }
+            6 => {
+                let send = load(k, b)?;
+                let recv = DeviceMem::alloc(b * p * 4)?;
+                c.gather_raw(&send, &recv, b as u64, f, root, s)?;
+                s.synchronize()?;
+                if rank == root {
+                    let want = (0..b * p).map(|j| x((j / b) as u32, j % b)).collect();
+                    ("gather", recv.to_vec(b * p)?, want)
+                } else {
+                    ("gather", vec![], vec![])
+                }
+            }
+            7 => {
+                let send = load(k, b * p)?;
+                let recv = DeviceMem::alloc(b * p * 4)?;
+                c.all_to_all_raw(&send, b as u64, f, &recv, b as u64, f, s)?;
+                s.synchronize()?;
+                let want = (0..b * p)
+                    .map(|j| x((j / b) as u32, r * b + j % b))
+                    .collect();
+                ("alltoall", recv.to_vec(b * p)?, want)
+            }
+            8 => {
+                c.barrier(s)?;
+                s.synchronize()?;
+                ("barrier", vec![], vec![])
+            }
+            9 => {
+                // a ring shift: even ranks send first, odd ranks receive first
+                let (next, prev) = ((rank + 1) % size, (rank + size - 1) % size);
+                let out = load(k, n)?;
+                let inb = DeviceMem::alloc(n * 4)?;
+                if rank % 2 == 0 {
+                    c.send_raw(&out, n as u64, f, next, s)?;
+                    c.recv_raw(&inb, n as u64, f, prev, s)?;
+                } else {
+                    c.recv_raw(&inb, n as u64, f, prev, s)?;
+                    c.send_raw(&out, n as u64, f, next, s)?;
+                }
+                s.synchronize()?;
+                ("send_recv", inb.to_vec(n)?, host(k, prev, n))
+            }
+            10 => {
+                // rank q contributes b + q elements (at least one)
+                let counts: Vec<u64> = (0..p).map(|q| (b + q) as u64).collect();
+                let displs: Vec<u64> = counts
+                    .iter()
+                    .scan(0, |a, &c| {
+                        let d = *a;
+                        *a += c;
+                        Some(d)
+                    })
+                    .collect();
+                let total = counts.iter().sum::<u64>() as usize;
+                let send = load(k, counts[r] as usize)?;
+                let recv = DeviceMem::alloc(total * 4)?;
+                c.all_gather_v_raw(&send, counts[r], &recv, &counts, &displs, f, s)?;
+                s.synchronize()?;
+                let mut want = vec![0.0; total];
+                for q in 0..p {
+                    for i in 0..counts[q] as usize {
+                        want[displs[q] as usize + i] = x(q as u32, i);
+                    }
+                }
+                ("allgather_v", recv.to_vec(total)?, want)
+            }
+            11 => {
+                let counts: Vec<u64> = (0..p).map(|q| (b + q) as u64).collect();
+                let displs: Vec<u64> = counts
+                    .iter()
+                    .scan(0, |a, &c| {
+                        let d = *a;
+                        *a += c;
+                        Some(d)
+                    })
+                    .collect();
+                let total = counts.iter().sum::<u64>() as usize;
+                let send = load(k, total)?;
+                let recv = DeviceMem::alloc(counts[r] as usize * 4)?;
+                c.reduce_scatter_v_raw(&send, &counts, &displs, &recv, counts[r], f, red, s)?;
+                s.synchronize()?;
+                let want = (0..counts[r] as usize)
+                    .map(|i| rx(displs[r] as usize + i))
+                    .collect();
+                ("reduce_scatter_v", recv.to_vec(counts[r] as usize)?, want)
+            }
+            _ => {
+                // rank a sends b + (a + 2 q) % 3 elements to rank q
+                let cnt = |a: usize, q: usize| (b + (a + 2 * q) % 3) as u64;
+                let prefix = |v: &[u64]| -> Vec<u64> {
+                    v.iter()
+                        .scan(0, |a, &c| {
+                            let d = *a;
+                            *a += c;
+                            Some(d)
+                        })
+                        .collect()
+                };
+                let sc: Vec<u64> = (0..p).map(|q| cnt(r, q)).collect();
+                let rc: Vec<u64> = (0..p).map(|a| cnt(a, r)).collect();
+                let (sd, rd) = (prefix(&sc), prefix(&rc));
+                let (st, rt) = (
+                    sc.iter().sum::<u64>() as usize,
+                    rc.iter().sum::<u64>() as usize,
+                );
+                let send = load(k, st)?;
+                let recv = DeviceMem::alloc(rt * 4)?;
+                c.all_to_all_v_raw(&send, &sc, &sd, f, &recv, &rc, &rd, f, s)?;
+                s.synchronize()?;
+                let mut want = vec![0.0; rt];
+                for a in 0..p {
+                    let from = prefix(&(0..p).map(|q| cnt(a, q)).collect::<Vec<_>>())[r] as usize;
+                    for i in 0..rc[a] as usize {
+                        want[rd[a] as usize + i] = x(a as u32, from + i);
+                    }
+                }
+                ("alltoall_v", recv.to_vec(rt)?, want)
+            }
+        };
+        if k % every == 0 {
+            checked += 1;
+            if got != want {
+                bad += 1;
+                if first_bad.is_none() {
+                    let at = got.iter().zip(&want).position(|(g, w)| g != w);
+                    first_bad = Some(format!(
+                        "op {k} {name} bytes={bytes} root={root} {red:?}: first difference at {at:?} (len {} vs {})",
+                        got.len(),
+                        want.len()
+                    ));
+                }
+            }
+        }
+    }
+    let end = soak_sample();
+    // nobody leaves (closing its links) before every rank has sampled: a
+    // peer's exit closes sockets here and would show as an fd change
+    c.barrier(s)?;
+    s.synchronize()?;
+    let line = serde_json::json!({
+        "rank": rank,
+        "pid": std::process::id(),
+        "ops": ops,
+        "warmup": warmup,
+        "checked": checked,
+        "bad": bad,
+        "first_bad": first_bad,
+        "per_op": per_op,
+        "secs": t0.elapsed().as_secs_f64(),
+        "start": start,
+        "mid": mid,
+        "end": end,
+    });
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "SOAK {line}");
+        let _ = out.flush();
+    }
+    Ok(())
 }
