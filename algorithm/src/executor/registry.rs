@@ -13,7 +13,7 @@ use super::decl::{AlgoTag, Candidate, Estimate, ExecutorInfo, SelectQuery};
 use super::{
     AivExecutor, AllGatherRingExecutor, AllReduceRhdExecutor, AllReduceRingExecutor,
     BroadcastRingExecutor, CollExecutor, DirectExecutor, HierExecutor, HierKind, Level1Algorithm,
-    MeshExecutor, NonuniformExecutor, NonuniformLevel1, PipelineExecutor,
+    MeshExecutor, Named, NonuniformExecutor, NonuniformLevel1, PipelineExecutor,
     ReduceScatterRingExecutor, RhdExecutor, RhdLevel1, RingLevel1, RingRootedExecutor,
 };
 use crate::cost::{predict, predict_hier_op, terms, Algo};
@@ -100,11 +100,21 @@ fn star(b: &Builtin, t: &TopoInfo) -> Box<dyn CollExecutor> {
 fn pairwise(b: &Builtin, t: &TopoInfo) -> Box<dyn CollExecutor> {
     Box::new(MeshExecutor::pairwise(b.name, b.op, t))
 }
-fn ring_rooted(b: &Builtin, t: &TopoInfo) -> Box<dyn CollExecutor> {
-    Box::new(RingRootedExecutor::new(b.name, b.op, t))
+fn ring(b: &Builtin, t: &TopoInfo) -> Box<dyn CollExecutor> {
+    let named = Named::new(b.name, b.op, t);
+    match b.op {
+        AllReduce => Box::new(AllReduceRingExecutor(named)),
+        AllGather => Box::new(AllGatherRingExecutor(named)),
+        ReduceScatter => Box::new(ReduceScatterRingExecutor(named)),
+        Broadcast => Box::new(BroadcastRingExecutor(named)),
+        _ => Box::new(RingRootedExecutor::new(b.name, b.op, t)),
+    }
 }
 fn rhd(b: &Builtin, t: &TopoInfo) -> Box<dyn CollExecutor> {
-    Box::new(RhdExecutor::new(b.name, b.op, t))
+    match b.op {
+        AllReduce => Box::new(AllReduceRhdExecutor(Named::new(b.name, b.op, t))),
+        _ => Box::new(RhdExecutor::new(b.name, b.op, t)),
+    }
 }
 fn nhr(b: &Builtin, t: &TopoInfo) -> Box<dyn CollExecutor> {
     Box::new(NonuniformExecutor::nhr(b.name, b.op, t))
@@ -142,13 +152,13 @@ use OpType::{
 #[rustfmt::skip]
 static BUILTINS: &[Builtin] = &[
     // ring
-    row(AllReduceRingExecutor::NAME, AllReduce, |_, t| Box::new(AllReduceRingExecutor::new(t)), Flat(Algo::Ring)),
-    row(AllGatherRingExecutor::NAME, AllGather, |_, t| Box::new(AllGatherRingExecutor::new(t)), Flat(Algo::Ring)),
-    row(ReduceScatterRingExecutor::NAME, ReduceScatter, |_, t| Box::new(ReduceScatterRingExecutor::new(t)), Flat(Algo::Ring)),
-    row(BroadcastRingExecutor::NAME, Broadcast, |_, t| Box::new(BroadcastRingExecutor::new(t)), Flat(Algo::Ring)),
-    row("ReduceRingExecutor", Reduce, ring_rooted, Flat(Algo::Ring)),
-    row("ScatterRingExecutor", Scatter, ring_rooted, Flat(Algo::Ring)),
-    row("GatherRingExecutor", Gather, ring_rooted, Flat(Algo::Ring)),
+    row("AllReduceRingExecutor", AllReduce, ring, Flat(Algo::Ring)),
+    row("AllGatherRingExecutor", AllGather, ring, Flat(Algo::Ring)),
+    row("ReduceScatterRingExecutor", ReduceScatter, ring, Flat(Algo::Ring)),
+    row("BroadcastRingExecutor", Broadcast, ring, Flat(Algo::Ring)),
+    row("ReduceRingExecutor", Reduce, ring, Flat(Algo::Ring)),
+    row("ScatterRingExecutor", Scatter, ring, Flat(Algo::Ring)),
+    row("GatherRingExecutor", Gather, ring, Flat(Algo::Ring)),
     // mesh
     row("AllReduceMeshExecutor", AllReduce, mesh, Flat(Algo::Mesh)),
     row("AllGatherMeshExecutor", AllGather, mesh, Flat(Algo::Mesh)),
@@ -164,7 +174,7 @@ static BUILTINS: &[Builtin] = &[
     row("SendExecutor", OpType::Send, mesh, Flat(Algo::Mesh)),
     row("ReceiveExecutor", Receive, mesh, Flat(Algo::Mesh)),
     // recursive halving/doubling
-    row(AllReduceRhdExecutor::NAME, AllReduce, |_, t| Box::new(AllReduceRhdExecutor::new(t)), Flat(Algo::Rhd)),
+    row("AllReduceRHDExecutor", AllReduce, rhd, Flat(Algo::Rhd)),
     row("AllGatherRHDExecutor", AllGather, rhd, Flat(Algo::Rhd)),
     row("ReduceScatterRHDExecutor", ReduceScatter, rhd, Flat(Algo::Rhd)),
     row("BroadcastRHDExecutor", Broadcast, rhd, Flat(Algo::Rhd)),
@@ -541,7 +551,9 @@ mod tests {
     use hccl_platform::HcclResult;
 
     fn ring(t: &TopoInfo) -> Box<dyn CollExecutor> {
-        Box::new(AllReduceRingExecutor::new(t))
+        Box::new(crate::executor::AllReduceRingExecutor(
+            crate::executor::Named::new("AllReduceRingExecutor", OpType::AllReduce, t),
+        ))
     }
 
     #[test]
@@ -549,7 +561,9 @@ mod tests {
         let r = ExecutorRegistry::with_builtins();
         assert!(r.contains("AllReduceRingExecutor"));
         let f: ExecutorFactory = Arc::new(|t: &TopoInfo| {
-            Box::new(AllReduceRingExecutor::new(t)) as Box<dyn CollExecutor>
+            Box::new(crate::executor::AllReduceRingExecutor(
+                crate::executor::Named::new("AllReduceRingExecutor", OpType::AllReduce, t),
+            )) as Box<dyn CollExecutor>
         });
         let e = r.register("AllReduceRingExecutor", f.clone()).unwrap_err();
         assert_eq!(e.code(), hccl_platform::HcclResult::EInternal);
@@ -596,11 +610,11 @@ mod tests {
         .chain(x::hier_executors().into_iter().map(|(n, op, _)| (n, op)))
         .collect();
         listed.extend([
-            (AllReduceRingExecutor::NAME.to_owned(), AllReduce),
-            (AllGatherRingExecutor::NAME.to_owned(), AllGather),
-            (ReduceScatterRingExecutor::NAME.to_owned(), ReduceScatter),
-            (BroadcastRingExecutor::NAME.to_owned(), Broadcast),
-            (AllReduceRhdExecutor::NAME.to_owned(), AllReduce),
+            ("AllReduceRingExecutor".to_owned(), AllReduce),
+            ("AllGatherRingExecutor".to_owned(), AllGather),
+            ("ReduceScatterRingExecutor".to_owned(), ReduceScatter),
+            ("BroadcastRingExecutor".to_owned(), Broadcast),
+            ("AllReduceRHDExecutor".to_owned(), AllReduce),
         ]);
         let r = ExecutorRegistry::with_builtins();
         assert_eq!(r.names().len(), listed.len());

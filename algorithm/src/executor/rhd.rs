@@ -35,7 +35,7 @@ use hccl_platform::{DeviceMem, HcclError, MemKind, Result};
 
 /// RHD AllReduce over the flat plane.
 #[derive(Debug)]
-pub(crate) struct AllReduceRhdExecutor(Named);
+pub(crate) struct AllReduceRhdExecutor(pub(crate) Named);
 
 // The registry builds from its own table; its tests and the simulator's
 // check against this one, and nothing else needs it.
@@ -52,16 +52,6 @@ pub(crate) const RHD_EXECUTORS: &[(&str, OpType)] = &[
 /// the flat plane.
 #[derive(Debug)]
 pub(crate) struct RhdExecutor(Named);
-
-impl AllReduceRhdExecutor {
-    /// The registered name.
-    pub(crate) const NAME: &'static str = "AllReduceRHDExecutor";
-
-    /// An executor for `topo`.
-    pub(crate) fn new(topo: &TopoInfo) -> Self {
-        Self(Named::new(Self::NAME, OpType::AllReduce, topo))
-    }
-}
 
 impl FlatExecutor for AllReduceRhdExecutor {
     fn named(&self) -> &Named {

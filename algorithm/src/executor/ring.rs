@@ -38,19 +38,19 @@ use hccl_platform::{HcclError, MemKind, Result};
 
 /// Ring AllReduce over the flat (`Combine`) plane.
 #[derive(Debug)]
-pub(crate) struct AllReduceRingExecutor(Named);
+pub(crate) struct AllReduceRingExecutor(pub(crate) Named);
 
 /// Ring AllGather over the flat plane.
 #[derive(Debug)]
-pub(crate) struct AllGatherRingExecutor(Named);
+pub(crate) struct AllGatherRingExecutor(pub(crate) Named);
 
 /// Ring ReduceScatter over the flat plane.
 #[derive(Debug)]
-pub(crate) struct ReduceScatterRingExecutor(Named);
+pub(crate) struct ReduceScatterRingExecutor(pub(crate) Named);
 
 /// Ring (chain) Broadcast over the flat plane.
 #[derive(Debug)]
-pub(crate) struct BroadcastRingExecutor(Named);
+pub(crate) struct BroadcastRingExecutor(pub(crate) Named);
 
 // The registry builds from its own table; its tests and the simulator's
 // check against this one, and nothing else needs it.
@@ -65,42 +65,6 @@ pub(crate) const RING_ROOTED_EXECUTORS: &[(&str, OpType)] = &[
 /// A ring executor for Reduce, Scatter or Gather over the flat plane.
 #[derive(Debug)]
 pub(crate) struct RingRootedExecutor(Named);
-
-impl AllReduceRingExecutor {
-    /// The registered name.
-    pub(crate) const NAME: &'static str = "AllReduceRingExecutor";
-    /// An executor for `topo`.
-    pub(crate) fn new(topo: &TopoInfo) -> Self {
-        Self(Named::new(Self::NAME, OpType::AllReduce, topo))
-    }
-}
-
-impl AllGatherRingExecutor {
-    /// The registered name.
-    pub(crate) const NAME: &'static str = "AllGatherRingExecutor";
-    /// An executor for `topo`.
-    pub(crate) fn new(topo: &TopoInfo) -> Self {
-        Self(Named::new(Self::NAME, OpType::AllGather, topo))
-    }
-}
-
-impl ReduceScatterRingExecutor {
-    /// The registered name.
-    pub(crate) const NAME: &'static str = "ReduceScatterRingExecutor";
-    /// An executor for `topo`.
-    pub(crate) fn new(topo: &TopoInfo) -> Self {
-        Self(Named::new(Self::NAME, OpType::ReduceScatter, topo))
-    }
-}
-
-impl BroadcastRingExecutor {
-    /// The registered name.
-    pub(crate) const NAME: &'static str = "BroadcastRingExecutor";
-    /// An executor for `topo`.
-    pub(crate) fn new(topo: &TopoInfo) -> Self {
-        Self(Named::new(Self::NAME, OpType::Broadcast, topo))
-    }
-}
 
 impl RingRootedExecutor {
     /// The executor registered as `name` for `op` (one of

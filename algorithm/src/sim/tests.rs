@@ -5,7 +5,7 @@ use crate::resource::{AlgResourceRequest, SingleSubCommTransport};
 use hccl_platform::{HcclResult, Result};
 
 fn ring(spec: &SimSpec) -> std::result::Result<SimReport, SimFailure> {
-    simulate(registry(), AllReduceRingExecutor::NAME, spec)
+    simulate(registry(), "AllReduceRingExecutor", spec)
 }
 
 fn check_ring_report(p: u32, count: u64, dtype: DataType, r: &SimReport) {
@@ -122,7 +122,9 @@ fn fixtures() -> ExecutorRegistry {
     reg.register(
         "NoReduce",
         Arc::new(|t: &TopoInfo| {
-            Box::new(NoReduce(AllReduceRingExecutor::new(t))) as Box<dyn CollExecutor>
+            Box::new(NoReduce(crate::executor::AllReduceRingExecutor(
+                crate::executor::Named::new("AllReduceRingExecutor", OpType::AllReduce, t),
+            ))) as Box<dyn CollExecutor>
         }),
     )
     .unwrap();
@@ -185,14 +187,8 @@ fn every_executor_every_rank_count() {
         .filter(|(_, op)| !matches!(op, OpType::Send | OpType::Receive))
         .copied()
         .chain([
-            (
-                crate::executor::AllGatherRingExecutor::NAME,
-                OpType::AllGather,
-            ),
-            (
-                crate::executor::ReduceScatterRingExecutor::NAME,
-                OpType::ReduceScatter,
-            ),
+            ("AllGatherRingExecutor", OpType::AllGather),
+            ("ReduceScatterRingExecutor", OpType::ReduceScatter),
         ])
         .collect();
     for (name, op) in cases {
@@ -685,26 +681,17 @@ fn at_scale(cases: &[(&str, OpType)], mut extra: impl FnMut(&str, u32, u64, &Sim
 #[test]
 fn ring_ops_at_scale() {
     let cases: Vec<(&str, OpType)> = [
-        (AllReduceRingExecutor::NAME, OpType::AllReduce),
-        (
-            crate::executor::AllGatherRingExecutor::NAME,
-            OpType::AllGather,
-        ),
-        (
-            crate::executor::ReduceScatterRingExecutor::NAME,
-            OpType::ReduceScatter,
-        ),
-        (
-            crate::executor::BroadcastRingExecutor::NAME,
-            OpType::Broadcast,
-        ),
+        ("AllReduceRingExecutor", OpType::AllReduce),
+        ("AllGatherRingExecutor", OpType::AllGather),
+        ("ReduceScatterRingExecutor", OpType::ReduceScatter),
+        ("BroadcastRingExecutor", OpType::Broadcast),
     ]
     .into_iter()
     .chain(crate::executor::RING_ROOTED_EXECUTORS.iter().copied())
     .collect();
     assert_eq!(cases.len(), 7);
     at_scale(&cases, |name, p, count, r| {
-        if name == AllReduceRingExecutor::NAME {
+        if name == "AllReduceRingExecutor" {
             check_ring_report(p, count, DataType::Fp32, r);
         }
     });
@@ -713,10 +700,7 @@ fn ring_ops_at_scale() {
 /// Every RHD pair at scale (fold-in/out at 127 and 1,000).
 #[test]
 fn rhd_ops_at_scale() {
-    let mut cases = vec![(
-        crate::executor::AllReduceRhdExecutor::NAME,
-        OpType::AllReduce,
-    )];
+    let mut cases = vec![("AllReduceRHDExecutor", OpType::AllReduce)];
     cases.extend(crate::executor::RHD_EXECUTORS.iter().copied());
     assert_eq!(cases.len(), 5);
     at_scale(&cases, |_, _, _, _| {});
