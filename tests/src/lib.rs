@@ -65,3 +65,29 @@ pub fn sync_fails_within(s: &hccl_adapter::Stream, limit: Duration) -> hccl_adap
     assert!(t.elapsed() < limit, "took {:?}", t.elapsed());
     e
 }
+
+/// Rank processes of a multi-process test, killed and reaped when dropped,
+/// so a failed or timed-out test leaves no process behind.
+pub struct Ranks(pub Vec<std::process::Child>);
+
+impl Drop for Ranks {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The /dev/shm segments that processes `pids` still have (hccl-rs names
+/// its segments `hccl-rs-<pid>-...`), for leak checks.
+pub fn segments_of(pids: &[u32]) -> Vec<String> {
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| pids.iter().any(|p| n.starts_with(&format!("hccl-rs-{p}-"))))
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -8,6 +8,7 @@
 //! and print what they measured. `tools/fault-drill.sh` runs the full
 //! matrix of ops, victims and transports.
 
+use hccl_tests::{segments_of, Ranks};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -15,18 +16,6 @@ const WORKER: &str = env!("CARGO_BIN_EXE_hccl-mp-worker");
 const RANKS: u32 = 4;
 /// The bound a survivor must meet (the aim is 1 s).
 const BOUND: Duration = Duration::from_secs(3);
-
-/// Kills every child still running when dropped.
-struct Ranks(Vec<Child>);
-
-impl Drop for Ranks {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 fn unix_ns() -> u128 {
     SystemTime::now()
@@ -96,18 +85,6 @@ fn wait_ready(dir: &str, ranks: &mut Ranks) {
         assert!(Instant::now() < deadline, "ranks never all started");
         std::thread::sleep(Duration::from_millis(10));
     }
-}
-
-/// The /dev/shm segments of processes `pids`.
-fn segments_of(pids: &[u32]) -> Vec<String> {
-    std::fs::read_dir("/dev/shm")
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| pids.iter().any(|p| n.starts_with(&format!("hccl-rs-{p}-"))))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// One rank's `DRILL {json}` lines.

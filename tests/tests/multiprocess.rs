@@ -5,23 +5,12 @@
 //! Every child runs under a watchdog and is killed when the test ends,
 //! whether it passed or not.
 
+use hccl_tests::{segments_of, Ranks};
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_hccl-mp-worker");
-
-/// Kills every child still running when dropped.
-struct Ranks(Vec<Child>);
-
-impl Drop for Ranks {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 const LAUNCHER_VARS: &[&str] = &[
     "RANK",
@@ -97,18 +86,6 @@ fn spawn(
             .map(|r| worker(r, n, mode, scenario, dir, &env(r)))
             .collect(),
     )
-}
-
-/// The /dev/shm segments that processes `pids` still have.
-fn segments_of(pids: &[u32]) -> Vec<String> {
-    std::fs::read_dir("/dev/shm")
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| pids.iter().any(|p| n.starts_with(&format!("hccl-rs-{p}-"))))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Waits for every rank (up to `limit`); returns (exit code, stdout, stderr) per rank.

@@ -8,6 +8,7 @@
 //! (the allocator's slack, not a leak); every rank exits 0 and leaves
 //! nothing in /dev/shm. `tools/soak.sh` runs the 10^5-op version.
 
+use hccl_tests::{segments_of, Ranks};
 use std::io::Read;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -20,30 +21,6 @@ const OPS: u64 = 10_000;
 const RSS_BOUND_KIB: i64 = 16 << 10;
 /// The whole run must end within this (nextest kills at 180 s).
 const LIMIT: Duration = Duration::from_secs(150);
-
-/// Kills every child still running when dropped.
-struct Ranks(Vec<Child>);
-
-impl Drop for Ranks {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// The /dev/shm segments of processes `pids`.
-fn segments_of(pids: &[u32]) -> Vec<String> {
-    std::fs::read_dir("/dev/shm")
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| pids.iter().any(|p| n.starts_with(&format!("hccl-rs-{p}-"))))
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 fn field(v: &serde_json::Value, sample: &str, name: &str) -> i64 {
     v[sample][name]

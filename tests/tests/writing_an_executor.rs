@@ -17,6 +17,7 @@ use hccl_algorithm::{
 };
 use hccl_platform::{DataType, MemKind, Result};
 use hccl_tests::guide_executor::{self, moves, Phase, NAME};
+use hccl_tests::Ranks;
 use hccl_tests::{comms_with_env, expected_value, input_value, run_ranks};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -476,19 +477,6 @@ fn the_selector_chooses_it_where_its_declared_cost_is_lowest() {
 // ---------------------------------------------------------------------
 
 const WORKER: &str = env!("CARGO_BIN_EXE_hccl-mp-worker");
-
-/// Kills every child still running when dropped (a failed test leaves no
-/// process behind).
-struct Ranks(Vec<Child>);
-
-impl Drop for Ranks {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 /// Launcher variables of the environment the test may run in, which would
 /// otherwise steer the workers.

@@ -97,7 +97,31 @@ impl Verb {
 
     /// The public `LinkOp` for this verb, pinning `mem`.
     pub(crate) fn to_link_op(self, mem: Option<&DeviceMem>, remote_off: usize) -> LinkOp {
-        let pinned = || mem.expect("a transfer verb has a memory operand").pin();
+        self.link_op(remote_off, || {
+            mem.expect("a transfer verb has a memory operand").pin()
+        })
+    }
+
+    /// The public `LinkOp` for this verb at the peer's offset
+    /// `remote_off`, its memory operand borrowed from `mem` (see
+    /// [`MemView::as_pinned`]; the result must not be dropped).
+    pub(crate) fn materialize(
+        self,
+        mem: Option<MemView<'_>>,
+        remote_off: usize,
+    ) -> ManuallyDrop<LinkOp> {
+        ManuallyDrop::new(self.link_op(remote_off, || {
+            ManuallyDrop::into_inner(
+                mem.expect("a transfer verb has a memory operand")
+                    .as_pinned(),
+            )
+        }))
+    }
+
+    /// The `LinkOp` for this verb, its memory operand (transfer verbs
+    /// only) from `pinned`: the one mapping both forms share.
+    #[inline]
+    fn link_op(self, remote_off: usize, pinned: impl FnOnce() -> PinnedMem) -> LinkOp {
         match self {
             Verb::TxAck => LinkOp::TxAck,
             Verb::RxAck => LinkOp::RxAck,
@@ -123,47 +147,6 @@ impl Verb {
                 op: ReduceOp::of_byte(op),
             },
         }
-    }
-
-    /// The public `LinkOp` for this verb at the peer's offset
-    /// `remote_off`, its memory operand borrowed from `mem` (see
-    /// [`MemView::as_pinned`]; the result must not be dropped).
-    pub(crate) fn materialize(
-        self,
-        mem: Option<MemView<'_>>,
-        remote_off: usize,
-    ) -> ManuallyDrop<LinkOp> {
-        let pinned = || {
-            ManuallyDrop::into_inner(
-                mem.expect("a transfer verb has a memory operand")
-                    .as_pinned(),
-            )
-        };
-        ManuallyDrop::new(match self {
-            Verb::TxAck => LinkOp::TxAck,
-            Verb::RxAck => LinkOp::RxAck,
-            Verb::TxDataSignal => LinkOp::TxDataSignal,
-            Verb::RxDataSignal => LinkOp::RxDataSignal,
-            Verb::TxWaitDone => LinkOp::TxWaitDone,
-            Verb::RxWaitDone => LinkOp::RxWaitDone,
-            Verb::TxAsync(dst_kind) => LinkOp::TxAsync {
-                dst_kind,
-                dst_offset: remote_off,
-                src: pinned(),
-            },
-            Verb::RxAsync(src_kind) => LinkOp::RxAsync {
-                src_kind,
-                src_offset: remote_off,
-                dst: pinned(),
-            },
-            Verb::TxWithReduce(dst_kind, dtype, op) => LinkOp::TxWithReduce {
-                dst_kind,
-                dst_offset: remote_off,
-                src: pinned(),
-                dtype: DataType::of_byte(dtype),
-                op: ReduceOp::of_byte(op),
-            },
-        })
     }
 }
 
