@@ -4,7 +4,10 @@
 //! a board entry carries, for every root, back to back with rotating roots;
 //! ops whose per-rank payload does not fit take another executor; a root
 //! that differs between ranks fails the consistency check instead of
-//! mixing data; a silent peer times out naming the kernel and the peer.
+//! mixing data; a rank that needs none of a peer's data (a Broadcast's
+//! root, a Reduce's non-root) still reports that peer's different
+//! arguments, at the synchronize; a silent peer times out naming the
+//! kernel and the peer.
 
 use hccl_adapter::{DataType, DeviceMem, HcclComm, HcclResult, ReduceOp};
 use hccl_algorithm::AIV_MAX_BYTES;
@@ -292,6 +295,123 @@ fn a_root_that_differs_between_ranks_fails_the_consistency_check() {
         );
         // nothing of the peer's was written into the buffer
         assert_eq!(read(&buf, 4), (0..4).map(|i| val(r, i)).collect::<Vec<_>>());
+    });
+}
+
+/// Ops 1..=3 agree on every rank; op 4 is issued by rank `odd` with a
+/// different count. Every rank synchronizes once at the end.
+fn rooted_ops_then_one_mismatch(op: Op, odd: u32) -> Vec<Result<(), hccl_adapter::HcclError>> {
+    let p = 3;
+    let comms = comms(p, &[]);
+    let out = Arc::new(std::sync::Mutex::new(vec![None; p as usize]));
+    let o = out.clone();
+    run_ranks(p, Duration::from_secs(60), move |r| {
+        let comm = &comms[r as usize];
+        let s = comm.create_stream();
+        let bufs: Vec<_> = (0..4)
+            .map(|_| (input(r, 12), DeviceMem::alloc(12 * 4).unwrap()))
+            .collect();
+        for (i, (send, recv)) in bufs.iter().enumerate() {
+            let c = if i == 3 && r == odd { 2 } else { 4 };
+            match op {
+                Op::Broadcast => comm.broadcast_raw(send, c, DataType::Int32, 0, &s),
+                Op::Reduce => comm.reduce_raw(send, recv, c, DataType::Int32, ReduceOp::Sum, 0, &s),
+                Op::Scatter => comm.scatter_raw(send, recv, c, DataType::Int32, 0, &s),
+                Op::Gather => comm.gather_raw(send, recv, c, DataType::Int32, 0, &s),
+                _ => unreachable!("rooted ops only"),
+            }
+            .unwrap();
+        }
+        o.lock().unwrap()[r as usize] = Some(s.synchronize());
+    });
+    let v = out
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| r.clone().expect("every rank ran"))
+        .collect();
+    v
+}
+
+#[test]
+fn a_rank_that_needs_no_data_from_a_peer_still_reports_its_different_arguments() {
+    // (op, the rank issuing a different op 4, ranks that read its entry
+    // for their output and so see it in the kernel; the others see it at
+    // the synchronize)
+    for (op, odd) in [
+        (Op::Broadcast, 2), // the root needs nothing; rank 1 needs only the root's
+        (Op::Scatter, 1),
+        (Op::Reduce, 2), // the root needs everyone's; rank 1 needs nothing
+        (Op::Gather, 1),
+        (Op::Broadcast, 0), // the root differs: every non-root sees it
+    ] {
+        let res = rooted_ops_then_one_mismatch(op, odd);
+        for (r, res) in res.iter().enumerate() {
+            let r = r as u32;
+            // a rank compares its descriptor with every peer's: the odd rank
+            // differs from both others, the others differ from the odd one
+            let e = res
+                .as_ref()
+                .expect_err(&format!("{op:?}: rank {r} must fail"));
+            assert_eq!(e.code(), HcclResult::EPara, "{op:?} rank {r}: {e}");
+            let msg = e.to_string();
+            assert!(
+                msg.contains("inconsistent between ranks") && msg.contains("parameter count"),
+                "{op:?} rank {r}: {msg}"
+            );
+            let (mine, theirs) = if r == odd { (2, 4) } else { (4, 2) };
+            assert!(
+                msg.contains(&format!("local end {mine}, remote end {theirs}")),
+                "{op:?} rank {r}: {msg}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_root_runs_ahead_of_its_peers_and_every_result_is_exact() {
+    // the root issues 40 broadcasts and scatters (more than a board's
+    // entries) before the peers issue any: it completes what its board
+    // allows, the peers catch up, and every buffer holds its op's data
+    let p = 3;
+    let comms = comms(p, &[]);
+    run_ranks(p, Duration::from_secs(60), move |r| {
+        let comm = &comms[r as usize];
+        let s = comm.create_stream();
+        if r != 0 {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let n = 40;
+        let bufs: Vec<_> = (0..n)
+            .map(|i| {
+                (
+                    input(r + 10 * i as u32, 6),
+                    DeviceMem::alloc(2 * 4).unwrap(),
+                )
+            })
+            .collect();
+        for (i, (send, recv)) in bufs.iter().enumerate() {
+            if i % 2 == 0 {
+                comm.broadcast_raw(send, 6, DataType::Int32, 0, &s).unwrap();
+            } else {
+                comm.scatter_raw(send, recv, 2, DataType::Int32, 0, &s)
+                    .unwrap();
+            }
+        }
+        s.synchronize().unwrap();
+        for (i, (send, recv)) in bufs.iter().enumerate() {
+            let root_in = |k: usize| val(10 * i as u32, k);
+            if i % 2 == 0 {
+                assert_eq!(
+                    read(send, 6),
+                    (0..6).map(root_in).collect::<Vec<_>>(),
+                    "op {i}"
+                );
+            } else {
+                let want: Vec<i32> = (0..2).map(|k| root_in(r as usize * 2 + k)).collect();
+                assert_eq!(read(recv, 2), want, "rank {r} op {i}");
+            }
+        }
     });
 }
 

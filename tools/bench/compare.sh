@@ -9,6 +9,7 @@
 #   bash tools/bench/compare.sh            # p = 2 4 8, every collective
 #   OPS="all_reduce" PS="2" bash tools/bench/compare.sh
 #   ITERS (bandwidth runs, default 20), LAT_ITERS (latency runs, 2000), WARMUP (5)
+#   LAT_ONLY=1 skips the bandwidth runs (their columns print as -)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -17,6 +18,7 @@ PS=${PS:-"2 4 8"}
 ITERS=${ITERS:-20}
 WARMUP=${WARMUP:-5}
 LAT_ITERS=${LAT_ITERS:-2000}
+LAT_ONLY=${LAT_ONLY:-0}
 
 if ! command -v mpicc >/dev/null; then
   echo "compare.sh: needs Open MPI: apt-get install -y openmpi-bin libopenmpi-dev" >&2
@@ -47,9 +49,12 @@ for p in $PS; do
     H=$($HCCL "$op" -p "$p" -b "$MIN" -e "$MIN" -n "$LAT_ITERS" -w "$WARMUP" -c 0 --transport process)
     M=$(mpirun "${MPI_FLAGS[@]}" -np "$p" target/bench/mpi_bench "$op" "$MIN" "$MIN" 1 "$LAT_ITERS" "$WARMUP")
     ht=$(echo "$H" | row_first); mt=$(echo "$M" | row_first)
-    H=$($HCCL "$op" -p "$p" -b "$MAX" -e "$MAX" -n "$ITERS" -w "$WARMUP" -c 0 --transport process)
-    M=$(mpirun "${MPI_FLAGS[@]}" -np "$p" target/bench/mpi_bench "$op" "$MAXB" "$MAXB" 1 "$ITERS" "$WARMUP")
-    hb=$(echo "$H" | row_last_bus); mb=$(echo "$M" | row_last_bus)
+    hb=-; mb=-
+    if [ "$LAT_ONLY" != 1 ]; then
+      H=$($HCCL "$op" -p "$p" -b "$MAX" -e "$MAX" -n "$ITERS" -w "$WARMUP" -c 0 --transport process)
+      M=$(mpirun "${MPI_FLAGS[@]}" -np "$p" target/bench/mpi_bench "$op" "$MAXB" "$MAXB" 1 "$ITERS" "$WARMUP")
+      hb=$(echo "$H" | row_last_bus); mb=$(echo "$M" | row_last_bus)
+    fi
     printf "%-15s %3s %12s %12s %9s %12s %12s %9s\n" "$op" "$p" "$ht" "$mt" \
       "$(awk -v a="$ht" -v b="$mt" 'BEGIN{printf "%.2f", (b>0)?a/b:0}')" "$hb" "$mb" \
       "$(awk -v a="$hb" -v b="$mb" 'BEGIN{printf "%.2f", (b>0)?a/b:0}')"

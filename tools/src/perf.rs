@@ -835,6 +835,12 @@ fn rank_run<T: CheckElem>(
     let start = Instant::now();
     let timed = warm.and_then(|b| run(&b, args.iters).map(|_| b));
     let elapsed = start.elapsed();
+    // the reported time is the slowest rank's: each rank's own, to see who
+    tracing::debug!(
+        rank,
+        us_per_op = elapsed.as_secs_f64() * 1e6 / args.iters.max(1) as f64,
+        "timed loop"
+    );
     sync();
     // The spread pass: after the timed one, so the average keeps timing
     // exactly what it did (with -w 0 it includes the first call's set-up);

@@ -210,6 +210,11 @@ impl Board {
     pub(super) fn set_done(&self, seq: u64) {
         complete(self, seq);
     }
+
+    /// The descriptor of op `seq`, once published.
+    pub(super) fn read_desc(&self, seq: u64) -> Option<[u8; DESC_LEN]> {
+        self.read(seq, 0).map(|(d, _)| d)
+    }
 }
 
 impl BoardWords for Board {
@@ -245,7 +250,7 @@ pub struct AivBoards {
     pub(super) own: Board,
     /// Every other rank, by rank.
     pub(super) peers: Vec<Peer>,
-    /// The smallest completed op over the peers when last read (see
+    /// The smallest completed op over the ranks when last read (see
     /// [`may_reuse`]).
     peers_done: AtomicU64,
 }
@@ -315,15 +320,34 @@ impl AivBoards {
         self.peers.len() as u32 + 1
     }
 
-    /// Whether op `seq` may be published: every peer has completed the op
-    /// whose entry it reuses (see [`may_reuse`]).
+    /// Whether op `seq` may be published: every rank, this one included,
+    /// has completed the op whose entry it reuses (see [`may_reuse`]).
+    /// This rank's own `completed` counts because a rank that did not need
+    /// a peer's entry checks it later (`kernel::catch_up`), against its
+    /// own descriptor in its own entry: that entry must outlive the check.
     pub(super) fn may_publish(&self, seq: u64) -> bool {
         may_reuse(
             seq,
             ENTRIES,
-            self.peers.iter().map(|p| &p.board),
+            self.peers
+                .iter()
+                .map(|p| &p.board)
+                .chain(std::iter::once(&self.own)),
             &self.peers_done,
         )
+    }
+
+    /// The newest op this rank completed: read or checked every rank's
+    /// entry of it and of every op before it.
+    pub(super) fn completed(&self) -> u64 {
+        self.own.completed().load(Ordering::Relaxed)
+    }
+
+    /// The group of kernels that share this rank's board (so its sequence
+    /// numbers): the board's address, the same for every executor's
+    /// boards of one communicator.
+    pub(super) fn group(&self) -> usize {
+        self.own.0.ptr() as usize
     }
 
     /// Peer rank `q`.

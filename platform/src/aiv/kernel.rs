@@ -3,9 +3,10 @@
 //! in every rank's in rank order, wake the peers.
 
 use super::board::{AivBoards, Peer, DESC_LEN, ENTRIES};
+use super::check::{catch_up, check_desc};
 use crate::dtype::{DataType, ReduceOp};
 use crate::error::{HcclError, Result};
-use crate::link::{Link, OpDesc};
+use crate::link::Link;
 use crate::mem::{DeviceMem, PinnedMem};
 use crate::reduce::reduce_in_place;
 use crate::stream::Kernel;
@@ -124,6 +125,13 @@ impl AivKind {
         }
     }
 
+    /// Whether rank `me` of `p` takes something from every rank's entry
+    /// (then its fold reads and checks every entry, and nothing is left
+    /// to check later).
+    pub(super) fn takes_from_all(self, me: u32, p: u32) -> bool {
+        (0..p).all(|q| self.take(me, q, 0).is_some())
+    }
+
     /// Where rank `q`'s entry goes for rank `me`: `(offset in the entry,
     /// offset in the output, reduction)`; `None` when `me` needs nothing
     /// from it.
@@ -160,6 +168,9 @@ pub(super) struct Progress {
     pub(super) next: u32,
     /// Fruitless polls so far (for the liveness checks).
     pub(super) polls: u32,
+    /// Whether this rank takes data from every rank's entry (see
+    /// [`AivKind::takes_from_all`]).
+    pub(super) takes_all: bool,
 }
 
 /// A queued AIV kernel (see the module docs and [`AivLaunch`](super::AivLaunch)).
@@ -247,9 +258,11 @@ impl Kernel for AivTask {
         self.output.mem().overlaps(m)
     }
 
-    /// Kernels on the same boards are one group.
+    /// Kernels on the same boards are one group: they take their
+    /// sequence numbers from the same board, whichever executor built
+    /// them.
     fn group(&self) -> Option<usize> {
-        Some(Arc::as_ptr(&self.boards) as usize)
+        Some(self.boards.group())
     }
 
     /// Publishes this kernel's part ahead of its turn (see the module
@@ -291,9 +304,10 @@ pub(super) fn publish(pr: &mut Progress, b: &AivBoards, input: &DeviceMem) -> bo
 }
 
 /// Publishes (when not yet published and the boards have room), folds in
-/// what has arrived, and wakes the peers after a publish. `input` (until
-/// published) and `output` are the kernel's memory, which nothing else
-/// writes while this runs (the callers say why).
+/// what has arrived, checks what it can, and wakes the peers after a
+/// publish. `input` (until published) and `output` are the kernel's
+/// memory, which nothing else writes while this runs (the callers say
+/// why).
 pub(super) fn poll_kernel(
     pr: &mut Progress,
     b: &AivBoards,
@@ -301,6 +315,7 @@ pub(super) fn poll_kernel(
     output: &DeviceMem,
 ) -> Poll<Result<()>> {
     let mut published = false;
+    let was_completed = b.completed();
     if pr.seq == 0 {
         let Some(input) = input else {
             return Poll::Ready(Err(HcclError::internal(
@@ -308,21 +323,44 @@ pub(super) fn poll_kernel(
             )));
         };
         if !publish(pr, b, input) {
-            // a peer has not completed the op whose entry this one reuses
-            return pending(pr, &b.peers);
+            // A rank (maybe this one, whose own entry a deferred check
+            // still reads) has not completed the op whose entry this one
+            // reuses. Every op published so far has its output written:
+            // check what can be checked, which may free the entry.
+            if let Err(e) = catch_up(b, b.own.last_seq()) {
+                return Poll::Ready(Err(e));
+            }
+            if !publish(pr, b, input) {
+                wake_if_completed(b, was_completed);
+                return pending(pr, &b.peers);
+            }
         }
         published = true;
     }
     let r = fold(pr, b, output);
     // Peers are woken after reading theirs, not right after publishing: a
     // wake fences, and a fence waits for the publish to leave this core,
-    // which the reads would otherwise overlap.
+    // which the reads would otherwise overlap. The same wake covers a
+    // completion in this poll. Without a publish, a completion still
+    // wakes: a peer may wait for it to reuse an entry.
     if published {
         for p in &b.peers {
             p.link.wake_peer();
         }
+    } else {
+        wake_if_completed(b, was_completed);
     }
     r
+}
+
+/// Wakes the peers when this rank's `completed` moved past `before`: a
+/// peer may be parked until it can reuse an entry.
+pub(super) fn wake_if_completed(b: &AivBoards, before: u64) {
+    if b.completed() != before {
+        for p in &b.peers {
+            p.link.wake_peer();
+        }
+    }
 }
 
 /// A fruitless poll waiting on `peers`: every [`CHECK_EVERY`] polls,
@@ -331,8 +369,16 @@ pub(super) fn pending<'a>(
     pr: &mut Progress,
     peers: impl IntoIterator<Item = &'a Peer>,
 ) -> Poll<Result<()>> {
-    pr.polls += 1;
-    if pr.polls % CHECK_EVERY == 0 {
+    pending_on(&mut pr.polls, peers)
+}
+
+/// [`pending`] for any counter of fruitless polls.
+pub(super) fn pending_on<'a>(
+    polls: &mut u32,
+    peers: impl IntoIterator<Item = &'a Peer>,
+) -> Poll<Result<()>> {
+    *polls += 1;
+    if *polls % CHECK_EVERY == 0 {
         for p in peers {
             if let Err(e) = p.link.liveness() {
                 return Poll::Ready(Err(e));
@@ -342,16 +388,11 @@ pub(super) fn pending<'a>(
     Poll::Pending
 }
 
-/// Whether two descriptors are equal, as five word compares (an array
-/// comparison calls `memcmp`, a measurable share of an 8-byte op).
-fn same_desc(a: &[u8; DESC_LEN], b: &[u8; DESC_LEN]) -> bool {
-    let word = |d: &[u8; DESC_LEN], i: usize| {
-        u64::from_ne_bytes(d[8 * i..8 * i + 8].try_into().expect("8 bytes"))
-    };
-    (0..DESC_LEN / 8).all(|i| word(a, i) == word(b, i))
-}
-
-/// Folds in every entry published so far, in rank order.
+/// Folds in, in rank order, every entry this rank takes from (see
+/// [`AivKind::take`]) as it appears, then settles the op (see [`settle`]).
+/// A rank waits only for the entries its output needs: the root of a
+/// Broadcast or Scatter for none, the other ranks for the root's; the
+/// root of a Reduce or Gather for every rank's, the others for none.
 pub(super) fn fold(pr: &mut Progress, b: &AivBoards, output: &DeviceMem) -> Poll<Result<()>> {
     let (me, p, block) = (b.rank, b.ranks(), pr.block);
     // SAFETY: the output range is held by the caller, which guarantees no
@@ -360,38 +401,48 @@ pub(super) fn fold(pr: &mut Progress, b: &AivBoards, output: &DeviceMem) -> Poll
     let out = unsafe { std::slice::from_raw_parts_mut(output.ptr(), output.len()) };
     while pr.next < p {
         let q = pr.next;
+        let Some((from, to, reduce)) = pr.kind.take(me, q, block) else {
+            // checked later, with every op's other entries (`settle`)
+            pr.next += 1;
+            continue;
+        };
         let board = if q == me { &b.own } else { &b.peer(q).board };
         // every rank publishes what the kind says; the entry's length
         // follows from the publisher's rank
         let Some((desc, payload)) = board.read(pr.seq, pr.kind.publish_len(q, p, block)) else {
             return pending(pr, [b.peer(q)]);
         };
-        if !same_desc(&desc, &pr.desc) {
-            let mut theirs = [0u8; OpDesc::WIRE];
-            theirs[..DESC_LEN].copy_from_slice(&desc);
-            let mut mine = [0u8; OpDesc::WIRE];
-            mine[..DESC_LEN].copy_from_slice(&pr.desc);
-            let e = OpDesc::from_bytes(&mine)
-                .check(&OpDesc::from_bytes(&theirs), q)
-                .err()
-                .unwrap_or_else(|| HcclError::internal("AIV descriptors differ"));
-            return Poll::Ready(Err(e.rank(me)));
+        if let Err(e) = check_desc(me, q, &pr.desc, &desc) {
+            return Poll::Ready(Err(e));
         }
-        if let Some((from, to, reduce)) = pr.kind.take(me, q, block) {
-            let (src, dst) = (&payload[from..from + block], &mut out[to..to + block]);
-            match reduce {
-                // the first rank's block starts the fold (rank order on
-                // every rank: bit-identical results)
-                Some((dtype, op)) if q != 0 => {
-                    if let Err(e) = reduce_in_place(dtype, op, dst, src) {
-                        return Poll::Ready(Err(e));
-                    }
+        let (src, dst) = (&payload[from..from + block], &mut out[to..to + block]);
+        match reduce {
+            // the first rank's block starts the fold (rank order on
+            // every rank: bit-identical results)
+            Some((dtype, op)) if q != 0 => {
+                if let Err(e) = reduce_in_place(dtype, op, dst, src) {
+                    return Poll::Ready(Err(e));
                 }
-                _ => dst.copy_from_slice(src),
             }
+            _ => dst.copy_from_slice(src),
         }
         pr.next += 1;
     }
-    b.own.set_done(pr.seq);
+    settle(pr, b)
+}
+
+/// Completes op `pr.seq` once its output is written. A rank that took from
+/// every entry has compared every descriptor already, and records the op
+/// completed if every op before it is. A rank that did not (a root that
+/// needs no one's data, a rank that only feeds a root) leaves the entries
+/// it skipped to be checked later, in a batch (`check::catch_up`): when
+/// its own entry is due for reuse, or at the next synchronize
+/// (`settle.rs`). So HCCL's consistency check stays on both sides, while
+/// a root runs ahead of its peers and reads none of the lines they are
+/// writing.
+fn settle(pr: &Progress, b: &AivBoards) -> Poll<Result<()>> {
+    if pr.takes_all && b.completed() + 1 == pr.seq {
+        b.own.set_done(pr.seq);
+    }
     Poll::Ready(Ok(()))
 }

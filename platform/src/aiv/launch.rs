@@ -11,6 +11,7 @@
 
 use super::board::{AivBoards, AIV_MAX_BYTES, DESC_LEN, ENTRIES};
 use super::kernel::{fold, poll_kernel, AivKind, AivTask, Progress};
+use super::settle::AivSettle;
 use crate::error::{HcclError, Result};
 use crate::link::OpDesc;
 use crate::mem::DeviceMem;
@@ -96,6 +97,7 @@ impl<'a> AivLaunch<'a> {
                 seq: 0,
                 next: 0,
                 polls: 0,
+                takes_all: kind.takes_from_all(me, p),
             },
             boards,
             input,
@@ -116,17 +118,22 @@ impl<'a> AivLaunch<'a> {
         )
     }
 
-    /// Like [`poll`](Self::poll), then, once published, re-reads the
-    /// missing peers' entries up to `spins` more times before giving up.
-    /// A rank with a core of its own usually sees a peer publish within a
-    /// few hundred nanoseconds, and completing the kernel here is cheaper
-    /// than queueing it (a box, pins, and a later poll from the queue).
+    /// Like [`poll`](Self::poll), then re-polls up to `spins` more times
+    /// while the kernel waits to publish (a peer's completion frees the
+    /// entry) or for an entry its output needs. A rank with a core of its
+    /// own usually sees a peer move within a few hundred nanoseconds, and
+    /// completing the kernel here is cheaper than queueing it (a box,
+    /// pins, and a later poll from the queue).
     fn poll_spinning(&mut self, spins: u32) -> Poll<Result<()>> {
         let mut r = self.poll();
         let mut left = spins;
-        while r.is_pending() && self.progress.seq != 0 && left > 0 {
+        while r.is_pending() && left > 0 {
             crate::sync::spin_loop();
-            r = fold(&mut self.progress, self.boards, self.output);
+            r = if self.progress.seq == 0 {
+                self.poll()
+            } else {
+                fold(&mut self.progress, self.boards, self.output)
+            };
             left -= 1;
         }
         r
@@ -180,6 +187,12 @@ impl Stream {
     /// ahead of a peer (back-pressure: it then drives the stream as
     /// synchronize would, with the same timeouts).
     pub fn aiv_launch(&self, kernel: AivLaunch<'_>) -> Result<()> {
+        let b = kernel.boards;
+        if !kernel.progress.takes_all {
+            // this rank may complete before checking every peer's
+            // arguments: a synchronize finishes the checks (`settle.rs`)
+            self.settle_at_sync(b.group(), || Arc::new(AivSettle(Arc::downgrade(b))));
+        }
         self.launch(kernel)
     }
 }

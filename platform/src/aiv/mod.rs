@@ -12,9 +12,12 @@
 //! 1. publishes this rank's input and op descriptor in its own board's
 //!    entry for the op (payload first, then the entry's sequence number
 //!    with a release store — the flag carries the data),
-//! 2. reads every rank's entry in rank order as it appears and takes
-//!    from it what this rank's output needs ([`AivKind`]: AllReduce folds
-//!    every input, AllGather copies rank q's input into block q, ...), and
+//! 2. reads, in rank order as they appear, the entries this rank's output
+//!    needs and takes from them what it needs ([`AivKind`]: AllReduce folds
+//!    every input, AllGather copies rank q's input into block q, a
+//!    Broadcast's root reads none), comparing each descriptor with its
+//!    own — the others' descriptors are compared later, in a batch, at the
+//!    latest when the stream is synchronized — and
 //! 3. wakes the peers after its first round of reads (a wake fences, and
 //!    the reads overlap the publish leaving this core).
 //!
@@ -49,13 +52,17 @@
 //!
 //! Files: `board.rs` (layout, the protocol over any atomic words, the
 //! mapped board), `kernel.rs` ([`AivKind`], `AivTask`: the stream's
-//! kernel), `launch.rs` ([`AivLaunch`], `Stream::aiv_launch`).
+//! kernel), `check.rs` (the consistency check, now or in a batch),
+//! `settle.rs` (the check a synchronize queues), `launch.rs`
+//! ([`AivLaunch`], `Stream::aiv_launch`).
 
 mod board;
+mod check;
 mod kernel;
 mod launch;
 #[cfg(all(test, loom))]
 mod loom_tests;
+mod settle;
 
 pub use board::{AivBoards, AIV_MAX_BYTES};
 pub use kernel::AivKind;

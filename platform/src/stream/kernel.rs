@@ -16,6 +16,14 @@
 //! **Launching.** A kernel launched through [`Launch`] may run in the
 //! launching thread at once, borrowing its memory, and is boxed into a
 //! queued [`Kernel`] only when it must wait (`Stream::launch`).
+//!
+//! **Settling.** A kernel may complete once its outputs are written and
+//! leave behind work that orders nothing after it but must be done before
+//! the stream reports success (e.g. checking the peers' arguments of an
+//! op it needed no peer's data for). Its group registers a [`Settle`]
+//! with the stream (`Stream::settle_at_sync`); every synchronize asks it
+//! for a kernel finishing that work and queues it behind everything else,
+//! so that work waits, times out and fails like any task.
 
 use crate::error::Result;
 use crate::link::Link;
@@ -98,4 +106,14 @@ pub(crate) trait Launch {
 
     /// The queued form: holds its memory, keeps its progress.
     fn into_kernel(self) -> Box<dyn Kernel>;
+}
+
+/// Work a group of kernels may leave behind when its kernels complete,
+/// which must be finished before a synchronize of a stream that ran them
+/// returns (see the module docs).
+pub trait Settle: Send + Sync + std::fmt::Debug {
+    /// A kernel that finishes what is left, or `None` when nothing is.
+    /// Asked at every synchronize of a stream the settle is registered
+    /// with; the kernel is queued behind everything queued so far.
+    fn settle_task(&self) -> Option<Box<dyn Kernel>>;
 }

@@ -26,8 +26,8 @@ mod task;
 mod verbs;
 
 pub use device::{BlockedTask, Device, DeviceConfig, DeviceStats, ExecMode};
-pub use kernel::Kernel;
 pub(crate) use kernel::Launch;
+pub use kernel::{Kernel, Settle};
 pub use task::{HostCallback, OpLabel};
 pub(crate) use task::{Task, TaskKind};
 
@@ -58,6 +58,12 @@ pub(crate) struct StreamInner {
     /// a stream) returns without taking the queue lock. Written only
     /// under the queue lock; the label it names is kept alive by the queue.
     label_at_step0: AtomicUsize,
+    /// What the kernel groups that ran here leave to settle before a
+    /// synchronize returns, by group (see [`Settle`]).
+    settlers: Mutex<Vec<(usize, Arc<dyn Settle>)>>,
+    /// The group registered last in `settlers` (0: none yet): a launch
+    /// of the same group registers nothing, without locking.
+    settler_hint: AtomicUsize,
 }
 
 /// A stream's queued tasks and the label new tasks get: one lock covers
@@ -479,6 +485,8 @@ impl Stream {
             error: Mutex::new(None),
             has_error: AtomicBool::new(false),
             label_at_step0: AtomicUsize::new(0),
+            settlers: Mutex::new(Vec::new()),
+            settler_hint: AtomicUsize::new(0),
         });
         device.register(&inner);
         Stream {
@@ -730,6 +738,41 @@ impl Stream {
         self.enqueue(TaskKind::Kernel(kernel.into_kernel()))
     }
 
+    /// Registers what kernels of `group` (a non-zero key) may leave to
+    /// settle before a synchronize returns ([`Settle`]); `make` builds it
+    /// the first time the group launches on this stream.
+    pub(crate) fn settle_at_sync(&self, group: usize, make: impl FnOnce() -> Arc<dyn Settle>) {
+        if self.inner.settler_hint.load(Ordering::Relaxed) == group {
+            return;
+        }
+        let mut settlers = self
+            .inner
+            .settlers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if !settlers.iter().any(|(g, _)| *g == group) {
+            settlers.push((group, make()));
+        }
+        self.inner.settler_hint.store(group, Ordering::Relaxed);
+    }
+
+    /// Queues, behind everything queued, a kernel for each registered
+    /// group that has something left to settle.
+    fn queue_settles(&self) -> Result<()> {
+        let tasks: Vec<Box<dyn Kernel>> = self
+            .inner
+            .settlers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter_map(|(_, s)| s.settle_task())
+            .collect();
+        for k in tasks {
+            self.enqueue(TaskKind::Kernel(k))?;
+        }
+        Ok(())
+    }
+
     /// Queues `kernel` on the locked queue as it is, started or not (a
     /// kernel that failed at once fails the stream the way any failed task
     /// does, reported at synchronize), and lets the queued kernels behind
@@ -758,6 +801,9 @@ impl Stream {
     /// Waits until every task enqueued so far has run; returns the first task
     /// error since the last synchronize (and clears it).
     pub fn synchronize(&self) -> Result<()> {
+        if self.inner.settler_hint.load(Ordering::Relaxed) != 0 {
+            self.queue_settles()?;
+        }
         let target = self.inner.enqueued.load(Ordering::Acquire);
         let reached = || self.inner.completed.load(Ordering::Acquire) >= target;
         let dev = &self.device.0;
