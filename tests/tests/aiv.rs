@@ -168,48 +168,54 @@ fn back_to_back_ops_without_synchronizing() {
     }
 }
 
-/// A rank far ahead of its peer stops queueing: once 32 kernels are
-/// outstanding (twice the board entries) its launch drives the stream
-/// instead, so it runs at most that far ahead and its queue (and heap)
-/// stays bounded; every result is still exact.
+/// A rank far ahead of its peer stops queueing: once twice the ops the
+/// boards let it publish ahead are outstanding, its launch drives the
+/// stream instead, so it runs at most that far ahead and its queue (and
+/// heap) stays bounded; every result is still exact. Small payloads (up
+/// to 72 bytes, in the boards' 256 header slots) may run 512 ops ahead,
+/// larger ones (in the 16 data entries) 32.
 #[test]
 fn a_rank_far_ahead_is_held_back_instead_of_queueing_without_bound() {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    let comms = comms(2, &[]);
-    let launched = Arc::new(AtomicUsize::new(0));
-    let peer_started = Arc::new(AtomicBool::new(false));
-    let (l, started) = (launched.clone(), peer_started.clone());
-    run_ranks(2, Duration::from_secs(60), move |r| {
-        let comm = &comms[r as usize];
-        let s = comm.create_stream();
-        let (c, rounds) = (3, 200);
-        let bufs = round_buffers(r, c, rounds);
-        if r == 0 {
-            for k in 0..rounds {
-                sum_round(comm, &bufs, k, c, &s);
-                if !started.load(Ordering::SeqCst) {
-                    l.store(k + 1, Ordering::SeqCst);
+    // (floats per op, rounds, how far rank 0 gets before rank 1 starts)
+    for (c, rounds, held_at) in [(3usize, 600usize, 512usize), (100, 100, 32)] {
+        let comms = comms(2, &[]);
+        let launched = Arc::new(AtomicUsize::new(0));
+        let peer_started = Arc::new(AtomicBool::new(false));
+        let (l, started) = (launched.clone(), peer_started.clone());
+        run_ranks(2, Duration::from_secs(60), move |r| {
+            let comm = &comms[r as usize];
+            let s = comm.create_stream();
+            let bufs = round_buffers(r, c, rounds);
+            if r == 0 {
+                for k in 0..rounds {
+                    sum_round(comm, &bufs, k, c, &s);
+                    if !started.load(Ordering::SeqCst) {
+                        l.store(k + 1, Ordering::SeqCst);
+                    }
+                }
+            } else {
+                // let rank 0 run ahead while this rank has launched nothing
+                std::thread::sleep(Duration::from_millis(300));
+                started.store(true, Ordering::SeqCst);
+                for k in 0..rounds {
+                    sum_round(comm, &bufs, k, c, &s);
                 }
             }
-        } else {
-            // let rank 0 run ahead while this rank has launched nothing
-            std::thread::sleep(Duration::from_millis(300));
-            started.store(true, Ordering::SeqCst);
-            for k in 0..rounds {
-                sum_round(comm, &bufs, k, c, &s);
+            s.synchronize().unwrap();
+            for (k, recv) in bufs.1.iter().enumerate() {
+                let got = recv.to_vec::<f32>(c).unwrap();
+                assert_eq!(got, rank_order_sum(2, c, k), "round {k} rank {r}");
             }
-        }
-        s.synchronize().unwrap();
-        for (k, recv) in bufs.1.iter().enumerate() {
-            let got = recv.to_vec::<f32>(c).unwrap();
-            assert_eq!(got, rank_order_sum(2, c, k), "round {k} rank {r}");
-        }
-    });
-    let ahead = launched.load(Ordering::SeqCst);
-    assert!(
-        (32..=34).contains(&ahead),
-        "rank 0 launched {ahead} ops before rank 1 launched any (expected it held at 32-33)"
-    );
+        });
+        let ahead = launched.load(Ordering::SeqCst);
+        assert!(
+            (held_at..=held_at + 2).contains(&ahead),
+            "{c} floats: rank 0 launched {ahead} ops before rank 1 launched any \
+             (expected it held at {held_at}-{})",
+            held_at + 1
+        );
+    }
 }
 
 /// The rank that launches last finds every peer's part published and

@@ -15,36 +15,62 @@ use crate::mem::DeviceMem;
 use crate::sync::mutation::{self, Mutation};
 use crate::sync::{mapped, Arc, AtomicU64, Ordering, Word};
 
-/// Entries per board: how many ops a rank may have published and not yet
-/// completed, plus one.
+/// Header slots per board: how many ops a rank may have published and
+/// not yet completed, plus one, when every op carries at most
+/// [`INLINE_MAX`] bytes. Ranks outnumbering cores take turns on them:
+/// a rank runs up to this many small ops per time slice (measured at 4
+/// ranks on 2 cores: 16 slots switched context every 16 ops per rank).
+pub const SLOTS: u64 = 256;
+/// Bytes of a header slot: a cache line pair holding the flag, the
+/// descriptor and a small payload.
+const SLOT: usize = 128;
+/// Data entries per board: ops carrying more than [`INLINE_MAX`] bytes
+/// put their payload in entry `seq % ENTRIES`, so at most this many of
+/// them may be published and not completed.
 pub const ENTRIES: u64 = 16;
-/// Bytes of one entry: 16 KiB of payload and the header line. Measured
-/// against the mesh and direct executors (processes on 2 cores), the kernel
-/// is faster up to 16 KiB per rank at every p tried (e.g. p=4 allgather of
-/// 16 KiB per rank 10 µs vs 33 µs, p=2 allreduce of 16 KiB 4.7 vs 5.8 µs)
-/// and about even at 32 KiB, where its two copies (publish, read) catch up
-/// with the others' handshakes.
+/// Bytes of one data entry. Measured against the mesh and direct
+/// executors (processes on 2 cores), the kernel is faster up to 16 KiB
+/// per rank at every p tried (e.g. p=4 allgather of 16 KiB per rank 10 µs
+/// vs 33 µs, p=2 allreduce of 16 KiB 4.7 vs 5.8 µs) and about even at
+/// 32 KiB, where its two copies (publish, read) catch up with the others'
+/// handshakes.
 const ENTRY: usize = (16 << 10) + 128;
+/// The data entries follow the header slots.
+const ENTRIES_AT: usize = SLOTS as usize * SLOT;
 /// The counter line: newest published op, then newest completed op.
-const COUNTERS_AT: usize = ENTRIES as usize * ENTRY;
-/// Bytes of the board area the layout uses: the entries and the counter
-/// line.
+const COUNTERS_AT: usize = ENTRIES_AT + ENTRIES as usize * ENTRY;
+/// Bytes of the board area the layout uses: the slots, the entries and
+/// the counter line.
 const LAYOUT_BYTES: usize = COUNTERS_AT + 128;
 const _: () = assert!(
     LAYOUT_BYTES <= BOARD_BYTES,
     "the board layout must fit the area the links allocate"
 );
-/// The entry's flag: the op it holds, once complete.
+/// The slot's flag: the op it holds, once complete.
 const SEQ_AT: usize = 0;
 const DESC_AT: usize = 8;
 /// The descriptor fields compared between ranks (`OpDesc` without the
 /// buffer addresses).
 pub(super) const DESC_LEN: usize = 40;
-/// Right after the header, so an 8-byte payload shares the flag's cache
-/// line.
-const PAYLOAD_AT: usize = 56;
-/// The largest payload one rank publishes per op.
-pub const AIV_MAX_BYTES: usize = ENTRY - PAYLOAD_AT;
+/// A small payload follows the descriptor in the slot, so an 8-byte
+/// payload shares the flag's cache line.
+const INLINE_AT: usize = 56;
+/// The largest payload carried in the header slot itself.
+pub const INLINE_MAX: usize = SLOT - INLINE_AT;
+/// The largest payload one rank publishes per op (as before the header
+/// slots were split from the data entries, so selection is unchanged).
+pub const AIV_MAX_BYTES: usize = ENTRY - INLINE_AT;
+const _: () = assert!(AIV_MAX_BYTES <= ENTRY);
+
+/// How many ops of `len` bytes each may be published and not completed:
+/// [`SLOTS`] when they fit the header slot, [`ENTRIES`] otherwise.
+pub(super) fn window(len: usize) -> u64 {
+    if len <= INLINE_MAX {
+        SLOTS
+    } else {
+        ENTRIES
+    }
+}
 
 // ---------------------------------------------------------------------------
 // The protocol, over any words (see PROTOCOL.md).
@@ -53,7 +79,7 @@ pub const AIV_MAX_BYTES: usize = ENTRY - PAYLOAD_AT;
 pub(crate) trait BoardWords {
     /// The kind of atomic word.
     type Word: Word;
-    /// The flag of the entry op `seq` uses (entries are reused
+    /// The flag of the header slot op `seq` uses (slots are reused
     /// round-robin by sequence number).
     fn flag(&self, seq: u64) -> &Self::Word;
     /// The newest op this board's rank published; only that rank writes it.
@@ -150,14 +176,31 @@ impl Board {
         Ok(Board(mem))
     }
 
-    fn entry(&self, seq: u64) -> *mut u8 {
-        // SAFETY: the entry lies inside the board (checked in `new`), so
+    /// The header slot of op `seq`.
+    fn slot(&self, seq: u64) -> *mut u8 {
+        // SAFETY: the slot lies inside the board (checked in `new`), so
         // the offset stays inside the same mapping.
-        unsafe { self.0.ptr().add((seq % ENTRIES) as usize * ENTRY) }
+        unsafe { self.0.ptr().add((seq % SLOTS) as usize * SLOT) }
     }
 
-    /// The word at byte `at` of the board (8-aligned: entries and the
-    /// counter line start on 128-byte boundaries).
+    /// Where op `seq`'s payload of `len` bytes lives: in its header slot
+    /// when it fits, else in data entry `seq % ENTRIES`.
+    fn payload_at(&self, seq: u64, len: usize) -> *mut u8 {
+        if len <= INLINE_MAX {
+            // SAFETY: inside the slot (INLINE_AT + INLINE_MAX = SLOT).
+            unsafe { self.slot(seq).add(INLINE_AT) }
+        } else {
+            // SAFETY: the entry lies inside the board (checked in `new`).
+            unsafe {
+                self.0
+                    .ptr()
+                    .add(ENTRIES_AT + (seq % ENTRIES) as usize * ENTRY)
+            }
+        }
+    }
+
+    /// The word at byte `at` of the board (8-aligned: slots, entries and
+    /// the counter line start on 128-byte boundaries).
     fn word(&self, at: usize) -> &mapped::AtomicU64 {
         debug_assert!(at % 8 == 0 && at + 8 <= LAYOUT_BYTES);
         // SAFETY: 8-aligned (the board is 128-aligned, `at` a multiple of
@@ -174,46 +217,51 @@ impl Board {
 
     /// Publishes `payload` and `desc` as op `seq` (see [`publish_entry`]).
     pub(super) fn publish(&self, seq: u64, desc: &[u8; DESC_LEN], payload: &[u8]) {
-        let e = self.entry(seq);
+        let (slot, data) = (self.slot(seq), self.payload_at(seq, payload.len()));
         publish_entry(self, seq, || {
             // SAFETY: inside this rank's own board, which only this rank
-            // writes; peers read this entry only after seeing `seq` in its
-            // flag (stored after this with release), and no peer still
-            // reads it: every peer completed the last op that used it, seq
-            // - ENTRIES (`may_reuse`, checked by the caller).
+            // writes; peers read this slot (and entry) only after seeing
+            // `seq` in the slot's flag (stored after this with release),
+            // and no rank still reads them: every rank completed the last
+            // op that used them (`may_reuse` over the window of the
+            // payload's size, checked by the caller).
             unsafe {
-                std::ptr::copy_nonoverlapping(desc.as_ptr(), e.add(DESC_AT), DESC_LEN);
-                std::ptr::copy_nonoverlapping(payload.as_ptr(), e.add(PAYLOAD_AT), payload.len());
+                std::ptr::copy_nonoverlapping(desc.as_ptr(), slot.add(DESC_AT), DESC_LEN);
+                std::ptr::copy_nonoverlapping(payload.as_ptr(), data, payload.len());
             }
         });
     }
 
-    /// The descriptor and payload of op `seq`, once published.
-    pub(super) fn read(&self, seq: u64, len: usize) -> Option<([u8; DESC_LEN], &[u8])> {
-        let e = self.entry(seq);
+    /// The descriptor of op `seq`, once published.
+    pub(super) fn read_desc(&self, seq: u64) -> Option<[u8; DESC_LEN]> {
+        let slot = self.slot(seq);
         read_entry(self, seq, || {
             let mut desc = [0u8; DESC_LEN];
             // SAFETY: `read_entry` saw the writer's release of `seq` with an
-            // acquire load, so the entry's bytes are complete; the writer
-            // does not touch the entry again before this rank has recorded
-            // op `seq` done (see `publish`), and this slice does not
-            // outlive the current poll.
-            let payload = unsafe {
-                std::ptr::copy_nonoverlapping(e.add(DESC_AT), desc.as_mut_ptr(), DESC_LEN);
-                std::slice::from_raw_parts(e.add(PAYLOAD_AT), len)
+            // acquire load, so the slot's bytes are complete; the writer
+            // does not touch it again before this rank has recorded op
+            // `seq` completed (see `publish`).
+            unsafe {
+                std::ptr::copy_nonoverlapping(slot.add(DESC_AT), desc.as_mut_ptr(), DESC_LEN)
             };
-            (desc, payload)
+            desc
         })
+    }
+
+    /// The payload of op `seq`, `len` bytes, once [`read_desc`](Self::read_desc)
+    /// returned its descriptor and the caller checked that it matches its
+    /// own (so the publisher wrote exactly `len` bytes, where `len` says).
+    pub(super) fn payload(&self, seq: u64, len: usize) -> &[u8] {
+        // SAFETY: the caller saw `seq` in the flag with an acquire load
+        // (`read_desc`), so the payload is complete and stays untouched
+        // until this rank records op `seq` completed; the slice does not
+        // outlive the current poll.
+        unsafe { std::slice::from_raw_parts(self.payload_at(seq, len), len) }
     }
 
     /// Records that this (own) board's rank completed op `seq`.
     pub(super) fn set_done(&self, seq: u64) {
         complete(self, seq);
-    }
-
-    /// The descriptor of op `seq`, once published.
-    pub(super) fn read_desc(&self, seq: u64) -> Option<[u8; DESC_LEN]> {
-        self.read(seq, 0).map(|(d, _)| d)
     }
 }
 
@@ -221,7 +269,7 @@ impl BoardWords for Board {
     type Word = mapped::AtomicU64;
 
     fn flag(&self, seq: u64) -> &mapped::AtomicU64 {
-        self.word((seq % ENTRIES) as usize * ENTRY + SEQ_AT)
+        self.word((seq % SLOTS) as usize * SLOT + SEQ_AT)
     }
 
     fn published(&self) -> &mapped::AtomicU64 {
@@ -301,16 +349,25 @@ impl AivBoards {
         Ok(Arc::new(boards))
     }
 
-    /// Touches every entry's first page on every board, so the first ops
-    /// do not take a page fault each (entries are 16 KiB apart: one page
-    /// per entry per board, in shared memory for processes). The own
-    /// board's words are written with an atomic add of zero, which changes
-    /// nothing even while another executor's kernels use the same board.
+    /// Touches every page of the header slots and every data entry's first
+    /// page on every board, so the first ops do not take a page fault each
+    /// (in shared memory for processes). The own board's words are
+    /// written with an atomic add of zero, which changes nothing even while
+    /// another executor's kernels use the same board.
     fn prefault(&self) {
-        for seq in 0..ENTRIES {
+        let per_page = (4096 / SLOT) as u64;
+        let slot_pages = (0..SLOTS).step_by(per_page as usize);
+        for seq in slot_pages {
             self.own.flag(seq).fetch_add(0, Ordering::Relaxed);
             for p in &self.peers {
                 p.board.flag(seq).load(Ordering::Relaxed);
+            }
+        }
+        for e in 0..ENTRIES as usize {
+            let at = ENTRIES_AT + e * ENTRY;
+            self.own.word(at).fetch_add(0, Ordering::Relaxed);
+            for p in &self.peers {
+                p.board.word(at).load(Ordering::Relaxed);
             }
         }
     }
@@ -320,15 +377,17 @@ impl AivBoards {
         self.peers.len() as u32 + 1
     }
 
-    /// Whether op `seq` may be published: every rank, this one included,
-    /// has completed the op whose entry it reuses (see [`may_reuse`]).
+    /// Whether op `seq`, carrying `len` bytes, may be published: every
+    /// rank, this one included, has completed the op whose slot (and, for
+    /// a payload past [`INLINE_MAX`], data entry) it reuses (see
+    /// [`may_reuse`]).
     /// This rank's own `completed` counts because a rank that did not need
     /// a peer's entry checks it later (`kernel::catch_up`), against its
     /// own descriptor in its own entry: that entry must outlive the check.
-    pub(super) fn may_publish(&self, seq: u64) -> bool {
+    pub(super) fn may_publish(&self, seq: u64, len: usize) -> bool {
         may_reuse(
             seq,
-            ENTRIES,
+            window(len),
             self.peers
                 .iter()
                 .map(|p| &p.board)

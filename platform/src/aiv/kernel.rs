@@ -2,7 +2,7 @@
 //! ([`AivTask`], the stream's [`Kernel`]): publish this rank's part, fold
 //! in every rank's in rank order, wake the peers.
 
-use super::board::{AivBoards, Peer, DESC_LEN, ENTRIES};
+use super::board::{window, AivBoards, Peer, DESC_LEN};
 use super::check::{catch_up, check_desc};
 use crate::dtype::{DataType, ReduceOp};
 use crate::error::{HcclError, Result};
@@ -258,6 +258,11 @@ impl Kernel for AivTask {
         self.output.mem().overlaps(m)
     }
 
+    fn written(&self) -> Option<std::ops::Range<usize>> {
+        let out = self.output.mem();
+        Some(out.ptr() as usize..out.ptr() as usize + out.len())
+    }
+
     /// Kernels on the same boards are one group: they take their
     /// sequence numbers from the same board, whichever executor built
     /// them.
@@ -282,17 +287,18 @@ impl Kernel for AivTask {
         true
     }
 
-    /// A board has [`ENTRIES`] entries: at most that many ops published
-    /// and not completed.
+    /// At most a window of ops may be published and not completed:
+    /// [`SLOTS`](super::board::SLOTS) small ones, fewer large ones (see
+    /// [`window`]).
     fn ahead_limit(&self) -> usize {
-        ENTRIES as usize
+        window(self.progress.len) as usize
     }
 }
 
 /// Publishes op `last + 1` from `input` if the boards have room.
 pub(super) fn publish(pr: &mut Progress, b: &AivBoards, input: &DeviceMem) -> bool {
     let seq = b.own.last_seq() + 1;
-    if !b.may_publish(seq) {
+    if !b.may_publish(seq, pr.len) {
         return false;
     }
     // SAFETY: the input range is held by the caller and nothing writes it
@@ -409,12 +415,27 @@ pub(super) fn fold(pr: &mut Progress, b: &AivBoards, output: &DeviceMem) -> Poll
         let board = if q == me { &b.own } else { &b.peer(q).board };
         // every rank publishes what the kind says; the entry's length
         // follows from the publisher's rank
-        let Some((desc, payload)) = board.read(pr.seq, pr.kind.publish_len(q, p, block)) else {
+        let Some(desc) = board.read_desc(pr.seq) else {
+            // Meanwhile, check what earlier ops left unchecked: a peer
+            // may wait for this rank's `completed` to reuse an entry (its
+            // data entries allow fewer ops ahead than the slots this
+            // rank's own small publishes needed), maybe before publishing
+            // the very entry awaited here.
+            let before = b.completed();
+            if before + 1 < pr.seq {
+                if let Err(e) = catch_up(b, pr.seq - 1) {
+                    return Poll::Ready(Err(e));
+                }
+                wake_if_completed(b, before);
+            }
             return pending(pr, [b.peer(q)]);
         };
         if let Err(e) = check_desc(me, q, &pr.desc, &desc) {
             return Poll::Ready(Err(e));
         }
+        // the same op as this rank's: the publisher wrote what its rank
+        // publishes for this kind, where that length says
+        let payload = board.payload(pr.seq, pr.kind.publish_len(q, p, block));
         let (src, dst) = (&payload[from..from + block], &mut out[to..to + block]);
         match reduce {
             // the first rank's block starts the fold (rank order on

@@ -9,7 +9,7 @@
 //! launch; what is AIV's is how the borrowed kernel polls and spins, its
 //! queued form, and the bounds below.
 
-use super::board::{AivBoards, AIV_MAX_BYTES, DESC_LEN, ENTRIES};
+use super::board::{window, AivBoards, AIV_MAX_BYTES, DESC_LEN};
 use super::kernel::{fold, poll_kernel, AivKind, AivTask, Progress};
 use super::settle::AivSettle;
 use crate::error::{HcclError, Result};
@@ -25,11 +25,6 @@ use std::task::Poll;
 /// polls between liveness checks, so no liveness check runs in the
 /// launch).
 pub const LAUNCH_SPINS: u32 = 200;
-
-/// Outstanding tasks past which an AIV launch drives its stream instead of
-/// queueing more: twice the board entries, so a rank runs at most that
-/// many ops ahead of its slowest peer.
-const MAX_QUEUED_KERNELS: u64 = 2 * ENTRIES;
 
 /// One small collective, built by an executor and handed to
 /// [`Stream::aiv_launch`](crate::Stream::aiv_launch), which runs it at once
@@ -160,8 +155,11 @@ impl Launch for AivLaunch<'_> {
         LAUNCH_SPINS
     }
 
+    /// Twice the ops the boards let this rank publish ahead of its
+    /// slowest peer ([`window`]): past that, queued kernels cannot even
+    /// publish.
     fn max_outstanding(&self) -> u64 {
-        MAX_QUEUED_KERNELS
+        2 * window(self.progress.len)
     }
 
     fn into_kernel(self) -> Box<dyn Kernel> {
@@ -183,8 +181,8 @@ impl Stream {
     /// after its peers finishes the op inside the launch, and none of them
     /// spins at synchronize. Nothing but kernels (a few hundred
     /// nanoseconds each) runs in the caller's thread here, and the launch
-    /// waits only when this rank is more than twice `ENTRIES` ops
-    /// ahead of a peer (back-pressure: it then drives the stream as
+    /// waits only when this rank is more than twice the boards' window
+    /// of ops ahead of a peer (back-pressure: it then drives the stream as
     /// synchronize would, with the same timeouts).
     pub fn aiv_launch(&self, kernel: AivLaunch<'_>) -> Result<()> {
         let b = kernel.boards;

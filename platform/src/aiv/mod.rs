@@ -25,14 +25,16 @@
 //! memory; under the inline driver the launch runs it at once and it is
 //! queued as an [`AivTask`] only if its peers have not all published yet.
 //!
-//! Each board has [`ENTRIES`] entries, used round-robin by op sequence
-//! number, and a counter line with the newest op this rank published and
-//! the newest it completed. A rank publishes op m into the entry of op
-//! m − ENTRIES only once every peer has completed that op (read from their
-//! counter lines, and cached, so this is a rare read), so no entry is
-//! overwritten while a peer may still read it. The descriptor in the entry
-//! is compared with this rank's (HCCL's consistency check, at no extra
-//! cost).
+//! Each board has 256 header slots (flag, descriptor, a payload of up to
+//! 72 bytes) and 16 data entries (larger payloads, up to
+//! [`AIV_MAX_BYTES`]), used round-robin by op sequence number, and a
+//! counter line with the newest op this rank published and the newest it
+//! completed. A rank publishes op m into the slot of op m − 256 (and the
+//! entry of op m − 16) only once every rank has completed that op (read
+//! from their counter lines, and cached, so this is a rare read), so
+//! nothing is overwritten while a peer may still read it. The descriptor
+//! in the slot is compared with this rank's (HCCL's consistency check, at
+//! no extra cost).
 //!
 //! A queued kernel whose input no earlier queued kernel writes may publish
 //! *ahead*, before the kernels in front of it complete (the stream's

@@ -59,9 +59,9 @@ use std::task::Poll;
 /// Bytes of the board area each rank of a host offers for kernels that
 /// read and write each other's memory directly ([`Link::boards`]): the
 /// links allocate and map it, the kernels lay it out (and check at compile
-/// time that their layout fits). 65 pages: 16 entries of 16 KiB of payload
-/// and a header line each, then a counter line.
-pub const BOARD_BYTES: usize = 65 * 4096;
+/// time that their layout fits). 73 pages: 256 header slots of 128 bytes,
+/// 16 data entries of 16 KiB and a line each, then a counter line.
+pub const BOARD_BYTES: usize = 73 * 4096;
 
 /// One verb to perform on a link, as queued on a stream.
 #[derive(Debug)]

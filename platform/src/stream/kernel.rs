@@ -65,6 +65,14 @@ pub trait Kernel: Send + std::fmt::Debug {
         true
     }
 
+    /// The addresses the kernel writes, when they are one range (then the
+    /// stream checks a kernel starting ahead against all the kernels in
+    /// front of it at once, instead of asking each: hundreds may be
+    /// queued). `None`: ask [`writes`](Self::writes).
+    fn written(&self) -> Option<std::ops::Range<usize>> {
+        None
+    }
+
     /// The kernel's group: kernels may start ahead only behind kernels of
     /// the same group (`None`: no group, never starts ahead).
     fn group(&self) -> Option<usize> {

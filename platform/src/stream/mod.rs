@@ -88,6 +88,15 @@ struct Queue {
     /// How many tasks right behind the head are kernels already started
     /// ahead (so a waiting head's every poll does not walk them again).
     started_ahead: usize,
+    /// How many tasks right behind the head are kernels whose input no
+    /// kernel in front of them writes, all of the head's group (checked
+    /// once: tasks in front of a queued one only ever leave). Kernels
+    /// past `started_ahead` but within this wait only for the boards.
+    ahead_clear: usize,
+    /// A range covering what the head and those `ahead_clear` kernels
+    /// write (`None`: unknown), so the next kernel is checked against all
+    /// of them at once.
+    ahead_written: Option<std::ops::Range<usize>>,
 }
 
 fn same_label(a: &Option<Arc<OpLabel>>, b: &Option<Arc<OpLabel>>) -> bool {
@@ -122,20 +131,47 @@ impl Queue {
         if head.unstarted_input().is_some() {
             return;
         }
+        let (head_group, head_written) = (head.group(), head.written());
         let limit = self.tasks.len().min(head.ahead_limit());
         for i in 1 + self.started_ahead..limit {
             let Some(k) = self.tasks[i].kernel() else {
                 return;
             };
             if let Some(input) = k.unstarted_input() {
-                let group = k.group();
-                let clash = group.is_none()
-                    || self.tasks.iter().take(i).any(|t| {
-                        t.kernel()
-                            .is_none_or(|e| e.group() != group || e.writes(input))
-                    });
-                let ok = !clash && self.tasks[i].kernel_mut().is_some_and(|k| k.start_ahead());
-                if !ok {
+                if i > self.ahead_clear {
+                    // every task in front of `i` is the head or one of
+                    // the `ahead_clear` kernels behind it
+                    if self.ahead_clear == 0 {
+                        self.ahead_written = head_written.clone();
+                    }
+                    let group = k.group();
+                    let at = input.ptr() as usize;
+                    let reads = at..at + input.len();
+                    let apart = |w: &std::ops::Range<usize>| {
+                        reads.is_empty() || reads.end <= w.start || w.end <= reads.start
+                    };
+                    let quick = group.is_some()
+                        && group == head_group
+                        && self.ahead_written.as_ref().is_some_and(apart);
+                    let clash = !quick
+                        && (group.is_none()
+                            || self.tasks.iter().take(i).any(|t| {
+                                t.kernel()
+                                    .is_none_or(|e| e.group() != group || e.writes(input))
+                            }));
+                    if clash {
+                        return;
+                    }
+                    let mine = k.written();
+                    self.ahead_written = match (self.ahead_written.take(), mine) {
+                        (Some(a), Some(b)) if b.is_empty() => Some(a),
+                        (Some(a), Some(b)) if a.is_empty() => Some(b),
+                        (Some(a), Some(b)) => Some(a.start.min(b.start)..a.end.max(b.end)),
+                        _ => None,
+                    };
+                    self.ahead_clear = i;
+                }
+                if !self.tasks[i].kernel_mut().is_some_and(|k| k.start_ahead()) {
                     return;
                 }
             }
@@ -162,6 +198,7 @@ impl Queue {
         let t = self.tasks.pop_front()?;
         self.head_seq += 1;
         self.started_ahead = self.started_ahead.saturating_sub(1);
+        self.ahead_clear = self.ahead_clear.saturating_sub(1);
         self.head = HeadState::default();
         self.head_since = None;
         if self.tasks.is_empty() {
@@ -185,6 +222,7 @@ impl Queue {
             self.labels.pop_back();
         }
         self.started_ahead = self.started_ahead.min(keep.saturating_sub(1));
+        self.ahead_clear = self.ahead_clear.min(keep.saturating_sub(1));
         if keep == 0 {
             self.head = HeadState::default();
             self.head_since = None;
@@ -479,6 +517,8 @@ impl Stream {
                 step: 0,
                 head_since: None,
                 started_ahead: 0,
+                ahead_clear: 0,
+                ahead_written: None,
             }),
             enqueued: AtomicU64::new(0),
             completed: AtomicU64::new(0),
