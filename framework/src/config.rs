@@ -59,6 +59,10 @@ pub struct CommConfig {
     /// core per rank, never when ranks outnumber cores (spinning then only
     /// steals the core the awaited peer needs).
     pub spin: Option<Duration>,
+    /// How many times an idle stream driver yields its core after spinning
+    /// and before parking (`HCCL_RS_YIELDS`); `None` = the platform's
+    /// default (64).
+    pub yields: Option<u32>,
     /// How long link set-up waits for a peer (`HCCL_CONNECT_TIMEOUT`, s).
     pub connect_timeout: Duration,
     /// The IP to listen on and advertise to peers (`HCCL_IF_IP`).
@@ -112,6 +116,7 @@ impl Default for CommConfig {
             aiv_max_bytes: Some(hccl_algorithm::AIV_MAX_BYTES as u64),
             exec_mode: ExecMode::Inline,
             spin: None,
+            yields: None,
             connect_timeout: Duration::from_secs(DEFAULT_CONNECT_TIMEOUT_S),
             if_ip: None,
             base_port: 60000,
@@ -282,6 +287,15 @@ impl CommConfig {
         if let Some(v) = env.get("HCCL_RS_SPIN_US") {
             c.spin = Some(Duration::from_micros(parse_u64("HCCL_RS_SPIN_US", &v)?));
         }
+        if let Some(v) = env.get("HCCL_RS_YIELDS") {
+            let n = parse_u64("HCCL_RS_YIELDS", &v)?;
+            c.yields = Some(u32::try_from(n).map_err(|_| {
+                HcclError::para(format!(
+                    "HCCL_RS_YIELDS='{v}': at most {} yields before parking",
+                    u32::MAX
+                ))
+            })?);
+        }
         Ok(c)
     }
 
@@ -297,6 +311,7 @@ impl CommConfig {
         DeviceConfig {
             exec_timeout: self.exec_timeout,
             spin,
+            yields: self.yields.unwrap_or(DeviceConfig::default().yields),
             mode: self.exec_mode,
         }
     }
@@ -312,6 +327,16 @@ mod tests {
         let c = CommConfig::from_source(&[][..]).unwrap();
         assert_eq!(c.buffer_size, 200 << 20);
         assert_eq!(c.exec_timeout, Some(Duration::from_secs(1836)));
+    }
+
+    #[test]
+    fn yields_before_parking_reach_the_device() {
+        let c = CommConfig::from_source(&[][..]).unwrap();
+        assert_eq!(c.device_config(1).yields, DeviceConfig::default().yields);
+        let c = CommConfig::from_source(&[("HCCL_RS_YIELDS", "0")][..]).unwrap();
+        assert_eq!(c.device_config(8).yields, 0);
+        let c = CommConfig::from_source(&[("HCCL_RS_YIELDS", "512")][..]).unwrap();
+        assert_eq!(c.device_config(8).yields, 512);
     }
 
     #[test]
@@ -332,6 +357,8 @@ mod tests {
             ("HCCL_EXEC_TIMEOUT", "1.5", "non-negative integer"),
             ("HCCL_RS_EXEC_MODE", "turbo", "'inline' or 'worker'"),
             ("HCCL_RS_CPU_AFFINITY", "fast", "not a CPU id"),
+            ("HCCL_RS_YIELDS", "many", "non-negative integer"),
+            ("HCCL_RS_YIELDS", "5000000000", "at most 4294967295 yields"),
         ] {
             let e = CommConfig::from_source(&[(var, val)][..]).unwrap_err();
             assert_eq!(e.code(), HcclResult::EPara);

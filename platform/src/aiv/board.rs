@@ -37,7 +37,8 @@ pub const ENTRIES: u64 = 16;
 const ENTRY: usize = (16 << 10) + 128;
 /// The data entries follow the header slots.
 const ENTRIES_AT: usize = SLOTS as usize * SLOT;
-/// The counter line: newest published op, then newest completed op.
+/// The counter line: newest published op, newest completed op, the op a
+/// deferred check waits for.
 const COUNTERS_AT: usize = ENTRIES_AT + ENTRIES as usize * ENTRY;
 /// Bytes of the board area the layout uses: the slots, the entries and
 /// the counter line.
@@ -257,6 +258,20 @@ impl Board {
         // until this rank records op `seq` completed; the slice does not
         // outlive the current poll.
         unsafe { std::slice::from_raw_parts(self.payload_at(seq, len), len) }
+    }
+
+    /// The op whose peers' entries this (own) board's rank waits for, to
+    /// finish a check it left for later (0: none). A publisher wakes the
+    /// ranks that take data from it, and those whose `check_wait` names
+    /// an op it has published: it stores its flag, fences, then reads
+    /// this word; the waiter stores it, fences, then reads the flag once
+    /// more before it may park (store buffering: one of them sees the
+    /// other). Only the owner writes it.
+    pub(super) fn check_wait(&self) -> &mapped::AtomicU64 {
+        // the counter line's second half: every publish reads it on every
+        // peer, and `published` (written by every publish) shares the
+        // first half
+        self.word(COUNTERS_AT + 64)
     }
 
     /// Records that this (own) board's rank completed op `seq`.

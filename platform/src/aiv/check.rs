@@ -5,6 +5,8 @@
 use super::board::{AivBoards, DESC_LEN};
 use crate::error::{HcclError, Result};
 use crate::link::OpDesc;
+use crate::sync::mapped::fence;
+use crate::sync::Ordering;
 
 /// Whether two descriptors are equal, as five word compares (an array
 /// comparison calls `memcmp`, a measurable share of an 8-byte op).
@@ -58,8 +60,21 @@ pub(super) fn catch_up(b: &AivBoards, upto: u64) -> Result<()> {
             )));
         };
         for peer in &b.peers {
-            let Some(theirs) = peer.board.read_desc(m) else {
-                break 'ops;
+            let theirs = match peer.board.read_desc(m) {
+                Some(d) => d,
+                // Ask the peer to wake this rank when it publishes op m
+                // (a publisher otherwise wakes only the ranks that take
+                // data from it), then look once more: the store-buffering
+                // pattern with the publisher's fence (see `board.rs`).
+                None if b.own.check_wait().load(Ordering::Relaxed) != m => {
+                    b.own.check_wait().store(m, Ordering::Relaxed);
+                    fence(Ordering::SeqCst);
+                    match peer.board.read_desc(m) {
+                        Some(d) => d,
+                        None => break 'ops,
+                    }
+                }
+                None => break 'ops,
             };
             check_desc(b.rank, peer.rank, &mine, &theirs).map_err(|e| {
                 if m == upto {
@@ -77,6 +92,9 @@ pub(super) fn catch_up(b: &AivBoards, upto: u64) -> Result<()> {
     }
     if done != start {
         b.own.set_done(done);
+    }
+    if done == upto && b.own.check_wait().load(Ordering::Relaxed) != 0 {
+        b.own.check_wait().store(0, Ordering::Relaxed);
     }
     Ok(())
 }

@@ -10,7 +10,8 @@ use crate::link::Link;
 use crate::mem::{DeviceMem, PinnedMem};
 use crate::reduce::reduce_in_place;
 use crate::stream::Kernel;
-use crate::sync::Arc;
+use crate::sync::mapped::fence;
+use crate::sync::{Arc, Ordering};
 use std::task::Poll;
 
 /// Polls between checks that a silent peer is still alive.
@@ -281,9 +282,7 @@ impl Kernel for AivTask {
             return false;
         }
         self.input = None;
-        for p in &self.boards.peers {
-            p.link.wake_peer();
-        }
+        wake_readers(&self.progress, &self.boards);
         true
     }
 
@@ -350,13 +349,35 @@ pub(super) fn poll_kernel(
     // completion in this poll. Without a publish, a completion still
     // wakes: a peer may wait for it to reuse an entry.
     if published {
-        for p in &b.peers {
-            p.link.wake_peer();
-        }
+        wake_readers(pr, b);
     } else {
         wake_if_completed(b, was_completed);
     }
     r
+}
+
+/// Wakes, after publishing op `pr.seq`, the peers that read this rank's
+/// entry of it: those that take data from it, and those waiting for it to
+/// finish a check (`Board::check_wait`). A Broadcast's
+/// non-root wakes no one unless asked: its publish helps no peer's op.
+/// The fence orders the publish before the reads of `check_wait` (one
+/// fence for all of them; each wake fences on its own).
+fn wake_readers(pr: &Progress, b: &AivBoards) {
+    let mut fenced = false;
+    for p in &b.peers {
+        if pr.kind.take(p.rank, b.rank, 0).is_some() {
+            p.link.wake_peer();
+            continue;
+        }
+        if !fenced {
+            fence(Ordering::SeqCst);
+            fenced = true;
+        }
+        let w = p.board.check_wait().load(Ordering::Relaxed);
+        if w != 0 && w <= pr.seq {
+            p.link.wake_peer();
+        }
+    }
 }
 
 /// Wakes the peers when this rank's `completed` moved past `before`: a

@@ -30,7 +30,8 @@ use crate::sync::mutation::{self, Mutation};
 use crate::sync::{process, Arc, AtomicU64, EventCount, Mutex, Ordering, Waiter, Weak};
 use std::time::{Duration, Instant};
 
-/// Yields an idle driver makes (after spinning) before it parks.
+/// Yields an idle driver makes (after spinning) before it parks, by
+/// default ([`DeviceConfig::yields`]).
 const YIELDS_BEFORE_PARK: u32 = 64;
 /// How long the device's tasks make no progress before its driver starts
 /// checking that its peers are alive.
@@ -72,6 +73,10 @@ pub struct DeviceConfig {
     pub exec_timeout: Option<Duration>,
     /// How long an idle driver spins before yielding and parking.
     pub spin: Duration,
+    /// How many times an idle driver then yields its core before it
+    /// parks (with more ranks than cores, a yield hands the core to the
+    /// peer that will unblock it for less than a park and a wake cost).
+    pub yields: u32,
     /// Who drives the streams.
     pub mode: ExecMode,
 }
@@ -81,6 +86,7 @@ impl Default for DeviceConfig {
         DeviceConfig {
             exec_timeout: Some(Duration::from_secs(1836)),
             spin: Duration::from_micros(20),
+            yields: YIELDS_BEFORE_PARK,
             mode: ExecMode::Inline,
         }
     }
@@ -464,7 +470,7 @@ impl DeviceInner {
             // About to park: register as a sleeper before this round's
             // look, so whatever a peer changes after the look wakes us (see
             // EventCount) and what it changed before, the look sees.
-            let waiter = (yields >= YIELDS_BEFORE_PARK).then(|| self.events.prepare_wait());
+            let waiter = (yields >= self.config.yields).then(|| self.events.prepare_wait());
             self.refresh(snapshot, &mut gen);
             let mut progressed = false;
             for s in snapshot.iter() {
@@ -502,7 +508,7 @@ impl DeviceInner {
             // enough that 4 ranks on 2 cores stop parking between ops
             // (26k futex calls per 20k 8-byte allreduces with 8; ~200
             // with 64) while an idle rank still parks within ~100 µs.
-            if yields < YIELDS_BEFORE_PARK {
+            if yields < self.config.yields {
                 yields += 1;
                 crate::sync::yield_now();
                 continue;

@@ -37,6 +37,7 @@ fn model() {
         let config = DeviceConfig {
             exec_timeout: None,
             spin: Duration::ZERO,
+            yields: 64,
             mode: ExecMode::Worker,
         };
         let dev = Device::new(0, config);
