@@ -263,6 +263,77 @@ fn json_rows_report_p50_p99_max_per_size() {
     }
 }
 
+/// `--transport tcp` measures TCP: no rank maps another's memory, so the
+/// selector offers neither the AIV kernels (board memory) nor the direct
+/// reads, even for 8 bytes, and a forced AIV executor is refused.
+#[test]
+fn the_tcp_transport_selects_executors_that_use_tcp() {
+    for op in ["all_reduce", "broadcast", "all_gather"] {
+        let out = hccl_test(&[
+            op,
+            "-p",
+            "2",
+            "-b",
+            "8",
+            "-e",
+            "64K",
+            "-f",
+            "64",
+            "-n",
+            "5",
+            "-w",
+            "1",
+            "--format",
+            "json",
+            "--transport",
+            "tcp",
+        ]);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{op}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let rows: Vec<serde_json::Value> = stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(rows.len(), 3, "{op}: {stdout}");
+        for row in rows {
+            assert_eq!(row["check"], "success", "{row}");
+            let algo = row["algorithm"].as_str().unwrap_or_default().to_owned();
+            assert!(
+                !algo.is_empty() && !algo.contains("Aiv") && !algo.contains("Direct"),
+                "{op} over TCP chose {algo}: {row}"
+            );
+        }
+    }
+    let out = hccl_test(&[
+        "all_reduce",
+        "-p",
+        "2",
+        "-b",
+        "8",
+        "-e",
+        "8",
+        "-n",
+        "2",
+        "-w",
+        "0",
+        "--transport",
+        "tcp",
+        "--algo",
+        "AllReduceMeshAivExecutor",
+    ]);
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{all}");
+    assert!(all.contains("cannot reach AIV boards"), "{all}");
+}
+
 #[test]
 fn bad_arguments_fail_with_a_message() {
     let out = hccl_test(&["all_reduce", "-p", "2", "-d", "fp8"]);
