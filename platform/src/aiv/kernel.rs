@@ -345,13 +345,14 @@ pub(super) fn poll_kernel(
     let r = fold(pr, b, output);
     // Peers are woken after reading theirs, not right after publishing: a
     // wake fences, and a fence waits for the publish to leave this core,
-    // which the reads would otherwise overlap. The same wake covers a
-    // completion in this poll. Without a publish, a completion still
-    // wakes: a peer may wait for it to reuse an entry.
-    if published {
+    // which the reads would otherwise overlap. A completion in this poll
+    // (the fold's, or a batch of checks before the publish) wakes every
+    // peer, which covers the publish too: any peer may wait for it to
+    // reuse an entry, not only those that read this rank's.
+    if b.completed() != was_completed {
+        wake_all(b);
+    } else if published {
         wake_readers(pr, b);
-    } else {
-        wake_if_completed(b, was_completed);
     }
     r
 }
@@ -384,9 +385,14 @@ fn wake_readers(pr: &Progress, b: &AivBoards) {
 /// peer may be parked until it can reuse an entry.
 pub(super) fn wake_if_completed(b: &AivBoards, before: u64) {
     if b.completed() != before {
-        for p in &b.peers {
-            p.link.wake_peer();
-        }
+        wake_all(b);
+    }
+}
+
+/// Wakes every peer.
+fn wake_all(b: &AivBoards) {
+    for p in &b.peers {
+        p.link.wake_peer();
     }
 }
 
