@@ -57,6 +57,6 @@ for p in $PS; do
     fi
     printf "%-15s %3s %12s %12s %9s %12s %12s %9s\n" "$op" "$p" "$ht" "$mt" \
       "$(awk -v a="$ht" -v b="$mt" 'BEGIN{printf "%.2f", (b>0)?a/b:0}')" "$hb" "$mb" \
-      "$(awk -v a="$hb" -v b="$mb" 'BEGIN{printf "%.2f", (b>0)?a/b:0}')"
+      "$(awk -v a="$hb" -v b="$mb" 'BEGIN{if (a=="-") print "-"; else printf "%.2f", (b>0)?a/b:0}')"
   done
 done
