@@ -141,17 +141,7 @@ fn json_rows_carry_every_key() {
         "--format",
         "json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let rows: Vec<serde_json::Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(rows.len(), 2);
+    let rows = json_rows(&out, 2, "json keys");
     for (row, bytes) in rows.iter().zip([1024u64, 4096]) {
         for key in [
             "op",
@@ -238,18 +228,7 @@ fn json_rows_report_p50_p99_max_per_size() {
             "--transport",
             transport,
         ]);
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "{transport}: {stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let rows: Vec<serde_json::Value> = stdout
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        assert_eq!(rows.len(), 3, "{transport}: {stdout}");
-        rows
+        json_rows(&out, 3, transport)
     };
     for transport in ["inproc", "process"] {
         for row in run(transport, "30") {
@@ -288,18 +267,7 @@ fn the_tcp_transport_selects_executors_that_use_tcp() {
             "--transport",
             "tcp",
         ]);
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "{op}: {stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let rows: Vec<serde_json::Value> = stdout
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        assert_eq!(rows.len(), 3, "{op}: {stdout}");
-        for row in rows {
+        for row in json_rows(&out, 3, op) {
             assert_eq!(row["check"], "success", "{row}");
             let algo = row["algorithm"].as_str().unwrap_or_default().to_owned();
             assert!(
@@ -452,6 +420,22 @@ fn process_ranks_run_every_collective_and_leave_no_segment_behind() {
 /// same time (nextest runs tests in parallel), so they are not counted.
 /// Asserts that an `hccl-test` run exited cleanly and printed `n` result
 /// rows, every one checked `success`.
+/// The JSON rows of a successful run (`--format json`): exactly `n` of them.
+fn json_rows(out: &std::process::Output, n: usize, what: &str) -> Vec<serde_json::Value> {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{what}: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), n, "{what}: {stdout}");
+    rows
+}
+
 fn assert_rows_succeed(out: &std::process::Output, n: usize, what: &str) {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(

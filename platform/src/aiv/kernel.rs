@@ -327,7 +327,8 @@ pub(super) fn poll_kernel(
                 "an unpublished AIV kernel lost its input",
             )));
         };
-        if !publish(pr, b, input) {
+        published = publish(pr, b, input);
+        if !published {
             // A rank (maybe this one, whose own entry a deferred check
             // still reads) has not completed the op whose entry this one
             // reuses. Every op published so far has its output written:
@@ -335,14 +336,14 @@ pub(super) fn poll_kernel(
             if let Err(e) = catch_up(b, b.own.last_seq()) {
                 return Poll::Ready(Err(e));
             }
-            if !publish(pr, b, input) {
-                wake_if_completed(b, was_completed);
-                return pending(pr, &b.peers);
-            }
+            published = publish(pr, b, input);
         }
-        published = true;
     }
-    let r = fold(pr, b, output);
+    let r = if pr.seq == 0 {
+        pending(pr, &b.peers)
+    } else {
+        fold(pr, b, output)
+    };
     // Peers are woken after reading theirs, not right after publishing: a
     // wake fences, and a fence waits for the publish to leave this core,
     // which the reads would otherwise overlap. A completion in this poll
@@ -423,10 +424,11 @@ pub(super) fn pending_on<'a>(
 
 /// Folds in, in rank order, every entry this rank takes from (see
 /// [`AivKind::take`]) as it appears, then settles the op (see [`settle`]).
+/// Only through [`poll_kernel`], which wakes the peers for what it did.
 /// A rank waits only for the entries its output needs: the root of a
 /// Broadcast or Scatter for none, the other ranks for the root's; the
 /// root of a Reduce or Gather for every rank's, the others for none.
-pub(super) fn fold(pr: &mut Progress, b: &AivBoards, output: &DeviceMem) -> Poll<Result<()>> {
+fn fold(pr: &mut Progress, b: &AivBoards, output: &DeviceMem) -> Poll<Result<()>> {
     let (me, p, block) = (b.rank, b.ranks(), pr.block);
     // SAFETY: the output range is held by the caller, which guarantees no
     // other access while the kernel runs (see `poll_kernel`); boards are
@@ -447,13 +449,12 @@ pub(super) fn fold(pr: &mut Progress, b: &AivBoards, output: &DeviceMem) -> Poll
             // may wait for this rank's `completed` to reuse an entry (its
             // data entries allow fewer ops ahead than the slots this
             // rank's own small publishes needed), maybe before publishing
-            // the very entry awaited here.
-            let before = b.completed();
-            if before + 1 < pr.seq {
+            // the very entry awaited here (the caller wakes the peers
+            // when `completed` moves).
+            if b.completed() + 1 < pr.seq {
                 if let Err(e) = catch_up(b, pr.seq - 1) {
                     return Poll::Ready(Err(e));
                 }
-                wake_if_completed(b, before);
             }
             return pending(pr, [b.peer(q)]);
         };

@@ -10,7 +10,7 @@
 //! queued form, and the bounds below.
 
 use super::board::{window, AivBoards, AIV_MAX_BYTES, DESC_LEN};
-use super::kernel::{fold, poll_kernel, AivKind, AivTask, Progress};
+use super::kernel::{poll_kernel, AivKind, AivTask, Progress};
 use super::settle::AivSettle;
 use crate::error::{HcclError, Result};
 use crate::link::OpDesc;
@@ -124,11 +124,7 @@ impl<'a> AivLaunch<'a> {
         let mut left = spins;
         while r.is_pending() && left > 0 {
             crate::sync::spin_loop();
-            r = if self.progress.seq == 0 {
-                self.poll()
-            } else {
-                fold(&mut self.progress, self.boards, self.output)
-            };
+            r = self.poll();
             left -= 1;
         }
         r
