@@ -63,6 +63,10 @@ pub struct CommConfig {
     /// and before parking (`HCCL_RS_YIELDS`); `None` = the platform's
     /// default (64).
     pub yields: Option<u32>,
+    /// Sockets per TCP link (`HCCL_RS_SOCKETS_PER_LINK`, 1 to
+    /// [`hccl_platform::TCP_MAX_SOCKETS`]): transfers of 256 KiB or more
+    /// are striped over them. The lower rank of a pair decides.
+    pub sockets_per_link: usize,
     /// How long link set-up waits for a peer (`HCCL_CONNECT_TIMEOUT`, s).
     pub connect_timeout: Duration,
     /// The IP to listen on and advertise to peers (`HCCL_IF_IP`).
@@ -102,6 +106,10 @@ pub struct CommConfig {
     pub cpu_affinity: crate::affinity::CpuAffinity,
 }
 
+/// Default of [`CommConfig::sockets_per_link`] (measured in
+/// docs/performance.md).
+pub(crate) const DEFAULT_SOCKETS_PER_LINK: usize = 1;
+
 /// Default of [`CommConfig::direct_min_bytes`]: below it the mesh and ring
 /// executors' fewer system calls win (measured in docs/performance.md).
 pub(crate) const DEFAULT_DIRECT_MIN_BYTES: u64 = 256 << 10;
@@ -117,6 +125,7 @@ impl Default for CommConfig {
             exec_mode: ExecMode::Inline,
             spin: None,
             yields: None,
+            sockets_per_link: DEFAULT_SOCKETS_PER_LINK,
             connect_timeout: Duration::from_secs(DEFAULT_CONNECT_TIMEOUT_S),
             if_ip: None,
             base_port: 60000,
@@ -296,6 +305,16 @@ impl CommConfig {
                 ))
             })?);
         }
+        if let Some(v) = env.get("HCCL_RS_SOCKETS_PER_LINK") {
+            let n = parse_u64("HCCL_RS_SOCKETS_PER_LINK", &v)?;
+            let max = hccl_platform::TCP_MAX_SOCKETS;
+            if n == 0 || n > max as u64 {
+                return Err(HcclError::para(format!(
+                    "HCCL_RS_SOCKETS_PER_LINK='{v}': expected 1 to {max} sockets"
+                )));
+            }
+            c.sockets_per_link = n as usize;
+        }
         Ok(c)
     }
 
@@ -340,6 +359,14 @@ mod tests {
     }
 
     #[test]
+    fn sockets_per_link_from_the_environment() {
+        let c = CommConfig::from_source(&[][..]).unwrap();
+        assert_eq!(c.sockets_per_link, DEFAULT_SOCKETS_PER_LINK);
+        let c = CommConfig::from_source(&[("HCCL_RS_SOCKETS_PER_LINK", "4")][..]).unwrap();
+        assert_eq!(c.sockets_per_link, 4);
+    }
+
+    #[test]
     fn buffsize_in_mb() {
         let c = CommConfig::from_source(&[("HCCL_BUFFSIZE", "3")][..]).unwrap();
         assert_eq!(c.buffer_size, 3 << 20);
@@ -359,6 +386,9 @@ mod tests {
             ("HCCL_RS_CPU_AFFINITY", "fast", "not a CPU id"),
             ("HCCL_RS_YIELDS", "many", "non-negative integer"),
             ("HCCL_RS_YIELDS", "5000000000", "at most 4294967295 yields"),
+            ("HCCL_RS_SOCKETS_PER_LINK", "0", "expected 1 to 16 sockets"),
+            ("HCCL_RS_SOCKETS_PER_LINK", "17", "expected 1 to 16 sockets"),
+            ("HCCL_RS_SOCKETS_PER_LINK", "two", "non-negative integer"),
         ] {
             let e = CommConfig::from_source(&[(var, val)][..]).unwrap_err();
             assert_eq!(e.code(), HcclResult::EPara);

@@ -5,7 +5,7 @@
 use crate::bootstrap::launcher::{self, Rendezvous};
 use crate::bootstrap::root_info::{self, RootInfo, HCCL_ROOT_INFO_BYTES};
 use crate::bootstrap::{
-    derived_unique_id, host_id, local_ip_towards, rank_table, RankInfo, RankTable,
+    derived_unique_id, host_id, local_ip_towards, machine_of, rank_table, RankInfo, RankTable,
 };
 use crate::config::{CommConfig, ProcessEnv};
 use crate::fabric::{host_name, HostFabric, ShmPeers, TcpFabric};
@@ -13,7 +13,7 @@ use crate::Communicator;
 use hccl_algorithm::TopoInfo;
 use hccl_platform::shm_segment_name;
 use hccl_platform::EventCount;
-use hccl_platform::{sweep_stale_segments, PeerProcess, ShmSegment, TcpNode};
+use hccl_platform::{sweep_stale_segments, PeerProcess, ShmSegment, TcpNode, TcpOptions};
 use hccl_platform::{Device, DeviceMem, HcclError, MemKind, Result};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -88,13 +88,18 @@ fn local_setup(
         );
         (device, ccl, None)
     };
-    let node = TcpNode::start(
+    let options = TcpOptions {
+        io_timeout: io_timeout(config),
+        sockets_per_link: config.sockets_per_link,
+    };
+    let node = TcpNode::start_with(
         rank,
         unique_id,
         SocketAddr::new(ip, port),
         device.waker(),
-        io_timeout(config),
+        options,
     )?;
+    device.add_park_hook(&node.park_hook());
     node.register_mem(MemKind::CclInput, ccl.0.clone());
     node.register_mem(MemKind::CclOutput, ccl.1.clone());
     Ok(Local {
@@ -159,12 +164,15 @@ fn finish(rank: u32, table: RankTable, local: Local, config: CommConfig) -> Resu
     }
     let shm = map_local_peers(rank, &table, &local, config.connect_timeout)?;
     let topo = TopoInfo::new(rank, table.rank_to_server())?;
-    // this rank's index among the ranks on its host, for its core
-    let my_host = &table.ranks[rank as usize].host_id;
+    // this rank's index among the ranks on its machine, for its core:
+    // hosts declared with HCCL_RS_HOST_ID or made of network namespaces
+    // share one machine's cores, and pinning each as if alone put them
+    // all on its first core
+    let my_machine = machine_of(&table.ranks[rank as usize].host_id);
     let on_host: Vec<u32> = table
         .ranks
         .iter()
-        .filter(|r| &r.host_id == my_host)
+        .filter(|r| machine_of(&r.host_id) == my_machine)
         .map(|r| r.rank)
         .collect();
     let local_index = on_host.iter().position(|&r| r == rank).unwrap_or(0) as u32;

@@ -50,7 +50,8 @@ pub use stream::{
 // [`LinkHandle`]'s methods.
 pub use link::{
     sweep_stale_segments, InProcEndpoint, InProcLink, Link, LinkHandle, LinkOp, LinkOpState,
-    OpDesc, ParamMem, PeerProcess, ShmLink, ShmSegment, TcpLink, TcpNode, BOARD_BYTES,
+    OpDesc, ParamMem, ParkHook, PeerProcess, ShmLink, ShmSegment, TcpLink, TcpNode, TcpOptions,
+    BOARD_BYTES, TCP_MAX_SOCKETS,
 };
 
 // AIV kernels: a whole small collective as one task over per-rank boards.

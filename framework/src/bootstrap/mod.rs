@@ -63,17 +63,29 @@ impl RankTable {
 /// This host's identity: hostname plus the kernel's boot id, so two
 /// containers with the same hostname on different machines differ, and
 /// one machine's ranks agree whatever IP they use. `HCCL_RS_HOST_ID`
-/// overrides it (to declare processes of one machine separate hosts).
+/// overrides the name part (to declare processes of one machine separate
+/// hosts); the boot id stays, so [`machine_of`] still knows which ranks
+/// share the machine's cores.
 pub(crate) fn host_id() -> String {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
     // Tests declare ranks of one machine to be on different hosts with this.
     if let Ok(id) = std::env::var("HCCL_RS_HOST_ID") {
         if !id.trim().is_empty() {
-            return id.trim().to_owned();
+            return format!("{}/{}", id.trim(), boot.trim());
         }
     }
     let host = rustix_hostname();
-    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
     format!("{host}/{}", boot.trim())
+}
+
+/// The machine a host id is on: its boot id part (ranks of declared or
+/// namespace hosts on one machine share its cores); a host id without one
+/// (e.g. a rank table's server id) is its own machine.
+pub(crate) fn machine_of(host_id: &str) -> &str {
+    match host_id.rsplit_once('/') {
+        Some((_, boot)) if !boot.is_empty() => boot,
+        _ => host_id,
+    }
 }
 
 fn rustix_hostname() -> String {
@@ -144,3 +156,23 @@ pub(crate) fn derived_unique_id(text: &str) -> [u8; 16] {
 
 #[cfg(test)]
 pub(crate) mod fuzz;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declared_hosts_of_one_machine_share_its_machine() {
+        assert_eq!(machine_of("node-a/3f2e-11"), "3f2e-11");
+        assert_eq!(
+            machine_of("test-host1/3f2e-11"),
+            machine_of("test-host0/3f2e-11")
+        );
+        assert_ne!(machine_of("node-a/3f2e-11"), machine_of("node-a/9999"));
+        // a rank table's server id has no boot id: its own machine
+        assert_eq!(machine_of("10.0.0.7"), "10.0.0.7");
+        assert_eq!(machine_of("trailing/"), "trailing/");
+        let mine = host_id();
+        assert!(!machine_of(&mine).is_empty());
+    }
+}

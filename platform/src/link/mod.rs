@@ -44,7 +44,7 @@ pub use consistency::{OpDesc, ParamMem};
 pub use in_process::{InProcEndpoint, InProcLink};
 pub use peer::PeerProcess;
 pub use shm::{sweep_stale_segments, ShmLink, ShmSegment};
-pub use tcp::{TcpLink, TcpNode};
+pub use tcp::{TcpLink, TcpNode, TcpOptions, MAX_SOCKETS as TCP_MAX_SOCKETS};
 
 pub(crate) use peer::{describe_peer, lost_peer_error};
 pub(crate) use verb::Verb;
@@ -62,6 +62,17 @@ use std::task::Poll;
 /// time that their layout fits). 73 pages: 256 header slots of 128 bytes,
 /// 16 data entries of 16 KiB and a line each, then a counter line.
 pub const BOARD_BYTES: usize = 73 * 4096;
+
+/// Told when a rank's driver is about to park and when it has woken
+/// (`Device::add_park_hook`). A transport whose sockets the driver reads
+/// itself while it runs hands them, while it sleeps, to a thread of its
+/// own that wakes it when something arrives.
+pub trait ParkHook: Send + Sync + fmt::Debug {
+    /// The driver found nothing to do and is about to park.
+    fn parking(&self);
+    /// The driver woke from a park.
+    fn woke(&self);
+}
 
 /// One verb to perform on a link, as queued on a stream.
 #[derive(Debug)]

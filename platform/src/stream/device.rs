@@ -151,6 +151,9 @@ pub(crate) struct DeviceInner {
     /// Links of this rank's communicators: when any task fails, all of them
     /// are aborted so peers fail fast instead of waiting out their timeouts.
     links: Mutex<Vec<Weak<dyn crate::link::Link>>>,
+    /// Told when the driver parks and wakes (transports whose sockets the
+    /// driver reads while it runs).
+    park_hooks: Mutex<Vec<Weak<dyn crate::link::ParkHook>>>,
     /// Peer processes on this host, watched while a wait lasts (see the
     /// module docs), whether or not this rank has a link to them.
     watched: Mutex<Vec<Arc<PeerProcess>>>,
@@ -203,6 +206,7 @@ impl Device {
         let dev = Device(Arc::new(DeviceInner {
             stats: DeviceStatsInner::default(),
             links: Mutex::new(Vec::new()),
+            park_hooks: Mutex::new(Vec::new()),
             watched: Mutex::new(Vec::new()),
             id,
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
@@ -319,6 +323,15 @@ impl Device {
         let mut v = self.0.links.lock().unwrap_or_else(|p| p.into_inner());
         v.retain(|w| w.strong_count() > 0);
         v.push(Arc::downgrade(link));
+    }
+
+    /// Tells `hook` whenever this device's driver is about to park and
+    /// when it has woken (e.g. a TCP node, whose sockets the driver reads
+    /// itself while it runs and a thread of the node's while it sleeps).
+    pub fn add_park_hook(&self, hook: &Arc<dyn crate::link::ParkHook>) {
+        let mut v = self.0.park_hooks.lock().unwrap_or_else(|p| p.into_inner());
+        v.retain(|w| w.strong_count() > 0);
+        v.push(Arc::downgrade(hook));
     }
 
     /// Watches peer process `peer` while this device's tasks wait: if it
@@ -548,9 +561,23 @@ impl DeviceInner {
             // next look for dead peers.
             let watch_at = next_watch.unwrap_or(now - stalled + WATCH_AFTER);
             let cap = (now + Duration::from_secs(1)).min(watch_at.max(now));
+            self.tell_park_hooks(true);
             waiter.wait_until(earliest.map_or(cap, |e| e.min(cap)));
+            self.tell_park_hooks(false);
             idle_since = None;
             yields = 0;
+        }
+    }
+
+    /// Tells the park hooks the driver is about to park (`true`) or woke.
+    fn tell_park_hooks(&self, parking: bool) {
+        let hooks = self.park_hooks.lock().unwrap_or_else(|p| p.into_inner());
+        for h in hooks.iter().filter_map(Weak::upgrade) {
+            if parking {
+                h.parking();
+            } else {
+                h.woke();
+            }
         }
     }
 

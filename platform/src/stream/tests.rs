@@ -255,6 +255,7 @@ mod tcp {
         )
         .unwrap();
         n.register_mem(MemKind::CclOutput, mem.clone());
+        d.add_park_hook(&n.park_hook());
         n
     }
 

@@ -1,0 +1,692 @@
+//! The TCP link: ranks in different processes or on different hosts.
+//!
+//! Each rank runs one [`TcpNode`]: a listener, the connections to its
+//! peers and a progress thread. Every socket is non-blocking, and whoever
+//! waits reads: the rank's driver, while it runs an op, reads its own
+//! sockets each time it polls a verb that waits on a peer (as MPI
+//! libraries poll from the waiting thread), so an arrival costs no thread
+//! hand-off. Only when the driver is about to park does it hand the
+//! sockets to the progress thread ([`ParkHook`]), which then sleeps in
+//! `poll(2)` on them and wakes the driver when a frame arrived; the
+//! driver takes them back when it wakes. The progress thread also accepts
+//! connections and reads their introductions without blocking anyone
+//! ([`lobby`]).
+//!
+//! A frame is a 32-byte header and a payload ([`wire`]); a transfer is read
+//! straight into its target buffer and sent straight from its source (one
+//! `sendmsg` with the header), so no copy is made on either side beyond
+//! the kernel's. A link may stripe large transfers over several sockets
+//! (`HCCL_RS_SOCKETS_PER_LINK`, chosen by the connecting rank).
+//!
+//! Connections: the lower rank of a pair connects to the higher rank's
+//! listener and introduces each socket with the group's unique id; strays
+//! (wrong id, garbage, silence past a deadline) are dropped with a log
+//! line. Each end's first frame then says its process id, for messages.
+//!
+//! A peer that dies: its kernel closes the socket, so the next read finds
+//! end-of-file (or a reset) and marks the connection lost (a peer that
+//! destroys its communicator says goodbye first, which is not a loss). A
+//! peer whose host vanishes sends nothing more; TCP keep-alive probes
+//! ([`KEEPALIVE_IDLE`], no cost while data flows) find it in a few seconds.
+//! Either way, waits on the link end with an error naming the lost rank,
+//! its process and host.
+
+mod conn;
+mod lobby;
+mod progress;
+mod wire;
+
+use super::{Link, LinkOp, LinkOpState, ParkHook};
+use crate::error::{HcclError, Result};
+use crate::mem::{DeviceMem, MemKind};
+use crate::sync::EventCount;
+use crate::sync::{Arc, AtomicBool, AtomicU64, Condvar, Mutex, Ordering, RwLock};
+use conn::{Conn, Payload};
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::OwnedFd;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+use wire::{kind_code, Frame, Header, Hello};
+
+/// Seconds of silence on a connection before the kernel starts probing
+/// the peer's host, the seconds between probes, and the unanswered probes
+/// that break the connection: a vanished host is noticed in about
+/// `KEEPALIVE_IDLE + KEEPALIVE_INTERVAL * KEEPALIVE_COUNT` seconds. Probes
+/// are sent by the kernel only on idle connections, so they cost nothing
+/// while data flows.
+pub const KEEPALIVE_IDLE: u32 = 1;
+const KEEPALIVE_INTERVAL: u32 = 1;
+const KEEPALIVE_COUNT: u32 = 2;
+/// Most sockets a link may stripe over (`HCCL_RS_SOCKETS_PER_LINK`).
+pub const MAX_SOCKETS: usize = 16;
+/// While a verb waits on one peer, the driver reads that peer's sockets
+/// at every poll and every other peer's at least this often, so that a
+/// peer blocked sending to this rank is never stuck behind it.
+const SWEEP_EVERY: Duration = Duration::from_micros(50);
+
+/// How a [`TcpNode`] runs its links.
+#[derive(Clone, Copy, Debug)]
+pub struct TcpOptions {
+    /// Longest a connection's introduction and first frame may take to
+    /// write.
+    pub io_timeout: Duration,
+    /// Sockets per link this rank opens to higher ranks (a link's
+    /// transfers of [`TcpOptions::STRIPE_MIN`] bytes or more are striped
+    /// over them); links from lower ranks use what those chose.
+    pub sockets_per_link: usize,
+}
+
+impl TcpOptions {
+    /// Transfers at least this large are striped over a link's sockets.
+    pub const STRIPE_MIN: usize = conn::STRIPE_MIN;
+}
+
+impl Default for TcpOptions {
+    fn default() -> Self {
+        TcpOptions {
+            io_timeout: Duration::from_secs(30),
+            sockets_per_link: 1,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Shared {
+    rank: u32,
+    unique_id: [u8; 16],
+    options: TcpOptions,
+    mems: Mutex<[Option<DeviceMem>; 5]>,
+    waker: Arc<EventCount>,
+    conns: Mutex<HashMap<u32, Arc<Conn>>>,
+    /// The live connections, read on every sweep without building a list.
+    list: RwLock<Arc<Vec<Arc<Conn>>>>,
+    arrived: Condvar,
+    stop: AtomicBool,
+    /// Set while the driver sleeps: the progress thread reads the sockets.
+    thread_reads: AtomicBool,
+    /// When the driver last read every connection (ns since `epoch`).
+    last_sweep: AtomicU64,
+    epoch: Instant,
+    /// Writing a byte wakes the progress thread's poll.
+    wake_tx: Mutex<Option<OwnedFd>>,
+}
+
+impl Shared {
+    fn live(&self) -> Arc<Vec<Arc<Conn>>> {
+        self.list.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn relist(&self, conns: &HashMap<u32, Arc<Conn>>) {
+        *self.list.write().unwrap_or_else(|p| p.into_inner()) =
+            Arc::new(conns.values().cloned().collect());
+    }
+
+    fn wake_progress(&self) {
+        if let Some(fd) = self
+            .wake_tx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            let _ = rustix::io::write(fd, &[1u8]);
+        }
+    }
+
+    /// Reads `conn`; a broken connection is failed (its waits then end
+    /// with the reason). `true` if a frame was applied.
+    fn pump(&self, conn: &Conn) -> bool {
+        match conn.pump(&self.mems) {
+            Ok(p) => p,
+            Err(e) => {
+                self.fail_conn(conn, &e);
+                true
+            }
+        }
+    }
+
+    /// The driver's read while a verb on `conn` waits: `conn` itself, and
+    /// every connection if the last such sweep is [`SWEEP_EVERY`] old.
+    fn driver_pump(&self, conn: &Conn) {
+        if self.thread_reads.load(Ordering::Relaxed) {
+            // the driver is awake and polling: it reads from now on
+            self.thread_reads.store(false, Ordering::Relaxed);
+        }
+        self.pump(conn);
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        let last = self.last_sweep.load(Ordering::Relaxed);
+        if now.saturating_sub(last) >= SWEEP_EVERY.as_nanos() as u64 {
+            self.last_sweep.store(now, Ordering::Relaxed);
+            for c in self.live().iter() {
+                if !std::ptr::eq(c.as_ref(), conn) {
+                    self.pump(c);
+                }
+            }
+        }
+    }
+
+    /// Marks `conn` broken by `e`: its waits fail with the reason (a lost
+    /// peer if it left without a goodbye) and nobody reads it any more.
+    fn fail_conn(&self, conn: &Conn, e: &HcclError) {
+        if conn.dead.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let inbox = &conn.inbox;
+        let reason = if inbox.closed.load(Ordering::Acquire) {
+            tracing::debug!(rank = self.rank, peer = conn.peer, "peer closed the link");
+            e.message().to_owned()
+        } else {
+            let lost = inbox.lost_error(
+                conn.peer,
+                &format!("closed its connection without a goodbye ({})", e.message()),
+            );
+            tracing::warn!(rank = self.rank, peer = conn.peer, error = %lost, "link to peer lost");
+            inbox.lost.store(true, Ordering::Release);
+            lost.message().to_owned()
+        };
+        inbox.fail(&reason);
+        let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+        if conns
+            .get(&conn.peer)
+            .is_some_and(|c| std::ptr::eq(c.as_ref(), conn))
+        {
+            conns.remove(&conn.peer);
+            self.relist(&conns);
+        }
+        drop(conns);
+        self.waker.notify();
+    }
+
+    fn add_conn(&self, conn: Arc<Conn>) {
+        let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+        conns.insert(conn.peer, conn);
+        self.relist(&conns);
+        drop(conns);
+        self.arrived.notify_all();
+        self.wake_progress();
+    }
+}
+
+impl ParkHook for Shared {
+    fn parking(&self) {
+        if !self.thread_reads.swap(true, Ordering::AcqRel) {
+            self.wake_progress();
+        }
+    }
+
+    fn woke(&self) {
+        self.thread_reads.store(false, Ordering::Relaxed);
+    }
+}
+
+/// One rank's TCP endpoint: listener, connections, progress thread.
+#[derive(Debug)]
+pub struct TcpNode {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl TcpNode {
+    /// Listens on `bind` (port 0 = any) for rank `rank` of the group whose
+    /// connections present `unique_id`, with one socket per link.
+    /// Incoming transfers land in the buffers registered with
+    /// [`TcpNode::register_mem`]; `waker` wakes the rank's stream driver.
+    pub fn start(
+        rank: u32,
+        unique_id: [u8; 16],
+        bind: SocketAddr,
+        waker: Arc<EventCount>,
+        io_timeout: Duration,
+    ) -> Result<TcpNode> {
+        let options = TcpOptions {
+            io_timeout,
+            ..TcpOptions::default()
+        };
+        TcpNode::start_with(rank, unique_id, bind, waker, options)
+    }
+
+    /// [`TcpNode::start`] with all options.
+    pub fn start_with(
+        rank: u32,
+        unique_id: [u8; 16],
+        bind: SocketAddr,
+        waker: Arc<EventCount>,
+        options: TcpOptions,
+    ) -> Result<TcpNode> {
+        if options.sockets_per_link == 0 || options.sockets_per_link > MAX_SOCKETS {
+            return Err(HcclError::para(format!(
+                "sockets per link must be 1 to {MAX_SOCKETS}, not {}",
+                options.sockets_per_link
+            )));
+        }
+        let listener = TcpListener::bind(bind).map_err(|e| {
+            HcclError::tcp_connect(format!("binding the link listener to {bind}: {e}")).rank(rank)
+        })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| HcclError::from_io("reading the listener address", e))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| HcclError::from_io("configuring the listener", e))?;
+        let (wake_rx, wake_tx) =
+            rustix::pipe::pipe().map_err(|e| HcclError::syscall(format!("pipe: {e}")))?;
+        let shared = Arc::new(Shared {
+            rank,
+            unique_id,
+            options,
+            mems: Mutex::new(Default::default()),
+            waker,
+            conns: Mutex::new(HashMap::new()),
+            list: RwLock::new(Arc::new(Vec::new())),
+            arrived: Condvar::new(),
+            stop: AtomicBool::new(false),
+            thread_reads: AtomicBool::new(true),
+            last_sweep: AtomicU64::new(0),
+            epoch: Instant::now(),
+            wake_tx: Mutex::new(Some(wake_tx)),
+        });
+        let s2 = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("hccl-tcp{rank}"))
+            .spawn(move || progress::run(s2, listener, wake_rx))
+            .map_err(|e| HcclError::from_io("starting the TCP progress thread", e))?;
+        Ok(TcpNode {
+            shared,
+            addr,
+            thread: Some(thread),
+        })
+    }
+
+    /// The listener's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// What the rank's device must tell this node when its driver parks
+    /// and wakes (see `Device::add_park_hook`): while it sleeps, the
+    /// progress thread reads the sockets for it.
+    pub fn park_hook(&self) -> Arc<dyn ParkHook> {
+        self.shared.clone()
+    }
+
+    /// Registers local buffer `kind`: incoming transfers to `kind` land in it.
+    pub fn register_mem(&self, kind: MemKind, mem: DeviceMem) {
+        self.shared.mems.lock().unwrap_or_else(|p| p.into_inner())[kind.index()] = Some(mem);
+    }
+
+    /// The link to `peer`, whose listener is at `peer_addr` and whose
+    /// buffers have the lengths `remote_lens` (by kind). Connects (lower
+    /// rank) or waits for the peer to connect (higher rank), up to `timeout`.
+    pub fn link(
+        &self,
+        peer: u32,
+        peer_addr: SocketAddr,
+        remote_lens: [Option<usize>; 5],
+        timeout: Duration,
+    ) -> Result<TcpLink> {
+        let sh = &self.shared;
+        if peer == sh.rank {
+            return Err(HcclError::para(format!(
+                "rank {peer} cannot have a TCP link to itself"
+            )));
+        }
+        let existing = sh
+            .conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&peer)
+            .cloned();
+        let conn = match existing {
+            Some(c) => c,
+            None if sh.rank < peer => self.connect(peer, peer_addr, timeout)?,
+            None => self.await_peer(peer, timeout)?,
+        };
+        Ok(TcpLink {
+            local: sh.rank,
+            conn,
+            node: sh.clone(),
+            remote_lens,
+            acks_taken: AtomicU64::new(0),
+            signals_taken: AtomicU64::new(0),
+            dones_taken: AtomicU64::new(0),
+            descs_taken: AtomicU64::new(0),
+        })
+    }
+
+    fn connect(&self, peer: u32, addr: SocketAddr, timeout: Duration) -> Result<Arc<Conn>> {
+        let sh = &self.shared;
+        let deadline = Instant::now() + timeout;
+        let count = sh.options.sockets_per_link;
+        let mut socks = Vec::with_capacity(count);
+        for index in 0..count {
+            let mut s = connect_retrying(sh.rank, peer, addr, deadline, timeout)?;
+            let hello = Hello {
+                unique_id: sh.unique_id,
+                from: sh.rank,
+                to: peer,
+                index: index as u16,
+                count: count as u16,
+            };
+            s.set_write_timeout(Some(sh.options.io_timeout)).ok();
+            s.write_all(&hello.encode()).map_err(|e| {
+                HcclError::tcp_connect(format!("introducing to rank {peer}: {e}"))
+                    .rank(sh.rank)
+                    .peer(peer)
+            })?;
+            socks.push(s);
+        }
+        let conn = new_conn(peer, socks, sh.options.io_timeout)?;
+        sh.add_conn(conn.clone());
+        Ok(conn)
+    }
+
+    fn await_peer(&self, peer: u32, timeout: Duration) -> Result<Arc<Conn>> {
+        let sh = &self.shared;
+        let deadline = Instant::now() + timeout;
+        let mut conns = sh.conns.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(c) = conns.get(&peer) {
+                return Ok(c.clone());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(HcclError::tcp_connect(format!(
+                    "rank {peer} did not connect within {}s (HCCL_CONNECT_TIMEOUT)",
+                    timeout.as_secs_f64()
+                ))
+                .rank(sh.rank)
+                .peer(peer));
+            }
+            conns = sh
+                .arrived
+                .wait_timeout(conns, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+}
+
+impl Drop for TcpNode {
+    fn drop(&mut self) {
+        // Say goodbye so peers know the close is orderly, not a crash.
+        for c in self.shared.live().iter() {
+            let _ = c.send_now(
+                Header::new(Frame::Bye, 0),
+                Vec::new(),
+                Duration::from_millis(100),
+            );
+        }
+        self.shared.stop.store(true, Ordering::Release);
+        self.shared.wake_progress();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn connect_retrying(
+    rank: u32,
+    peer: u32,
+    addr: SocketAddr,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<TcpStream> {
+    let mut backoff = Duration::from_millis(5);
+    loop {
+        match TcpStream::connect_timeout(&addr, Duration::from_secs(2).min(timeout)) {
+            Ok(s) => return Ok(s),
+            Err(e) if Instant::now() + backoff < deadline => {
+                tracing::debug!(peer, %addr, error = %e, "link connect failed; retrying");
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(Duration::from_millis(500));
+            }
+            Err(e) => return Err(HcclError::tcp_connect(format!(
+                "could not connect to rank {peer} at {addr} within {}s (HCCL_CONNECT_TIMEOUT): {e}",
+                timeout.as_secs_f64()
+            ))
+            .rank(rank)
+            .peer(peer)),
+        }
+    }
+}
+
+/// Sets up the introduced sockets of a link to `peer` (no delay, keep-alive,
+/// this process's id as the first frame on socket 0, then non-blocking).
+fn new_conn(peer: u32, mut socks: Vec<TcpStream>, io_timeout: Duration) -> Result<Arc<Conn>> {
+    let io = |e| HcclError::from_io("configuring a link socket", e);
+    for s in socks.iter_mut() {
+        s.set_nonblocking(false).map_err(io)?;
+        s.set_nodelay(true).map_err(io)?;
+        s.set_write_timeout(Some(io_timeout)).map_err(io)?;
+        keep_alive(s);
+    }
+    let ident = Header {
+        off: u64::from(crate::mem::cma::own_pid()),
+        ..Header::new(Frame::Ident, 0)
+    };
+    socks[0].write_all(&ident.encode()).map_err(|e| {
+        HcclError::tcp_connect(format!("introducing this process to rank {peer}: {e}")).peer(peer)
+    })?;
+    for s in &socks {
+        s.set_nonblocking(true).map_err(io)?;
+    }
+    Ok(Arc::new(Conn::new(peer, socks)))
+}
+
+/// Turns on TCP keep-alive with short intervals (see [`KEEPALIVE_IDLE`]);
+/// a socket that refuses keeps working without it.
+fn keep_alive(stream: &TcpStream) {
+    use nix::sys::socket::{setsockopt, sockopt};
+    let r = setsockopt(stream, sockopt::KeepAlive, &true)
+        .and_then(|_| setsockopt(stream, sockopt::TcpKeepIdle, &KEEPALIVE_IDLE))
+        .and_then(|_| setsockopt(stream, sockopt::TcpKeepInterval, &KEEPALIVE_INTERVAL))
+        .and_then(|_| setsockopt(stream, sockopt::TcpKeepCount, &KEEPALIVE_COUNT));
+    if let Err(e) = r {
+        tracing::debug!(error = %e, "TCP keep-alive not set on a link socket");
+    }
+}
+
+/// One end of a TCP link.
+#[derive(Debug)]
+pub struct TcpLink {
+    local: u32,
+    conn: Arc<Conn>,
+    node: Arc<Shared>,
+    remote_lens: [Option<usize>; 5],
+    acks_taken: AtomicU64,
+    signals_taken: AtomicU64,
+    dones_taken: AtomicU64,
+    descs_taken: AtomicU64,
+}
+
+impl TcpLink {
+    /// Names the peer's host in messages (e.g. the host id the bootstrap
+    /// exchanged and the link address). The peer's process id comes with
+    /// its first frame.
+    pub fn with_peer_host(self, host: impl Into<String>) -> TcpLink {
+        if let Ok(mut h) = self.conn.inbox.host.lock() {
+            *h = host.into();
+        }
+        self
+    }
+
+    /// Sends a frame for a verb, reading while it cannot (the peer may be
+    /// blocked sending to this rank).
+    fn send(
+        &self,
+        state: &mut LinkOpState,
+        header: Header,
+        payload: Payload<'_>,
+    ) -> Poll<Result<()>> {
+        if let Err(e) = self.health() {
+            return Poll::Ready(Err(e));
+        }
+        match self.conn.send(&mut state.seq, header, payload) {
+            Poll::Ready(r) => Poll::Ready(r.map_err(|e| e.rank(self.local))),
+            Poll::Pending => {
+                self.node.driver_pump(&self.conn);
+                Poll::Pending
+            }
+        }
+    }
+
+    fn take(
+        &self,
+        counter: &AtomicU64,
+        taken: &AtomicU64,
+        state: &mut LinkOpState,
+    ) -> Poll<Result<()>> {
+        let seq = *state
+            .seq
+            .get_or_insert_with(|| taken.fetch_add(1, Ordering::Relaxed) + 1);
+        if counter.load(Ordering::Acquire) >= seq {
+            return Poll::Ready(Ok(()));
+        }
+        self.node.driver_pump(&self.conn);
+        if counter.load(Ordering::Acquire) >= seq {
+            return Poll::Ready(Ok(()));
+        }
+        if let Err(e) = self.health() {
+            return Poll::Ready(Err(e));
+        }
+        Poll::Pending
+    }
+}
+
+impl Link for TcpLink {
+    fn local_rank(&self) -> u32 {
+        self.local
+    }
+    fn remote_rank(&self) -> u32 {
+        self.conn.peer
+    }
+    fn transport(&self) -> &'static str {
+        "tcp"
+    }
+    fn remote_mem_len(&self, kind: MemKind) -> Option<usize> {
+        self.remote_lens[kind.index()]
+    }
+    fn poll(&self, op: &LinkOp, state: &mut LinkOpState) -> Poll<Result<()>> {
+        let inbox = &self.conn.inbox;
+        match op {
+            LinkOp::TxAck => self.send(
+                state,
+                Header::new(Frame::Ack, 0),
+                Payload::Owned(Vec::new()),
+            ),
+            LinkOp::TxDataSignal => self.send(
+                state,
+                Header::new(Frame::Signal, 0),
+                Payload::Owned(Vec::new()),
+            ),
+            LinkOp::RxAck => self.take(&inbox.acks, &self.acks_taken, state),
+            LinkOp::RxDataSignal => self.take(&inbox.signals, &self.signals_taken, state),
+            LinkOp::RxWaitDone => self.take(&inbox.dones, &self.dones_taken, state),
+            LinkOp::TxAsync {
+                dst_kind,
+                dst_offset,
+                src,
+            } => {
+                let m = src.mem();
+                // SAFETY: `m` is a pinned live range, pinned until this
+                // verb completes (the connection keeps no pointer to it
+                // past that); the bytes are only read, and the algorithm
+                // does not modify a buffer it is sending.
+                let bytes = unsafe { std::slice::from_raw_parts(m.ptr(), m.len()) };
+                let header = Header {
+                    kind: kind_code(*dst_kind),
+                    off: *dst_offset as u64,
+                    ..Header::new(Frame::Data, bytes.len())
+                };
+                self.send(state, header, Payload::Borrowed(bytes))
+            }
+            LinkOp::TxWithReduce { .. } => Poll::Ready(Err(HcclError::not_support(
+                "the TCP link cannot reduce into the peer's memory; use TxAsync and reduce locally",
+            ))),
+            // LinkHandle::read_peer refuses links that cannot read (this one)
+            LinkOp::RxParamMem => Poll::Ready(Err(HcclError::not_support(
+                "the TCP link cannot read the peer's user buffers",
+            ))),
+            LinkOp::RxAsync { .. } if op.is_peer_read() => Poll::Ready(Err(
+                HcclError::not_support("the TCP link cannot read the peer's user buffers"),
+            )),
+            // A transfer completes (its bytes handed to the kernel) before
+            // TxAsync does; receive-side work happens on RxWaitDone's polls.
+            LinkOp::RxAsync { .. } | LinkOp::TxWaitDone => Poll::Ready(Ok(())),
+            LinkOp::TxDesc(d) => self.send(
+                state,
+                Header::new(Frame::Desc, super::OpDesc::WIRE),
+                Payload::Owned(d.to_bytes().to_vec()),
+            ),
+            LinkOp::RxDesc(mine) => match self.take(&inbox.desc_count, &self.descs_taken, state) {
+                Poll::Ready(Ok(())) => {
+                    let theirs = inbox
+                        .descs
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .pop_front();
+                    Poll::Ready(match theirs {
+                        Some(t) => mine
+                            .check(&t, self.conn.peer)
+                            .map_err(|e| e.rank(self.local)),
+                        None => Err(HcclError::internal("descriptor signalled but missing")),
+                    })
+                }
+                other => other,
+            },
+        }
+    }
+
+    fn abort(&self, reason: &str) {
+        let msg = format!("peer rank {} failed: {reason}", self.local);
+        let mut bytes = msg.into_bytes();
+        bytes.truncate(wire::MAX_BLOB);
+        let header = Header::new(Frame::Abort, bytes.len());
+        if let Err(e) = self
+            .conn
+            .send_now(header, bytes, Duration::from_millis(100))
+        {
+            tracing::debug!(rank = self.local, peer = self.conn.peer, error = %e, "could not tell the peer of the abort");
+        }
+        self.node.waker.notify();
+    }
+
+    fn shutdown(&self, reason: &str) {
+        self.conn.inbox.fail(&format!(
+            "communicator aborted on rank {}: {reason}",
+            self.local
+        ));
+        self.abort(reason);
+    }
+
+    fn peer_lost(&self) -> Option<HcclError> {
+        let inbox = &self.conn.inbox;
+        if !inbox.lost.load(Ordering::Acquire) {
+            return None;
+        }
+        let reason = inbox.reason.lock().map(|r| r.clone()).unwrap_or_default();
+        Some(
+            HcclError::remote(reason)
+                .rank(self.local)
+                .peer(self.conn.peer),
+        )
+    }
+
+    fn health(&self) -> Result<()> {
+        if self.conn.inbox.aborted.load(Ordering::Acquire) {
+            let reason = self
+                .conn
+                .inbox
+                .reason
+                .lock()
+                .map(|r| r.clone())
+                .unwrap_or_default();
+            return Err(HcclError::remote(reason)
+                .rank(self.local)
+                .peer(self.conn.peer));
+        }
+        Ok(())
+    }
+}
