@@ -9,7 +9,9 @@
 //! engine, [`exchange`], which enqueues, in this order:
 //!
 //! 1. `TxAck` on every link it receives over ("my landing area is free");
-//! 2. per send: `RxAck` (wait for the peer's ack), then one `TxAsync` per piece;
+//! 2. per send: `RxAck` (wait for the peer's ack), then one `TxAsync` per
+//!    piece (a single piece as one `tx_after_ack` verb, which a link that
+//!    can hold early data may send before the ack arrives);
 //! 3. `RxAsync` for every receive that names its landing area;
 //! 4. `RxWaitDone` per transfer expected on every receive link;
 //! 5. `TxWaitDone` per send.
@@ -138,8 +140,15 @@ pub fn exchange(s: &Stream, from: &[Rx<'_>], to: &[Tx<'_>]) -> Result<()> {
         r.link.tx_ack(s)?;
     }
     for t in to {
-        t.link.rx_ack(s)?;
-        t.tx(s)?;
+        match t.data {
+            // one verb where the link may send small data before the ack
+            // arrives (TCP: the receiver holds it until it has acked)
+            Data::One(src, kind, off) => t.link.tx_after_ack(kind, off, src, s)?,
+            Data::Pieces(_) => {
+                t.link.rx_ack(s)?;
+                t.tx(s)?;
+            }
+        }
     }
     for r in from {
         if let Some((landing, kind, off)) = r.landing {

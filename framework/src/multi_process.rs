@@ -98,10 +98,12 @@ fn local_setup(
         SocketAddr::new(ip, port),
         device.waker(),
         options,
+        &[
+            (MemKind::CclInput, ccl.0.clone()),
+            (MemKind::CclOutput, ccl.1.clone()),
+        ],
     )?;
     device.add_park_hook(&node.park_hook());
-    node.register_mem(MemKind::CclInput, ccl.0.clone());
-    node.register_mem(MemKind::CclOutput, ccl.1.clone());
     Ok(Local {
         device,
         ccl,

@@ -49,9 +49,9 @@ pub use stream::{
 // A transport implements [`Link`]; algorithms enqueue verbs through
 // [`LinkHandle`]'s methods.
 pub use link::{
-    sweep_stale_segments, InProcEndpoint, InProcLink, Link, LinkHandle, LinkOp, LinkOpState,
-    OpDesc, ParamMem, ParkHook, PeerProcess, ShmLink, ShmSegment, TcpLink, TcpNode, TcpOptions,
-    BOARD_BYTES, TCP_MAX_SOCKETS,
+    sweep_stale_segments, FlushRequest, InProcEndpoint, InProcLink, Link, LinkHandle, LinkOp,
+    LinkOpState, OpDesc, ParamMem, ParkHook, PeerProcess, ShmLink, ShmSegment, TcpLink, TcpNode,
+    TcpOptions, BOARD_BYTES, TCP_MAX_SOCKETS,
 };
 
 // AIV kernels: a whole small collective as one task over per-rank boards.

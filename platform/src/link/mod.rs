@@ -63,15 +63,40 @@ use std::task::Poll;
 /// 16 data entries of 16 KiB and a line each, then a counter line.
 pub const BOARD_BYTES: usize = 73 * 4096;
 
-/// Told when a rank's driver is about to park and when it has woken
-/// (`Device::add_park_hook`). A transport whose sockets the driver reads
-/// itself while it runs hands them, while it sleeps, to a thread of its
-/// own that wakes it when something arrives.
+/// Told when a rank's driver is about to park and when it has woken, and
+/// asked to flush (`Device::add_park_hook`). A transport whose sockets the
+/// driver reads itself while it runs hands them, while it sleeps, to a
+/// thread of its own that wakes it when something arrives; one that
+/// gathers small frames into one write sends them when the driver has
+/// finished a round of tasks.
 pub trait ParkHook: Send + Sync + fmt::Debug {
     /// The driver found nothing to do and is about to park.
     fn parking(&self);
     /// The driver woke from a park.
     fn woke(&self);
+    /// The driver finished a round of tasks after [`FlushRequest::raise`]:
+    /// write out what was gathered.
+    fn flush(&self) {}
+    /// The device's flush request, to raise when something is gathered.
+    fn set_flush_request(&self, _request: FlushRequest) {}
+}
+
+/// A device's "flush after this round" flag ([`ParkHook::flush`]): one
+/// relaxed load per round when nothing is gathered.
+#[derive(Clone, Debug, Default)]
+pub struct FlushRequest(Arc<std::sync::atomic::AtomicBool>);
+
+impl FlushRequest {
+    /// Asks for [`ParkHook::flush`] at the end of the driver's round.
+    pub fn raise(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether a flush was asked for since the last call (and clears it).
+    pub(crate) fn take(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+            && self.0.swap(false, std::sync::atomic::Ordering::Acquire)
+    }
 }
 
 /// One verb to perform on a link, as queued on a stream.
@@ -103,6 +128,18 @@ pub enum LinkOp {
         src_offset: usize,
         /// Local destination bytes.
         dst: PinnedMem,
+    },
+    /// `RxAck` then `TxAsync` as one verb (one step's single send): a
+    /// transport that can hold data arriving before the receiver's ack
+    /// ([`Link::eager_max`]) may send small payloads at once instead of
+    /// waiting a round trip for the ack.
+    TxAfterAck {
+        /// Which of the peer's buffers.
+        dst_kind: MemKind,
+        /// Byte offset in that buffer.
+        dst_offset: usize,
+        /// Local source bytes.
+        src: PinnedMem,
     },
     /// Transfer `src` and reduce it into the peer's buffer.
     TxWithReduce {
@@ -140,6 +177,7 @@ impl LinkOp {
             LinkOp::TxDataSignal => "TxDataSignal",
             LinkOp::RxDataSignal => "RxDataSignal",
             LinkOp::TxAsync { .. } => "TxAsync",
+            LinkOp::TxAfterAck { .. } => "RxAck+TxAsync",
             LinkOp::RxAsync { .. } => "RxAsync",
             LinkOp::TxWithReduce { .. } => "TxWithReduce",
             LinkOp::TxWaitDone => "TxWaitDone",
@@ -153,7 +191,9 @@ impl LinkOp {
     /// Bytes this verb moves (0 for signals).
     pub fn bytes(&self) -> usize {
         match self {
-            LinkOp::TxAsync { src, .. } | LinkOp::TxWithReduce { src, .. } => src.mem().len(),
+            LinkOp::TxAsync { src, .. }
+            | LinkOp::TxAfterAck { src, .. }
+            | LinkOp::TxWithReduce { src, .. } => src.mem().len(),
             op if op.is_peer_read() => match op {
                 LinkOp::RxAsync { dst, .. } => dst.mem().len(),
                 _ => 0,
@@ -208,6 +248,12 @@ pub trait Link: Send + Sync + fmt::Debug {
     fn shutdown(&self, reason: &str);
     /// `Ok` while the link is usable; otherwise the error that broke it.
     fn health(&self) -> Result<()>;
+    /// Largest payload this link may send before the receiver's ack
+    /// ([`LinkOp::TxAfterAck`]); 0 (the default) = never, and
+    /// `tx_after_ack` then enqueues `RxAck` and `TxAsync` as two verbs.
+    fn eager_max(&self) -> usize {
+        0
+    }
     /// Whether this end can read the peer's user buffers (`read_peer`):
     /// both ranks on this host and cross-memory attach permitted.
     fn reads_peer_param(&self) -> bool {

@@ -23,6 +23,8 @@ pub(crate) enum Verb {
     RxWaitDone,
     /// Into the peer's buffer of this kind.
     TxAsync(MemKind),
+    /// `RxAck`, then into the peer's buffer of this kind.
+    TxAfterAck(MemKind),
     /// From the peer's buffer of this kind.
     RxAsync(MemKind),
     /// Into the peer's buffer of this kind, reducing (codes of the
@@ -52,6 +54,11 @@ impl Verb {
                 dst_offset,
                 src,
             } => (Verb::TxAsync(*dst_kind), Some(src), *dst_offset),
+            LinkOp::TxAfterAck {
+                dst_kind,
+                dst_offset,
+                src,
+            } => (Verb::TxAfterAck(*dst_kind), Some(src), *dst_offset),
             LinkOp::RxAsync {
                 src_kind,
                 src_offset,
@@ -76,7 +83,7 @@ impl Verb {
     pub(crate) fn has_mem(self) -> bool {
         matches!(
             self,
-            Verb::TxAsync(_) | Verb::RxAsync(_) | Verb::TxWithReduce(..)
+            Verb::TxAsync(_) | Verb::TxAfterAck(_) | Verb::RxAsync(_) | Verb::TxWithReduce(..)
         )
     }
 
@@ -90,6 +97,7 @@ impl Verb {
             Verb::TxWaitDone => "TxWaitDone",
             Verb::RxWaitDone => "RxWaitDone",
             Verb::TxAsync(_) => "TxAsync",
+            Verb::TxAfterAck(_) => "RxAck+TxAsync",
             Verb::RxAsync(_) => "RxAsync",
             Verb::TxWithReduce(..) => "TxWithReduce",
         }
@@ -134,6 +142,11 @@ impl Verb {
                 dst_offset: remote_off,
                 src: pinned(),
             },
+            Verb::TxAfterAck(dst_kind) => LinkOp::TxAfterAck {
+                dst_kind,
+                dst_offset: remote_off,
+                src: pinned(),
+            },
             Verb::RxAsync(src_kind) => LinkOp::RxAsync {
                 src_kind,
                 src_offset: remote_off,
@@ -167,6 +180,7 @@ mod tests {
             Verb::TxWaitDone,
             Verb::RxWaitDone,
             Verb::TxAsync(k),
+            Verb::TxAfterAck(k),
             Verb::RxAsync(k),
             Verb::TxWithReduce(k, dt, op),
         ] {

@@ -232,6 +232,19 @@ pub(crate) fn poll<W: WriteBased>(
             Poll::Ready(Ok(()))
         }
         LinkOp::RxAck => take(w, Counter::Ack, &taken.acks, state),
+        // never enqueued for these links (their eager_max is 0), but
+        // correct all the same: the ack, then the transfer
+        LinkOp::TxAfterAck {
+            dst_kind,
+            dst_offset,
+            src,
+        } => match take(w, Counter::Ack, &taken.acks, state) {
+            Poll::Ready(Ok(())) => transfer(
+                w.remote(*dst_kind, *dst_offset, src.mem().len())
+                    .and_then(|dst| copy_mem(&dst, src.mem())),
+            ),
+            other => other,
+        },
         LinkOp::RxDataSignal => take(w, Counter::Signal, &taken.signals, state),
         LinkOp::RxWaitDone => take(w, Counter::Done, &taken.dones, state),
         LinkOp::TxAsync {

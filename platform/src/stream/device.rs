@@ -154,6 +154,8 @@ pub(crate) struct DeviceInner {
     /// Told when the driver parks and wakes (transports whose sockets the
     /// driver reads while it runs).
     park_hooks: Mutex<Vec<Weak<dyn crate::link::ParkHook>>>,
+    /// Raised by a park hook that gathered frames to write after the round.
+    flush: crate::link::FlushRequest,
     /// Peer processes on this host, watched while a wait lasts (see the
     /// module docs), whether or not this rank has a link to them.
     watched: Mutex<Vec<Arc<PeerProcess>>>,
@@ -207,6 +209,7 @@ impl Device {
             stats: DeviceStatsInner::default(),
             links: Mutex::new(Vec::new()),
             park_hooks: Mutex::new(Vec::new()),
+            flush: Default::default(),
             watched: Mutex::new(Vec::new()),
             id,
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
@@ -275,6 +278,7 @@ impl Device {
             for s in snap.iter() {
                 round |= s.run_ready(&self.0);
             }
+            self.0.flush_hooks();
             progressed |= round;
             // another round can only help when one stream's progress may
             // have unblocked another; a lone stream stopped at a task that
@@ -332,6 +336,7 @@ impl Device {
         let mut v = self.0.park_hooks.lock().unwrap_or_else(|p| p.into_inner());
         v.retain(|w| w.strong_count() > 0);
         v.push(Arc::downgrade(hook));
+        hook.set_flush_request(self.0.flush.clone());
     }
 
     /// Watches peer process `peer` while this device's tasks wait: if it
@@ -489,6 +494,7 @@ impl DeviceInner {
             for s in snapshot.iter() {
                 progressed |= s.run_ready(self);
             }
+            self.flush_hooks();
             if progressed {
                 drop(waiter);
                 if done() {
@@ -566,6 +572,17 @@ impl DeviceInner {
             self.tell_park_hooks(false);
             idle_since = None;
             yields = 0;
+        }
+    }
+
+    /// Lets the park hooks write what they gathered this round, if any did.
+    #[inline]
+    fn flush_hooks(&self) {
+        if self.flush.take() {
+            let hooks = self.park_hooks.lock().unwrap_or_else(|p| p.into_inner());
+            for h in hooks.iter().filter_map(Weak::upgrade) {
+                h.flush();
+            }
         }
     }
 

@@ -61,6 +61,27 @@ impl LinkHandle {
         self.check_remote(dst_kind, dst_offset, src.len())?;
         self.push_verb(stream, Verb::TxAsync(dst_kind), Some(src), dst_offset)
     }
+    /// Enqueues `RxAck` then `TxAsync` (`src` to the peer's `dst_kind` at
+    /// `dst_offset` once the peer has acked): one verb on links that may
+    /// send small payloads before the ack arrives ([`Link::eager_max`]),
+    /// two elsewhere.
+    ///
+    /// [`Link::eager_max`]: crate::link::Link::eager_max
+    pub fn tx_after_ack(
+        &self,
+        dst_kind: MemKind,
+        dst_offset: usize,
+        src: &DeviceMem,
+        stream: &Stream,
+    ) -> Result<()> {
+        self.check_remote(dst_kind, dst_offset, src.len())?;
+        let eager_max = self.link().eager_max();
+        if eager_max == 0 || src.len() > eager_max {
+            self.rx_ack(stream)?;
+            return self.push_verb(stream, Verb::TxAsync(dst_kind), Some(src), dst_offset);
+        }
+        self.push_verb(stream, Verb::TxAfterAck(dst_kind), Some(src), dst_offset)
+    }
     /// Enqueues `RxAsync`: the receiving half of a transfer into `dst`.
     pub fn rx_async(
         &self,

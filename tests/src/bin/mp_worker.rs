@@ -33,6 +33,13 @@ use hccl_adapter::{read_root_file, DataType, DeviceMem, HcclComm, ReduceOp};
 use std::time::Duration;
 
 fn main() {
+    // logs to stderr when asked (HCCL_RS_LOG=debug, ...), as hccl-test
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("HCCL_RS_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
     let args: Vec<String> = std::env::args().collect();
     let (mode, rank, size, dir) = (
         &args[1],

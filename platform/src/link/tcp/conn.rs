@@ -36,6 +36,22 @@ const STAGE: usize = 64 * 1024;
 const DIRECT_MIN: usize = 16 * 1024;
 /// Transfers at least this large are striped over all of a link's sockets.
 pub(super) const STRIPE_MIN: usize = 256 * 1024;
+/// Frames up to this size (header included) are gathered into the
+/// connection's out-buffer and written together: one system call for the
+/// descriptor, ack and data of a small op.
+const GATHER_MAX: usize = 64 * 1024 + HEADER_LEN;
+/// Gathered bytes past which the out-buffer is written at once.
+const OUT_FLUSH: usize = 64 * 1024;
+/// Gathered bytes past which more frames wait (a peer that reads nothing).
+const OUT_MAX: usize = 4 << 20;
+/// Largest transfer sent before the receiver's ack has arrived ("eager",
+/// as MPI's TCP transport sends up to 64 KiB): the receiver holds it until
+/// it has acked, so the sender saves the ack's round trip.
+pub(super) const EAGER_MAX: usize = 64 * 1024;
+/// How many acks ahead of those arrived a sender may send eagerly.
+const EAGER_WINDOW: u64 = 4;
+/// Most bytes a receiver holds for transfers that came before its ack.
+const MAX_HELD: usize = 64 << 20;
 
 /// Counters a peer raises on this rank, and what is known of the peer.
 #[derive(Debug, Default)]
@@ -83,6 +99,15 @@ impl Inbox {
     }
 }
 
+/// A transfer that arrived before this rank's ack allowed it: its bytes,
+/// where they go, and the ack they wait for.
+#[derive(Debug)]
+struct Held {
+    bytes: Vec<u8>,
+    target: usize,
+    ack: u64,
+}
+
 /// A frame body being received on one socket.
 #[derive(Debug)]
 enum Body {
@@ -93,6 +118,9 @@ enum Body {
         got: usize,
         /// On socket 0: the part count (1 = not striped); elsewhere 0.
         parts: u32,
+        /// Set when the transfer is received into a buffer of its own
+        /// (`addr` points into it) to be applied once this rank acks.
+        held: Option<Held>,
     },
     /// A small frame received whole through the staging buffer.
     Blob { frame: Frame, len: usize },
@@ -123,6 +151,11 @@ pub(super) struct ConnRx {
     order: VecDeque<Pending>,
     striped_seen: u64,
     parts_done: Vec<u64>,
+    /// Acks this rank has issued on the link (its `TxAck`s so far).
+    issued: u64,
+    /// Transfers that came before the ack they need, in arrival order.
+    held: VecDeque<Held>,
+    held_bytes: usize,
 }
 
 /// One socket's share of a frame on its way out.
@@ -144,12 +177,28 @@ struct InFlight {
     _owned: Vec<u8>,
 }
 
-/// The sending side of a connection: one frame at a time is in flight, so
-/// frames of different streams never interleave on a socket.
+/// The sending side of a connection: small frames are gathered into
+/// `out` and written together; one large frame at a time is in flight
+/// after them, so frames never interleave on a socket.
 #[derive(Debug, Default)]
 pub(super) struct ConnTx {
     next_ticket: u64,
     busy: Option<InFlight>,
+    out: Vec<u8>,
+    out_sent: usize,
+    /// The peer's acks this side has taken (its `RxAck`s and
+    /// `TxAfterAck`s so far): what a transfer sent now needs.
+    acks_taken: u64,
+}
+
+/// Whether a frame takes one of the peer's acks before it goes.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum AckRule {
+    /// No: a signal, or a transfer whose step took its ack already.
+    None,
+    /// Yes (`TxAfterAck`): `received` acks have arrived; the frame may go
+    /// before its own if `eager` (small enough) and within the window.
+    Take { received: u64, eager: bool },
 }
 
 /// What a frame carries.
@@ -158,6 +207,15 @@ pub(super) enum Payload<'a> {
     Borrowed(&'a [u8]),
     /// Bytes the frame keeps itself.
     Owned(Vec<u8>),
+}
+
+impl Payload<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Payload::Borrowed(b) => b,
+            Payload::Owned(v) => v,
+        }
+    }
 }
 
 /// One rank's connection to one peer.
@@ -173,6 +231,8 @@ pub(super) struct Conn {
     pub want_write: AtomicBool,
     /// The connection failed: nobody reads it any more.
     pub dead: AtomicBool,
+    /// Gathered frames wait in the out-buffer.
+    pub has_out: AtomicBool,
 }
 
 fn would_block(e: nix::errno::Errno) -> bool {
@@ -197,12 +257,16 @@ impl Conn {
                 order: VecDeque::new(),
                 striped_seen: 0,
                 parts_done: vec![0; n],
+                issued: 0,
+                held: VecDeque::new(),
+                held_bytes: 0,
             }),
             socks,
             tx: Mutex::new(ConnTx::default()),
             inbox: Inbox::default(),
             want_write: AtomicBool::new(false),
             dead: AtomicBool::new(false),
+            has_out: AtomicBool::new(false),
         }
     }
 
@@ -243,6 +307,7 @@ impl Conn {
                     len,
                     got,
                     parts,
+                    ..
                 }) => {
                     let (addr, len, parts) = (*addr, *len, *parts);
                     let staged = (s.end - s.start).min(len - *got);
@@ -258,9 +323,19 @@ impl Conn {
                         s.start += staged;
                     }
                     if *got == len {
-                        s.body = None;
-                        self.transfer_done(rx, k, parts);
-                        progressed = true;
+                        let Some(Body::Data { held, .. }) = s.body.take() else {
+                            unreachable!("matched a transfer body");
+                        };
+                        match held {
+                            Some(h) => {
+                                rx.held.push_back(h);
+                                progressed |= self.apply_held(rx);
+                            }
+                            None => {
+                                self.transfer_done(rx, k, parts);
+                                progressed = true;
+                            }
+                        }
                         continue;
                     }
                     if len - *got >= DIRECT_MIN {
@@ -397,6 +472,38 @@ impl Conn {
                         HcclError::tcp_transfer(format!("peer wrote to unregistered {kind} buffer"))
                     })?
                     .range(off, len)?;
+                // A transfer sent before this rank's ack (or behind one
+                // that was) waits in a buffer of its own; striped ones are
+                // never sent early.
+                let early = parts == 1 && (h.ack > rx.issued || !rx.held.is_empty());
+                if early {
+                    if rx.held_bytes + len > MAX_HELD {
+                        return Err(HcclError::tcp_transfer(format!(
+                            "peer rank {} sent more than {MAX_HELD} bytes ahead of this rank's acks",
+                            self.peer
+                        )));
+                    }
+                    rx.held_bytes += len;
+                    let mut bytes = vec![0u8; len];
+                    let addr = bytes.as_mut_ptr() as usize;
+                    let held = Held {
+                        bytes,
+                        target: target.ptr() as usize,
+                        ack: h.ack,
+                    };
+                    if len == 0 {
+                        rx.held.push_back(held);
+                        return Ok(self.apply_held(rx));
+                    }
+                    rx.socks[k].body = Some(Body::Data {
+                        addr,
+                        len,
+                        got: 0,
+                        parts,
+                        held: Some(held),
+                    });
+                    return Ok(false);
+                }
                 if len == 0 {
                     self.transfer_done(rx, k, parts);
                     return Ok(true);
@@ -406,6 +513,7 @@ impl Conn {
                     len,
                     got: 0,
                     parts,
+                    held: None,
                 });
                 return Ok(false);
             }
@@ -433,6 +541,43 @@ impl Conn {
             }
         }
         Ok(())
+    }
+
+    /// This rank acks (its `TxAck`): the landing area is free, so the
+    /// transfers that came early for this ack go into place now.
+    pub fn issue_ack(&self) {
+        let mut rx = self.rx.lock().unwrap_or_else(|p| p.into_inner());
+        rx.issued += 1;
+        self.apply_held(&mut rx);
+    }
+
+    /// Puts the held transfers whose ack has been issued into place, in
+    /// order. `true` if any was.
+    fn apply_held(&self, rx: &mut ConnRx) -> bool {
+        let mut any = false;
+        while rx.held.front().is_some_and(|h| h.ack <= rx.issued) {
+            any = true;
+            let h = rx.held.pop_front().expect("checked");
+            rx.held_bytes -= h.bytes.len();
+            if !h.bytes.is_empty() {
+                // SAFETY: `target` is the range of a registered buffer the
+                // peer addressed (checked by `range` when the header
+                // arrived); this rank has just acked it free.
+                let dst =
+                    unsafe { std::slice::from_raw_parts_mut(h.target as *mut u8, h.bytes.len()) };
+                dst.copy_from_slice(&h.bytes);
+            }
+            self.transfer_done(rx, 0, 1);
+        }
+        any
+    }
+
+    /// The sequence number of the next of the peer's acks this side
+    /// waits for (an `RxAck`).
+    pub fn take_ack(&self) -> u64 {
+        let mut tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
+        tx.acks_taken += 1;
+        tx.acks_taken
     }
 
     /// Counts a transfer (or part) complete on socket `k`, in order.
@@ -477,32 +622,76 @@ impl Conn {
     }
 
     /// Sends one frame for the verb whose progress is `ticket` (`None` on
-    /// its first poll, then the ticket this assigns). `Ready` once every
-    /// byte is in the kernel's hands; `Pending` while a socket is full or
-    /// another verb's frame is still in flight.
+    /// its first poll; a large frame's ticket afterwards). `Ready(true)`
+    /// when the frame was gathered into the out-buffer (the caller has a
+    /// flush asked for), `Ready(false)` when every byte is in the kernel's
+    /// hands; `Pending` while a socket is full, another large frame is in
+    /// flight, or (`AckRule::Take`) the ack it needs has not come.
     pub fn send(
         &self,
         ticket: &mut Option<u64>,
-        header: Header,
+        mut header: Header,
         payload: Payload<'_>,
-    ) -> Poll<Result<()>> {
+        ack: AckRule,
+    ) -> Poll<Result<bool>> {
         let mut tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
-        match (*ticket, &tx.busy) {
-            (None, Some(_)) => return Poll::Pending,
-            (None, None) => {
-                tx.next_ticket += 1;
-                let t = tx.next_ticket;
-                *ticket = Some(t);
-                tx.busy = Some(self.frame(t, header, payload));
-            }
-            (Some(t), Some(f)) if f.ticket == t => {}
-            (Some(_), _) => {
+        if let Some(t) = *ticket {
+            if tx.busy.as_ref().is_none_or(|f| f.ticket != t) {
                 return Poll::Ready(Err(HcclError::internal(
                     "a TCP send lost its place in the connection's queue",
-                )))
+                )));
+            }
+            return self.push_busy(&mut tx).map(|r| r.map(|()| false));
+        }
+        if tx.busy.is_some() {
+            return Poll::Pending;
+        }
+        let len = payload.bytes().len();
+        let gather = HEADER_LEN + len <= GATHER_MAX;
+        if gather && tx.out.len() - tx.out_sent >= OUT_MAX {
+            return match self.flush_locked(&mut tx) {
+                Err(e) => Poll::Ready(Err(e)),
+                Ok(_) => Poll::Pending,
+            };
+        }
+        if !gather && tx.out_sent < tx.out.len() {
+            match self.flush_locked(&mut tx) {
+                Err(e) => return Poll::Ready(Err(e)),
+                Ok(false) => return Poll::Pending,
+                Ok(true) => {}
             }
         }
-        match self.push(tx.busy.as_mut().expect("set above")) {
+        if let AckRule::Take { received, eager } = ack {
+            let next = tx.acks_taken + 1;
+            let early_ok = eager && len <= EAGER_MAX && next <= received + EAGER_WINDOW;
+            if received < next && !early_ok {
+                return Poll::Pending;
+            }
+            tx.acks_taken = next;
+        }
+        if header.frame == Frame::Data {
+            header.ack = tx.acks_taken;
+        }
+        if gather {
+            tx.out.extend_from_slice(&header.encode());
+            tx.out.extend_from_slice(payload.bytes());
+            self.has_out.store(true, Ordering::Release);
+            if tx.out.len() - tx.out_sent >= OUT_FLUSH {
+                if let Err(e) = self.flush_locked(&mut tx) {
+                    return Poll::Ready(Err(e));
+                }
+            }
+            return Poll::Ready(Ok(true));
+        }
+        tx.next_ticket += 1;
+        let t = tx.next_ticket;
+        *ticket = Some(t);
+        tx.busy = Some(self.frame(t, header, payload));
+        self.push_busy(&mut tx).map(|r| r.map(|()| false))
+    }
+
+    fn push_busy(&self, tx: &mut ConnTx) -> Poll<Result<()>> {
+        match self.push(tx.busy.as_mut().expect("a frame in flight")) {
             Ok(true) => {
                 tx.busy = None;
                 Poll::Ready(Ok(()))
@@ -515,8 +704,41 @@ impl Conn {
         }
     }
 
+    /// Writes the gathered frames. `Ok(true)` when none is left.
+    pub fn flush(&self) -> Result<bool> {
+        if !self.has_out.load(Ordering::Acquire) {
+            return Ok(true);
+        }
+        let mut tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
+        self.flush_locked(&mut tx)
+    }
+
+    fn flush_locked(&self, tx: &mut ConnTx) -> Result<bool> {
+        let fd = self.socks[0].as_raw_fd();
+        while tx.out_sent < tx.out.len() {
+            let r = nix::sys::socket::send(
+                fd,
+                &tx.out[tx.out_sent..],
+                MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL,
+            );
+            match r {
+                Ok(n) => tx.out_sent += n,
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(e) if would_block(e) => {
+                    self.want_write.store(true, Ordering::Release);
+                    return Ok(false);
+                }
+                Err(e) => return Err(self.send_failed(e)),
+            }
+        }
+        tx.out.clear();
+        tx.out_sent = 0;
+        self.has_out.store(false, Ordering::Release);
+        Ok(true)
+    }
+
     /// Sends a frame outside any verb (an abort, a goodbye), waiting up to
-    /// `limit` for room. Gives up if another frame is half sent: the
+    /// `limit` for room. Gives up if a large frame is half sent: the
     /// connection is going away anyway, and the peer then sees it close.
     pub fn send_now(
         &self,
@@ -527,31 +749,69 @@ impl Conn {
         let deadline = std::time::Instant::now() + limit;
         let mut ticket = None;
         loop {
-            match self.send(&mut ticket, header, Payload::Owned(payload.clone())) {
-                Poll::Ready(r) => return r,
-                Poll::Pending if ticket.is_none() => {
+            let r = self.send(
+                &mut ticket,
+                header,
+                Payload::Owned(payload.clone()),
+                AckRule::None,
+            );
+            match r {
+                Poll::Ready(Ok(true)) => {
+                    if self.flush()? {
+                        return Ok(());
+                    }
+                    break;
+                }
+                Poll::Ready(Ok(false)) => return Ok(()),
+                Poll::Ready(Err(e)) => return Err(e),
+                Poll::Pending if ticket.is_none() && self.tx_busy() => {
                     return Err(HcclError::tcp_transfer(
                         "another frame is half sent on the connection",
                     ))
                 }
                 Poll::Pending => {}
             }
-            let now = std::time::Instant::now();
-            if now >= deadline {
+            if !self.wait_room(deadline) {
                 return Err(HcclError::tcp_transfer("the peer does not take data"));
             }
-            let mut fds: Vec<_> = self
-                .socks
-                .iter()
-                .map(|s| rustix::event::PollFd::new(s, rustix::event::PollFlags::OUT))
-                .collect();
-            let left = deadline - now;
-            let t = rustix::event::Timespec {
-                tv_sec: left.as_secs() as i64,
-                tv_nsec: left.subsec_nanos() as i64,
-            };
-            let _ = rustix::event::poll(&mut fds, Some(&t));
         }
+        // gathered: write it out within the limit
+        loop {
+            if !self.wait_room(deadline) {
+                return Err(HcclError::tcp_transfer("the peer does not take data"));
+            }
+            if self.flush()? {
+                return Ok(());
+            }
+        }
+    }
+
+    fn tx_busy(&self) -> bool {
+        self.tx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .busy
+            .is_some()
+    }
+
+    /// Waits until a socket has room or `deadline` passes (`false`).
+    fn wait_room(&self, deadline: std::time::Instant) -> bool {
+        let now = std::time::Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        let mut fds: Vec<_> = self
+            .socks
+            .iter()
+            .map(|s| rustix::event::PollFd::new(s, rustix::event::PollFlags::OUT))
+            .collect();
+        let left = deadline - now;
+        let t = rustix::event::Timespec {
+            tv_sec: left.as_secs() as i64,
+            tv_nsec: left.subsec_nanos() as i64,
+        };
+        let _ = rustix::event::poll(&mut fds, Some(&t));
+        true
     }
 
     fn frame(&self, ticket: u64, header: Header, payload: Payload<'_>) -> InFlight {

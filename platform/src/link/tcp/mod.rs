@@ -36,12 +36,12 @@ mod lobby;
 mod progress;
 mod wire;
 
-use super::{Link, LinkOp, LinkOpState, ParkHook};
+use super::{FlushRequest, Link, LinkOp, LinkOpState, OpDesc, ParkHook};
 use crate::error::{HcclError, Result};
 use crate::mem::{DeviceMem, MemKind};
 use crate::sync::EventCount;
 use crate::sync::{Arc, AtomicBool, AtomicU64, Condvar, Mutex, Ordering, RwLock};
-use conn::{Conn, Payload};
+use conn::{AckRule, Conn, Payload};
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -111,6 +111,10 @@ struct Shared {
     epoch: Instant,
     /// Writing a byte wakes the progress thread's poll.
     wake_tx: Mutex<Option<OwnedFd>>,
+    /// Some connection has gathered frames to write.
+    dirty: AtomicBool,
+    /// The device's request to be flushed after its round.
+    flush_request: Mutex<Option<FlushRequest>>,
 }
 
 impl Shared {
@@ -146,13 +150,45 @@ impl Shared {
         }
     }
 
-    /// The driver's read while a verb on `conn` waits: `conn` itself, and
-    /// every connection if the last such sweep is [`SWEEP_EVERY`] old.
+    /// A connection gathered a frame: write it when the round ends (or
+    /// before anything waits, whichever is first).
+    fn gathered(&self) {
+        if !self.dirty.swap(true, Ordering::AcqRel) {
+            if let Some(r) = self
+                .flush_request
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+            {
+                r.raise();
+            }
+        }
+    }
+
+    /// Writes every connection's gathered frames (those a full socket
+    /// refuses stay, and the node stays dirty).
+    fn flush_all(&self) {
+        if !self.dirty.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        for c in self.live().iter() {
+            match c.flush() {
+                Ok(true) => {}
+                Ok(false) => self.dirty.store(true, Ordering::Release),
+                Err(e) => self.fail_conn(c, &e),
+            }
+        }
+    }
+
+    /// The driver's turn while a verb on `conn` waits: write what is
+    /// gathered (the peer may wait for it), then read `conn`, and every
+    /// connection if the last such sweep is [`SWEEP_EVERY`] old.
     fn driver_pump(&self, conn: &Conn) {
         if self.thread_reads.load(Ordering::Relaxed) {
             // the driver is awake and polling: it reads from now on
             self.thread_reads.store(false, Ordering::Relaxed);
         }
+        self.flush_all();
         self.pump(conn);
         let now = self.epoch.elapsed().as_nanos() as u64;
         let last = self.last_sweep.load(Ordering::Relaxed);
@@ -210,6 +246,7 @@ impl Shared {
 
 impl ParkHook for Shared {
     fn parking(&self) {
+        self.flush_all();
         if !self.thread_reads.swap(true, Ordering::AcqRel) {
             self.wake_progress();
         }
@@ -217,6 +254,14 @@ impl ParkHook for Shared {
 
     fn woke(&self) {
         self.thread_reads.store(false, Ordering::Relaxed);
+    }
+
+    fn flush(&self) {
+        self.flush_all();
+    }
+
+    fn set_flush_request(&self, request: FlushRequest) {
+        *self.flush_request.lock().unwrap_or_else(|p| p.into_inner()) = Some(request);
     }
 }
 
@@ -244,16 +289,19 @@ impl TcpNode {
             io_timeout,
             ..TcpOptions::default()
         };
-        TcpNode::start_with(rank, unique_id, bind, waker, options)
+        TcpNode::start_with(rank, unique_id, bind, waker, options, &[])
     }
 
-    /// [`TcpNode::start`] with all options.
+    /// [`TcpNode::start`] with all options, and the buffers incoming
+    /// transfers land in registered before any peer can connect (a peer
+    /// may send before this rank's first op: see [`TcpNode::register_mem`]).
     pub fn start_with(
         rank: u32,
         unique_id: [u8; 16],
         bind: SocketAddr,
         waker: Arc<EventCount>,
         options: TcpOptions,
+        mems: &[(MemKind, DeviceMem)],
     ) -> Result<TcpNode> {
         if options.sockets_per_link == 0 || options.sockets_per_link > MAX_SOCKETS {
             return Err(HcclError::para(format!(
@@ -276,7 +324,11 @@ impl TcpNode {
             rank,
             unique_id,
             options,
-            mems: Mutex::new(Default::default()),
+            mems: Mutex::new(std::array::from_fn(|i| {
+                mems.iter()
+                    .find(|(k, _)| k.index() == i)
+                    .map(|(_, m)| m.clone())
+            })),
             waker,
             conns: Mutex::new(HashMap::new()),
             list: RwLock::new(Arc::new(Vec::new())),
@@ -286,6 +338,8 @@ impl TcpNode {
             last_sweep: AtomicU64::new(0),
             epoch: Instant::now(),
             wake_tx: Mutex::new(Some(wake_tx)),
+            dirty: AtomicBool::new(false),
+            flush_request: Mutex::new(None),
         });
         let s2 = shared.clone();
         let thread = std::thread::Builder::new()
@@ -311,7 +365,10 @@ impl TcpNode {
         self.shared.clone()
     }
 
-    /// Registers local buffer `kind`: incoming transfers to `kind` land in it.
+    /// Registers local buffer `kind`: incoming transfers to `kind` land in
+    /// it. A transfer a peer sends before the buffer is registered breaks
+    /// the link, so buffers peers may write before this rank's first op
+    /// belong in [`TcpNode::start_with`].
     pub fn register_mem(&self, kind: MemKind, mem: DeviceMem) {
         self.shared.mems.lock().unwrap_or_else(|p| p.into_inner())[kind.index()] = Some(mem);
     }
@@ -348,10 +405,11 @@ impl TcpNode {
             conn,
             node: sh.clone(),
             remote_lens,
-            acks_taken: AtomicU64::new(0),
             signals_taken: AtomicU64::new(0),
             dones_taken: AtomicU64::new(0),
             descs_taken: AtomicU64::new(0),
+            unchecked: Mutex::new(std::collections::VecDeque::new()),
+            has_unchecked: AtomicBool::new(false),
         })
     }
 
@@ -442,12 +500,14 @@ fn connect_retrying(
                 std::thread::sleep(backoff);
                 backoff = (backoff * 2).min(Duration::from_millis(500));
             }
-            Err(e) => return Err(HcclError::tcp_connect(format!(
+            Err(e) => {
+                return Err(HcclError::tcp_connect(format!(
                 "could not connect to rank {peer} at {addr} within {}s (HCCL_CONNECT_TIMEOUT): {e}",
                 timeout.as_secs_f64()
             ))
-            .rank(rank)
-            .peer(peer)),
+                .rank(rank)
+                .peer(peer))
+            }
         }
     }
 }
@@ -495,10 +555,14 @@ pub struct TcpLink {
     conn: Arc<Conn>,
     node: Arc<Shared>,
     remote_lens: [Option<usize>; 5],
-    acks_taken: AtomicU64,
     signals_taken: AtomicU64,
     dones_taken: AtomicU64,
     descs_taken: AtomicU64,
+    /// This rank's descriptors whose peer's has not arrived yet (sequence
+    /// number, descriptor): checked by the link's next wait, which the
+    /// peer's descriptor precedes on the socket.
+    unchecked: Mutex<std::collections::VecDeque<(u64, OpDesc)>>,
+    has_unchecked: AtomicBool,
 }
 
 impl TcpLink {
@@ -519,12 +583,19 @@ impl TcpLink {
         state: &mut LinkOpState,
         header: Header,
         payload: Payload<'_>,
+        ack: AckRule,
     ) -> Poll<Result<()>> {
         if let Err(e) = self.health() {
             return Poll::Ready(Err(e));
         }
-        match self.conn.send(&mut state.seq, header, payload) {
-            Poll::Ready(r) => Poll::Ready(r.map_err(|e| e.rank(self.local))),
+        match self.conn.send(&mut state.seq, header, payload, ack) {
+            Poll::Ready(Ok(gathered)) => {
+                if gathered {
+                    self.node.gathered();
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e.rank(self.local))),
             Poll::Pending => {
                 self.node.driver_pump(&self.conn);
                 Poll::Pending
@@ -532,19 +603,21 @@ impl TcpLink {
         }
     }
 
+    /// Waits until `counter` reaches this verb's sequence number (drawn
+    /// from `next` at its first poll), reading meanwhile.
     fn take(
         &self,
         counter: &AtomicU64,
-        taken: &AtomicU64,
+        next: impl FnOnce() -> u64,
         state: &mut LinkOpState,
     ) -> Poll<Result<()>> {
-        let seq = *state
-            .seq
-            .get_or_insert_with(|| taken.fetch_add(1, Ordering::Relaxed) + 1);
-        if counter.load(Ordering::Acquire) >= seq {
-            return Poll::Ready(Ok(()));
+        let seq = *state.seq.get_or_insert_with(next);
+        if counter.load(Ordering::Acquire) < seq {
+            self.node.driver_pump(&self.conn);
         }
-        self.node.driver_pump(&self.conn);
+        if let Err(e) = self.check_deferred() {
+            return Poll::Ready(Err(e));
+        }
         if counter.load(Ordering::Acquire) >= seq {
             return Poll::Ready(Ok(()));
         }
@@ -552,6 +625,57 @@ impl TcpLink {
             return Poll::Ready(Err(e));
         }
         Poll::Pending
+    }
+
+    fn next_of(counter: &AtomicU64) -> impl FnOnce() -> u64 + '_ {
+        || counter.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Checks the deferred descriptors whose peer's descriptor has come.
+    fn check_deferred(&self) -> Result<()> {
+        if !self.has_unchecked.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let inbox = &self.conn.inbox;
+        let mut pending = self.unchecked.lock().unwrap_or_else(|p| p.into_inner());
+        while let Some((seq, mine)) = pending.front() {
+            if inbox.desc_count.load(Ordering::Acquire) < *seq {
+                break;
+            }
+            let theirs = inbox
+                .descs
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .pop_front();
+            let r = match theirs {
+                Some(t) => mine
+                    .check(&t, self.conn.peer)
+                    .map_err(|e| e.rank(self.local)),
+                None => Err(HcclError::internal("descriptor signalled but missing")),
+            };
+            pending.pop_front();
+            r?;
+        }
+        self.has_unchecked
+            .store(!pending.is_empty(), Ordering::Release);
+        Ok(())
+    }
+
+    /// `RxDesc`: checks the peer's descriptor if it is here; else defers
+    /// the check to the link's next wait, so that waiting for it does not
+    /// hold back this op's first ack (the peer's descriptor precedes its
+    /// ack and data on the socket, so that wait finds it).
+    fn rx_desc(&self, mine: &OpDesc, state: &mut LinkOpState) -> Poll<Result<()>> {
+        if state.seq.is_none() {
+            let seq = self.descs_taken.fetch_add(1, Ordering::Relaxed) + 1;
+            state.seq = Some(seq);
+            self.unchecked
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push_back((seq, *mine));
+            self.has_unchecked.store(true, Ordering::Release);
+        }
+        Poll::Ready(self.check_deferred())
     }
 }
 
@@ -565,25 +689,34 @@ impl Link for TcpLink {
     fn transport(&self) -> &'static str {
         "tcp"
     }
+    fn eager_max(&self) -> usize {
+        conn::EAGER_MAX
+    }
     fn remote_mem_len(&self, kind: MemKind) -> Option<usize> {
         self.remote_lens[kind.index()]
     }
     fn poll(&self, op: &LinkOp, state: &mut LinkOpState) -> Poll<Result<()>> {
         let inbox = &self.conn.inbox;
         match op {
-            LinkOp::TxAck => self.send(
-                state,
-                Header::new(Frame::Ack, 0),
-                Payload::Owned(Vec::new()),
-            ),
-            LinkOp::TxDataSignal => self.send(
-                state,
-                Header::new(Frame::Signal, 0),
-                Payload::Owned(Vec::new()),
-            ),
-            LinkOp::RxAck => self.take(&inbox.acks, &self.acks_taken, state),
-            LinkOp::RxDataSignal => self.take(&inbox.signals, &self.signals_taken, state),
-            LinkOp::RxWaitDone => self.take(&inbox.dones, &self.dones_taken, state),
+            LinkOp::TxAck => {
+                // the landing area is free from here on: transfers that
+                // came early for this ack go into place (once per verb)
+                if state.progress == 0 {
+                    state.progress = 1;
+                    self.conn.issue_ack();
+                }
+                let none = Payload::Owned(Vec::new());
+                self.send(state, Header::new(Frame::Ack, 0), none, AckRule::None)
+            }
+            LinkOp::TxDataSignal => {
+                let none = Payload::Owned(Vec::new());
+                self.send(state, Header::new(Frame::Signal, 0), none, AckRule::None)
+            }
+            LinkOp::RxAck => self.take(&inbox.acks, || self.conn.take_ack(), state),
+            LinkOp::RxDataSignal => {
+                self.take(&inbox.signals, Self::next_of(&self.signals_taken), state)
+            }
+            LinkOp::RxWaitDone => self.take(&inbox.dones, Self::next_of(&self.dones_taken), state),
             LinkOp::TxAsync {
                 dst_kind,
                 dst_offset,
@@ -600,7 +733,26 @@ impl Link for TcpLink {
                     off: *dst_offset as u64,
                     ..Header::new(Frame::Data, bytes.len())
                 };
-                self.send(state, header, Payload::Borrowed(bytes))
+                self.send(state, header, Payload::Borrowed(bytes), AckRule::None)
+            }
+            LinkOp::TxAfterAck {
+                dst_kind,
+                dst_offset,
+                src,
+            } => {
+                let m = src.mem();
+                // SAFETY: as for TxAsync.
+                let bytes = unsafe { std::slice::from_raw_parts(m.ptr(), m.len()) };
+                let header = Header {
+                    kind: kind_code(*dst_kind),
+                    off: *dst_offset as u64,
+                    ..Header::new(Frame::Data, bytes.len())
+                };
+                let rule = AckRule::Take {
+                    received: inbox.acks.load(Ordering::Acquire),
+                    eager: true,
+                };
+                self.send(state, header, Payload::Borrowed(bytes), rule)
             }
             LinkOp::TxWithReduce { .. } => Poll::Ready(Err(HcclError::not_support(
                 "the TCP link cannot reduce into the peer's memory; use TxAsync and reduce locally",
@@ -615,27 +767,12 @@ impl Link for TcpLink {
             // A transfer completes (its bytes handed to the kernel) before
             // TxAsync does; receive-side work happens on RxWaitDone's polls.
             LinkOp::RxAsync { .. } | LinkOp::TxWaitDone => Poll::Ready(Ok(())),
-            LinkOp::TxDesc(d) => self.send(
-                state,
-                Header::new(Frame::Desc, super::OpDesc::WIRE),
-                Payload::Owned(d.to_bytes().to_vec()),
-            ),
-            LinkOp::RxDesc(mine) => match self.take(&inbox.desc_count, &self.descs_taken, state) {
-                Poll::Ready(Ok(())) => {
-                    let theirs = inbox
-                        .descs
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .pop_front();
-                    Poll::Ready(match theirs {
-                        Some(t) => mine
-                            .check(&t, self.conn.peer)
-                            .map_err(|e| e.rank(self.local)),
-                        None => Err(HcclError::internal("descriptor signalled but missing")),
-                    })
-                }
-                other => other,
-            },
+            LinkOp::TxDesc(d) => {
+                let bytes = d.to_bytes();
+                let header = Header::new(Frame::Desc, OpDesc::WIRE);
+                self.send(state, header, Payload::Borrowed(&bytes), AckRule::None)
+            }
+            LinkOp::RxDesc(mine) => self.rx_desc(mine, state),
         }
     }
 

@@ -3,12 +3,15 @@
 //!
 //! Header (little-endian): magic `u32`, frame type `u32`, memory kind `u32`,
 //! parts `u32` (a striped transfer's socket count, on its first part),
-//! offset `u64` (the process id for [`Frame::Ident`]), payload length `u64`.
+//! offset `u64` (the process id for [`Frame::Ident`]), payload length `u64`,
+//! and for a transfer the receiver's ack it needs `u64` (how many of the
+//! receiver's acks the sender had taken when it sent it: a transfer sent
+//! before its ack arrived is held by the receiver until it has acked).
 
 use crate::mem::MemKind;
 
 pub(super) const MAGIC: u32 = 0x4843_434c; // "HCCL"
-pub(super) const HEADER_LEN: usize = 32;
+pub(super) const HEADER_LEN: usize = 40;
 /// Largest payload of a frame that is not a transfer (a descriptor, an
 /// abort reason): such frames are received whole into a staging buffer,
 /// so a larger one is malformed.
@@ -51,6 +54,7 @@ pub(super) struct Header {
     pub parts: u32,
     pub off: u64,
     pub len: u64,
+    pub ack: u64,
 }
 
 impl Header {
@@ -61,6 +65,7 @@ impl Header {
             parts: 1,
             off: 0,
             len: len as u64,
+            ack: 0,
         }
     }
 
@@ -72,6 +77,7 @@ impl Header {
         h[12..16].copy_from_slice(&self.parts.to_le_bytes());
         h[16..24].copy_from_slice(&self.off.to_le_bytes());
         h[24..32].copy_from_slice(&self.len.to_le_bytes());
+        h[32..40].copy_from_slice(&self.ack.to_le_bytes());
         h
     }
 
@@ -90,6 +96,7 @@ impl Header {
             parts: u32_at(12),
             off: u64_at(16),
             len: u64_at(24),
+            ack: u64_at(32),
         };
         match frame {
             Frame::Desc | Frame::Abort if h.len > MAX_BLOB as u64 => Err(format!(
@@ -164,6 +171,7 @@ mod tests {
             parts: 2,
             off: 1 << 40,
             len: 12345,
+            ack: 7,
         };
         assert_eq!(Header::decode(&h.encode()), Ok(h));
         let mut bad = h.encode();
