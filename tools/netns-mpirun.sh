@@ -98,9 +98,16 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
+child=""
+stop() {
+    # mpirun runs in the background (below): pass the signal on; mpirun
+    # then stops its daemons and ranks
+    [ -z "$child" ] || { kill -TERM "$child" 2>/dev/null; wait "$child"; }
+    exit "$1"
+}
+trap 'stop 130' INT
+trap 'stop 143' TERM
+trap 'stop 129' HUP
 
 "$here/netns.sh" sweep >/dev/null || true
 rate_arg=()
@@ -131,11 +138,15 @@ if [ -z "${HCCL_ROOT_ADDR:-}${MASTER_ADDR:-}${HCCL_RS_ROOT_FILE:-}" ]; then
     hccl_env+=(-x HCCL_RS_ROOT_FILE)
 fi
 
+# in the background, so a signal to this script is acted on at once (bash
+# runs traps only between foreground commands); stdin stays mpirun's
 set +e
 mpirun --allow-run-as-root -np "$np" --hostfile "$hostfile" \
     --mca plm_rsh_agent "$here/netns-agent.sh" --mca plm_rsh_no_tree_spawn 1 \
     --mca oob_tcp_if_include "$subnet" --mca btl_tcp_if_include "$subnet" \
-    "${hccl_env[@]}" "$@"
+    "${hccl_env[@]}" "$@" <&0 &
+child=$!
+wait "$child"
 status=$?
 set -e
 exit $status

@@ -244,9 +244,15 @@ case $cmd in
         tag=${tag:-sh$$}; check_tag "$tag"; need_root
         # teardown whatever happens from here: exit, error, Ctrl-C, kill
         trap 'down "$tag"' EXIT
-        trap 'exit 130' INT
-        trap 'exit 143' TERM
-        trap 'exit 129' HUP
+        child=""
+        stop() {
+            # CMD runs in the background (below): pass the signal on
+            [ -z "$child" ] || { kill -TERM "$child" 2>/dev/null; wait "$child"; }
+            exit "$1"
+        }
+        trap 'stop 130' INT
+        trap 'stop 143' TERM
+        trap 'stop 129' HUP
         up "${pos[0]}" "$rate" "$tag" >/dev/null
         k=$(subnet_k "$tag")
         export HCCL_NETNS_TAG=$tag
@@ -254,9 +260,13 @@ case $cmd in
         HCCL_NETNS_ADDRS=$(for n in $(seq 1 "${pos[0]}"); do echo "198.18.$k.$n"; done | xargs)
         export HCCL_NETNS_HOSTS HCCL_NETNS_ADDRS
         export HCCL_NETNS_SUBNET=198.18.$k.0/24 HCCL_NETNS_BRIDGE_ADDR=198.18.$k.254
-        # not exec: the trap must outlive CMD
+        # in the background, so a signal to this script is acted on at
+        # once (bash runs traps only between foreground commands); stdin
+        # stays CMD's
         set +e
-        "${rest[@]}"
+        "${rest[@]}" <&0 &
+        child=$!
+        wait "$child"
         status=$?
         set -e
         exit $status

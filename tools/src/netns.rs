@@ -74,13 +74,11 @@ impl Layout {
             Layout::Blocks(h) if *h == 0 || *h > ranks => Err(HcclError::para(format!(
                 "--netns {h}: the host count must be between 1 and the rank count {ranks}"
             ))),
-            Layout::PerHost(c) if c.iter().sum::<u32>() != ranks => {
-                Err(HcclError::para(format!(
-                    "--netns {}: places {} ranks, but -p is {ranks}",
-                    c.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
-                    c.iter().sum::<u32>()
-                )))
-            }
+            Layout::PerHost(c) if c.iter().sum::<u32>() != ranks => Err(HcclError::para(format!(
+                "--netns {}: places {} ranks, but -p is {ranks}",
+                c.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
+                c.iter().sum::<u32>()
+            ))),
             _ if self.hosts() > MAX_HOSTS => Err(HcclError::para(format!(
                 "--netns: at most {MAX_HOSTS} hosts (one /24 subnet)"
             ))),
@@ -221,7 +219,14 @@ fn host_index(name: &str, tag: &str) -> Option<u32> {
 /// ours to take, whoever configured it).
 fn subnet_in_use(k: u8) -> bool {
     let Ok(out) = Command::new("ip")
-        .args(["-4", "-o", "addr", "show", "to", &format!("198.18.{k}.0/24")])
+        .args([
+            "-4",
+            "-o",
+            "addr",
+            "show",
+            "to",
+            &format!("198.18.{k}.0/24"),
+        ])
         .output()
     else {
         return false;
@@ -303,11 +308,24 @@ impl NetnsHosts {
         let (k, b) = (self.k, format!("hcclb{}", self.k));
         run(
             "ip",
-            &["link", "set", "dev", &b, "alias", &format!("hccl-{}", self.tag)],
+            &[
+                "link",
+                "set",
+                "dev",
+                &b,
+                "alias",
+                &format!("hccl-{}", self.tag),
+            ],
         )?;
         run(
             "ip",
-            &["addr", "add", &format!("{}/24", self.bridge_addr()), "dev", &b],
+            &[
+                "addr",
+                "add",
+                &format!("{}/24", self.bridge_addr()),
+                "dev",
+                &b,
+            ],
         )?;
         run("ip", &["link", "set", &b, "up"])?;
         for h in 0..self.hosts {
@@ -321,7 +339,16 @@ impl NetnsHosts {
             run(
                 "ip",
                 &[
-                    "link", "add", &v, "type", "veth", "peer", "name", HOST_IFNAME, "netns", &ns,
+                    "link",
+                    "add",
+                    &v,
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    HOST_IFNAME,
+                    "netns",
+                    &ns,
                 ],
             )?;
             run("ip", &["link", "set", &v, "master", &b, "up"])?;
@@ -449,7 +476,10 @@ impl Drop for NetnsHosts {
 /// `tools/netns.sh down --tag TAG`); nothing there is not an error.
 pub fn down_tag(tag: &str) -> Result<()> {
     check_tag(tag)?;
-    let bridge = bridges().into_iter().find(|(_, t)| t == tag).map(|(k, _)| k);
+    let bridge = bridges()
+        .into_iter()
+        .find(|(_, t)| t == tag)
+        .map(|(k, _)| k);
     let mut first_err = None;
     for ns in namespaces() {
         let Some(h) = host_index(&ns, tag) else {
@@ -520,9 +550,16 @@ mod tests {
         l.check(6).unwrap();
         let hosts: Vec<u32> = (0..6).map(|r| l.host_of(r, 6)).collect();
         assert_eq!(hosts, [0, 0, 1, 2, 2, 2]);
-        assert!(l.check(8).unwrap_err().to_string().contains("places 6 ranks"));
+        assert!(l
+            .check(8)
+            .unwrap_err()
+            .to_string()
+            .contains("places 6 ranks"));
         assert!(Layout::Blocks(3).check(2).is_err());
-        assert!(Layout::parse("2,0").unwrap_err().to_string().contains("at least one"));
+        assert!(Layout::parse("2,0")
+            .unwrap_err()
+            .to_string()
+            .contains("at least one"));
         assert!(Layout::parse("x").is_err());
         // a one-element list is a list
         assert_eq!(Layout::parse("4,").is_err(), true);

@@ -436,6 +436,10 @@ pub fn run_sweep(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
             ));
         }
         Layout::parse(spec)?.check(args.npus)?;
+        if args.worker_rank.is_none() {
+            // before the header: a run that cannot start prints only why
+            netns::available()?;
+        }
     }
     if op == PerfOp::SendRecv && args.npus < 2 {
         return Err(HcclError::para("send_recv needs at least 2 ranks (-p 2)"));
@@ -673,7 +677,6 @@ fn launch_processes(args: &PerfArgs) -> Result<()> {
     // gone before their namespaces are.
     let hosts = match &layout {
         Some(l) => {
-            netns::available()?;
             netns::sweep_stale();
             let tag = format!("ht{}", std::process::id());
             Some(NetnsHosts::up(&tag, l.hosts(), args.netns_rate.as_deref())?)
@@ -748,7 +751,11 @@ fn launch_processes(args: &PerfArgs) -> Result<()> {
         } else {
             first_failure
                 .filter(|t| t.elapsed() > AFTER_FAILURE)
-                .map(|_| format!("stopped the ranks still running {AFTER_FAILURE:?} after the first failure"))
+                .map(|_| {
+                    format!(
+                        "stopped the ranks still running {AFTER_FAILURE:?} after the first failure"
+                    )
+                })
         };
         if let Some(why) = stop {
             if done.contains(&false) {
