@@ -16,7 +16,10 @@
 # HCCL_SOCKET_IFNAME==hccl0 (every host's interface) and a fresh
 # HCCL_RS_ROOT_FILE for the rendezvous, unless the environment sets a
 # rendezvous already. Ranks on one host share memory (Open MPI's vader,
-# hccl-rs's shm); hosts talk TCP over veths on a bridge.
+# hccl-rs's shm); hosts talk TCP over veths on a bridge. With at least as
+# many CPUs as hosts, each host gets a slice of them (HCCL_NETNS_CPUS, one
+# list per host, applied by the agent with taskset) that is the binding
+# (--bind-to none); a host with more ranks than CPUs has them yield.
 set -euo pipefail
 shopt -s inherit_errexit
 
@@ -127,6 +130,37 @@ HCCL_NETNS_HOSTS=$(awk '{print $1}' "$work/hosts.txt" | xargs)
 HCCL_NETNS_ADDRS=$(awk '{print $2}' "$work/hosts.txt" | xargs)
 export HCCL_NETNS_HOSTS HCCL_NETNS_ADDRS HCCL_NETNS_SUBNET=$subnet
 
+# Each host gets CPUs of its own when there are enough: a slice of this
+# script's mask, which the agent applies with taskset, so each daemon and
+# its ranks bind inside their host (as on real hosts) instead of every
+# host's first rank taking the first CPU. With fewer CPUs than hosts they
+# share, and nothing is bound.
+bind_args=()
+read -r -a allowed < <(awk '/^Cpus_allowed_list:/ {print $2}' /proc/self/status |
+    tr , '\n' | awk -F- '{ if (NF == 2) for (i = $1; i <= $2; i++) print i; else print $1 }' | xargs)
+if [ "${#allowed[@]}" -ge "$hosts" ] && command -v taskset >/dev/null 2>&1; then
+    lists=()
+    oversubscribed=0
+    for ((h = 0; h < hosts; h++)); do
+        lo=$((h * ${#allowed[@]} / hosts))
+        hi=$(((h + 1) * ${#allowed[@]} / hosts))
+        list=$(IFS=,; echo "${allowed[*]:lo:hi-lo}")
+        lists+=("$list")
+        [ "${slots[$h]}" -le $((hi - lo)) ] || oversubscribed=1
+    done
+    export HCCL_NETNS_CPUS="${lists[*]}"
+    # the slice is the binding: mpirun would bind every host's first rank
+    # to the first core of the machine (it maps all hosts alike)
+    bind_args=(--bind-to none)
+    # more ranks than CPUs on a host: its ranks must yield while they wait
+    # (hccl-rs does on its own)
+    [ "$oversubscribed" -eq 0 ] || bind_args+=(--mca mpi_yield_when_idle 1)
+else
+    unset HCCL_NETNS_CPUS
+    bind_args=(--bind-to none)
+    [ -n "${HCCL_RS_CPU_AFFINITY:-}" ] || { export HCCL_RS_CPU_AFFINITY=off; bind_args+=(-x HCCL_RS_CPU_AFFINITY); }
+fi
+
 # hccl-rs ranks: the host's interface, and a rendezvous unless one is set
 hccl_env=()
 if [ -z "${HCCL_IF_IP:-}${HCCL_SOCKET_IFNAME:-}" ]; then
@@ -144,7 +178,7 @@ set +e
 mpirun --allow-run-as-root -np "$np" --hostfile "$hostfile" \
     --mca plm_rsh_agent "$here/netns-agent.sh" --mca plm_rsh_no_tree_spawn 1 \
     --mca oob_tcp_if_include "$subnet" --mca btl_tcp_if_include "$subnet" \
-    "${hccl_env[@]}" "$@" <&0 &
+    "${bind_args[@]}" "${hccl_env[@]}" "$@" <&0 &
 child=$!
 wait "$child"
 status=$?

@@ -104,18 +104,63 @@ impl Layout {
     }
 }
 
+/// This process's CPUs (its affinity mask), from /proc.
+pub fn allowed_cpus() -> Vec<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap_or("");
+    parse_cpu_list(list)
+}
+
+/// Parses a CPU list such as `0-3,8` (what /proc and taskset print).
+fn parse_cpu_list(list: &str) -> Vec<usize> {
+    let mut cpus = Vec::new();
+    for part in list.trim().split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        if let (Ok(a), Ok(b)) = (a.trim().parse::<usize>(), b.trim().parse::<usize>()) {
+            cpus.extend(a..=b);
+        }
+    }
+    cpus
+}
+
+/// The CPUs of each of `hosts` hosts when `cpus` are split among them in
+/// consecutive slices, as if each host had cores of its own; `None` when
+/// there are fewer CPUs than hosts (then the hosts share them).
+///
+/// Why: ranks pin themselves within their host (local rank i on the i-th
+/// CPU of the mask they inherit), so hosts on one machine that all see
+/// every CPU would stack their first ranks on the first CPU.
+pub fn cpu_slices(cpus: &[usize], hosts: u32) -> Option<Vec<Vec<usize>>> {
+    let (n, h) = (cpus.len(), hosts as usize);
+    if h == 0 || n < h {
+        return None;
+    }
+    Some(
+        (0..h)
+            .map(|i| cpus[i * n / h..(i + 1) * n / h].to_vec())
+            .collect(),
+    )
+}
+
 /// Hosts in one subnet: 198.18.K.1 to .253 (.254 is the bridge).
 pub const MAX_HOSTS: u32 = 253;
 
-/// The `ip` program: on PATH, else where Debian puts it (a non-root PATH
-/// often lacks the sbin directories).
-fn program(name: &str) -> Result<PathBuf> {
+/// Where program `name` is: on PATH, else where Debian puts system tools
+/// (a non-root PATH often lacks the sbin directories).
+pub fn program_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .chain(["/usr/sbin".into(), "/sbin".into()])
         .map(|d| d.join(name))
         .find(|p| p.is_file())
-        .ok_or_else(|| {
+}
+
+/// [`program_path`] of an iproute2 tool, or an error saying to install it.
+fn program(name: &str) -> Result<PathBuf> {
+    program_path(name).ok_or_else(|| {
             HcclError::not_support(format!(
                 "network namespace hosts need '{name}' (iproute2), which is not installed: apt-get install -y iproute2"
             ))
@@ -561,8 +606,22 @@ mod tests {
             .to_string()
             .contains("at least one"));
         assert!(Layout::parse("x").is_err());
-        // a one-element list is a list
-        assert_eq!(Layout::parse("4,").is_err(), true);
+        // an empty count is no count
+        assert!(Layout::parse("4,").is_err());
+    }
+
+    #[test]
+    fn cpus_split_among_hosts() {
+        assert_eq!(parse_cpu_list("0-3,8"), [0, 1, 2, 3, 8]);
+        assert_eq!(parse_cpu_list(" 5 "), [5]);
+        assert!(parse_cpu_list("").is_empty());
+        assert_eq!(cpu_slices(&[0, 1], 2), Some(vec![vec![0], vec![1]]));
+        assert_eq!(
+            cpu_slices(&[0, 1, 2, 3, 4], 2),
+            Some(vec![vec![0, 1], vec![2, 3, 4]])
+        );
+        assert_eq!(cpu_slices(&[0, 1], 3), None);
+        assert!(!allowed_cpus().is_empty());
     }
 
     #[test]

@@ -690,12 +690,39 @@ fn launch_processes(args: &PerfArgs) -> Result<()> {
     let mut forwarded: Vec<String> = std::env::args().skip(1).collect();
     // the parent prints the header and the baseline; children only rows
     forwarded.retain(|a| a != "--baseline");
+    // Each namespace host gets CPUs of its own when there are enough (a
+    // slice of this process's mask, given by taskset), so ranks pinning
+    // themselves inside their host do not all take the first CPU; with
+    // fewer CPUs than hosts, the hosts share them and ranks are not pinned
+    // (unless HCCL_RS_CPU_AFFINITY says otherwise).
+    let slices = match &layout {
+        Some(l) if netns::program_path("taskset").is_some() => {
+            netns::cpu_slices(&netns::allowed_cpus(), l.hosts())
+        }
+        _ => None,
+    };
+    let user_affinity = std::env::var_os("HCCL_RS_CPU_AFFINITY").is_some();
     let mut children = Children(Vec::new());
     for r in 0..args.npus {
         let mut cmd = match (&hosts, &layout) {
             (Some(hosts), Some(layout)) => {
                 let h = layout.host_of(r, args.npus);
-                let mut c = hosts.command(h, &exe);
+                let mut c = match &slices {
+                    Some(s) => {
+                        let list: Vec<String> =
+                            s[h as usize].iter().map(usize::to_string).collect();
+                        let mut c = hosts.command(h, "taskset");
+                        c.arg("-c").arg(list.join(",")).arg(&exe);
+                        c
+                    }
+                    None => {
+                        let mut c = hosts.command(h, &exe);
+                        if !user_affinity {
+                            c.env("HCCL_RS_CPU_AFFINITY", "off");
+                        }
+                        c
+                    }
+                };
                 // every link and the rendezvous over the host's veth; the
                 // namespace is the host identity
                 c.env("HCCL_IF_IP", hosts.addr(h).to_string())
