@@ -117,7 +117,12 @@ pub fn allowed_cpus() -> Vec<usize> {
 /// Parses a CPU list such as `0-3,8` (what /proc and taskset print).
 fn parse_cpu_list(list: &str) -> Vec<usize> {
     let mut cpus = Vec::new();
-    for part in list.trim().split(',').map(str::trim).filter(|p| !p.is_empty()) {
+    for part in list
+        .trim()
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+    {
         let (a, b) = part.split_once('-').unwrap_or((part, part));
         if let (Ok(a), Ok(b)) = (a.trim().parse::<usize>(), b.trim().parse::<usize>()) {
             cpus.extend(a..=b);
