@@ -68,7 +68,8 @@ stats() {
     sort -g | awk '{v[NR] = $1} END {
         if (NR == 0) { print "-"; exit }
         m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-        printf "%.4g (%.4g-%.4g)\n", m, v[1], v[NR] }'
+        printf "%s (%s-%s)\n", f(m), f(v[1]), f(v[NR]) }
+        function f(x) { return sprintf(x >= 100 ? "%.0f" : x >= 1 ? "%.2f" : "%.3g", x) }'
 }
 median() { sort -g | awk '{v[NR] = $1} END { if (NR == 0) print 0; else print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
@@ -102,7 +103,7 @@ for case in $CASES; do
             "$(ratio "$(col 6 <"$tmp/h" | median)" "$(col 6 <"$tmp/m" | median)")" \
             "$(ratio "$(col 7 <"$tmp/h" | median)" "$(col 7 <"$tmp/m" | median)")"
     else
-        echo "$case: AllReduce $b B, $hosts hosts x $((p / hosts)) ranks, $n iterations (median over runs (min-max))"
+        echo "$case: AllReduce $b B, $hosts hosts x $((p / hosts)) rank(s), $n iterations (median over runs (min-max))"
         printf "  %-6s %-26s %-26s\n" "" "time (µs)" "bus bandwidth (GB/s)"
         printf "  %-6s %-26s %-26s\n" hccl "$(col 2 <"$tmp/h" | stats)" "$(col 5 <"$tmp/h" | stats)"
         printf "  %-6s %-26s %-26s\n" mpi "$(col 2 <"$tmp/m" | stats)" "$(col 5 <"$tmp/m" | stats)"
