@@ -268,7 +268,10 @@ fn host_index(name: &str, tag: &str) -> Option<u32> {
 /// Whether an interface uses an address in 198.18.K.0/24 (then K is not
 /// ours to take, whoever configured it).
 fn subnet_in_use(k: u8) -> bool {
-    let Ok(out) = Command::new("ip")
+    let Some(ip) = program_path("ip") else {
+        return false;
+    };
+    let Ok(out) = Command::new(ip)
         .args([
             "-4",
             "-o",
