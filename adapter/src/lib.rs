@@ -34,6 +34,7 @@ mod validate;
 pub use comm::{HcclComm, SendRecvItem, SendRecvKind};
 // Making communicators: configuration, threads of this process, and the
 // root info processes share.
+pub use hccl_framework::{launched_as, LaunchedAs};
 pub use hccl_framework::{read_root_file, CommConfig, InProcGroup, RootInfo, HCCL_ROOT_INFO_BYTES};
 // Calibrated cost-model parameters (`hccl-test --calibrate`).
 pub use hccl_framework::{LinkTuning, Tuning, TUNING_VERSION};

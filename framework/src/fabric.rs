@@ -103,7 +103,7 @@ impl Fabric for TcpFabric {
 }
 
 /// A rank's host for messages: the host id's name part (a host id is
-/// `hostname/boot id`, or what `HCCL_RS_HOST_ID` declares).
+/// `hostname[:netns]/boot id/net:inode`, or what `HCCL_RS_HOST_ID` declares).
 pub(crate) fn host_name(info: &RankInfo) -> &str {
     info.host_id.split('/').next().unwrap_or(&info.host_id)
 }

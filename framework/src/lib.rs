@@ -43,6 +43,10 @@ pub use config::{CommConfig, EnvSource};
 pub use bootstrap::root_info::{RootInfo, HCCL_ROOT_INFO_BYTES};
 pub use multi_process::read_root_file;
 
+// Launchers: whether this process is a rank of a job mpirun, srun or
+// torchrun started (what `init_from_env` reads), before joining it.
+pub use bootstrap::launcher::{launched_as, LaunchedAs};
+
 // Selection: the executor name for an op (`HCCL_ALGO`, overrides, then a
 // ranking of every declared executor by its cost).
 pub use selector::Selector;

@@ -28,7 +28,12 @@ Columns (JSON keys), per message size:
                                average shares among n ops, and ops enqueued back to back
                                may queue where one op alone would not.
 Ranks as processes (--transport process): rank 0 prints; every figure is
-the slowest rank's, gathered by a max-reduction over the ranks.";
+the slowest rank's, gathered by a max-reduction over the ranks.
+Under a launcher (mpirun, srun, torchrun: OMPI_COMM_WORLD_*, PMI_*,
+SLURM_*, RANK/WORLD_SIZE set), --transport process makes this process one
+rank of the launcher's job instead of starting ranks itself (-p is the
+job's size; the rendezvous is HCCL_ROOT_ADDR, MASTER_ADDR or
+HCCL_RS_ROOT_FILE, see docs/launching.md).";
 
 /// Command-line arguments (hccl_test's flags).
 #[derive(Clone, Debug, Parser)]
@@ -43,7 +48,7 @@ pub struct PerfArgs {
     /// alltoallv, send_recv, barrier.
     #[arg(required_unless_present_any = ["list_executors", "calibrate"])]
     pub op_name: Option<String>,
-    /// Ranks (threads of this process).
+    /// Ranks (threads of this process; processes with --transport process).
     #[arg(short = 'p', long = "npus", default_value_t = 8)]
     pub npus: u32,
     /// Smallest message size (K/M/G suffixes).
@@ -91,6 +96,20 @@ pub struct PerfArgs {
     /// hierarchical algorithms see several servers.
     #[arg(long = "hosts", default_value_t = 1)]
     pub hosts: u32,
+    /// With `--transport process`: run the ranks on this many hosts that
+    /// are network namespaces made for the run (root and iproute2 needed),
+    /// or on as many hosts as counts are listed, with that many ranks each
+    /// (`2,1,3`: ranks 0-1, 2, 3-5; the counts must add up to -p). A count
+    /// alone places ranks in consecutive blocks, as --hosts. Ranks on one
+    /// host share memory; hosts talk TCP over veths on a bridge
+    /// (198.18.K.0/24). The namespaces are removed when the run ends,
+    /// fails or is interrupted; those of runs that were killed are swept.
+    #[arg(long = "netns", value_name = "H|N,N,..")]
+    pub netns: Option<String>,
+    /// With --netns: limit each host's link to this rate in both directions
+    /// (tc htb; e.g. 1gbit, 100mbit).
+    #[arg(long = "netns-rate", value_name = "RATE", requires = "netns")]
+    pub netns_rate: Option<String>,
     /// Internal: this process is rank N of a `--transport process` run.
     #[arg(long = "worker-rank", hide = true)]
     pub worker_rank: Option<u32>,

@@ -18,6 +18,10 @@ mod perf;
 // a small vocabulary of its own, so a public module.
 pub mod check;
 
+// Test hosts as network namespaces (`hccl-test --netns`), also what the
+// integration tests make their hosts with.
+pub mod netns;
+
 // `hccl-test`: its flags (hccl_test's) and the sweep it runs.
 pub use args::{Format, PerfArgs};
 pub use perf::run_sweep;

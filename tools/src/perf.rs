@@ -12,6 +12,7 @@ use std::time::Duration;
 use std::time::Instant;
 
 use crate::args::{Format, PerfArgs};
+use crate::netns::{self, Layout, NetnsHosts};
 
 /// The registered executor names, sorted (`--list-executors`).
 pub(crate) fn executor_names() -> Vec<String> {
@@ -378,6 +379,30 @@ pub fn run_sweep(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
     if args.calibrate {
         return crate::calibrate::run(args, out);
     }
+    // Under a launcher (mpirun, srun, torchrun) this process is one rank
+    // of the launcher's job, whose size -p becomes.
+    let launched = if args.transport == "process" && args.worker_rank.is_none() {
+        hccl_adapter::launched_as()?
+    } else {
+        None
+    };
+    let with_size;
+    let args = match &launched {
+        Some(l) => {
+            if args.netns.is_some() || args.hosts > 1 {
+                return Err(HcclError::para(format!(
+                    "--netns and --hosts place the ranks hccl-test starts; this process is rank {} of a job {} started (its hosts are the launcher's)",
+                    l.rank, l.launcher
+                )));
+            }
+            with_size = PerfArgs {
+                npus: l.size,
+                ..args.clone()
+            };
+            &with_size
+        }
+        None => args,
+    };
     let op = PerfOp::parse(args.op_name.as_deref().unwrap_or_default())?;
     if let Some(name) = &args.algo {
         let known = executor_names();
@@ -398,6 +423,23 @@ pub fn run_sweep(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
         return Err(HcclError::para(
             "--hosts needs --transport process (hosts are told apart per process)",
         ));
+    }
+    if let Some(spec) = &args.netns {
+        if args.transport != "process" {
+            return Err(HcclError::para(
+                "--netns needs --transport process (each rank is a process placed in a namespace)",
+            ));
+        }
+        if args.hosts > 1 {
+            return Err(HcclError::para(
+                "--netns and --hosts both place ranks on hosts: give one",
+            ));
+        }
+        Layout::parse(spec)?.check(args.npus)?;
+        if args.worker_rank.is_none() {
+            // before the header: a run that cannot start prints only why
+            netns::available()?;
+        }
     }
     if op == PerfOp::SendRecv && args.npus < 2 {
         return Err(HcclError::para("send_recv needs at least 2 ranks (-p 2)"));
@@ -422,9 +464,10 @@ pub fn run_sweep(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
         sizes(args, dtype.size() as u64)?
     };
     if args.transport == "process" {
-        return match args.worker_rank {
-            Some(rank) => process_rank(args, op, dtype, rop, rank, &sizes, out),
-            None => {
+        return match (args.worker_rank, launched) {
+            (Some(rank), _) => process_rank(args, op, dtype, rop, rank, &sizes, out),
+            (None, Some(l)) => launched_rank(args, op, dtype, rop, l.rank, &sizes, out),
+            (None, None) => {
                 header(args, out).map_err(io)?;
                 out.flush().map_err(io)?;
                 launch_processes(args)?;
@@ -557,20 +600,138 @@ fn measure_threads<T: CheckElem>(
     })
 }
 
-/// Processes as ranks: the parent spawns one child per rank and waits.
+/// How long the other ranks may run on after one failed (they normally
+/// fail within a second, naming it) before the parent stops them.
+const AFTER_FAILURE: Duration = Duration::from_secs(30);
+
+/// Child processes that are killed (and reaped) unless they ended.
+struct Children(Vec<std::process::Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            if let Ok(None) = c.try_wait() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+/// A directory removed when dropped.
+struct TempDir(std::path::PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// While alive, SIGINT, SIGTERM and SIGHUP set a flag instead of ending
+/// the process, so the parent can stop its ranks and remove what it made
+/// (namespaces, files); a second signal ends it at once.
+struct Interrupts {
+    flag: Arc<std::sync::atomic::AtomicBool>,
+    ids: Vec<signal_hook::SigId>,
+}
+
+impl Interrupts {
+    fn catch() -> Interrupts {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut ids = Vec::new();
+        for sig in [SIGINT, SIGTERM, SIGHUP] {
+            // the shutdown first: it fires only once the flag is set, by
+            // an earlier signal
+            let r = signal_hook::flag::register_conditional_shutdown(sig, 130, flag.clone())
+                .and_then(|a| Ok((a, signal_hook::flag::register(sig, flag.clone())?)));
+            match r {
+                Ok((a, b)) => ids.extend([a, b]),
+                Err(e) => tracing::warn!(sig, error = %e, "cannot catch a signal"),
+            }
+        }
+        Interrupts { flag, ids }
+    }
+
+    fn raised(&self) -> bool {
+        self.flag.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for Interrupts {
+    fn drop(&mut self) {
+        for id in self.ids.drain(..) {
+            signal_hook::low_level::unregister(id);
+        }
+    }
+}
+
+/// Processes as ranks: the parent spawns one child per rank (with
+/// --netns, inside the namespace of its host) and waits for them.
 fn launch_processes(args: &PerfArgs) -> Result<()> {
     let exe = std::env::current_exe()
         .map_err(|e| HcclError::from_io("finding the hccl-test binary", e))?;
-    let dir = std::env::temp_dir().join(format!("hccl-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)
+    let layout = args.netns.as_deref().map(Layout::parse).transpose()?;
+    let interrupts = Interrupts::catch();
+    // Declared before the children: dropped after them, so the ranks are
+    // gone before their namespaces are.
+    let hosts = match &layout {
+        Some(l) => {
+            netns::sweep_stale();
+            let tag = format!("ht{}", std::process::id());
+            Some(NetnsHosts::up(&tag, l.hosts(), args.netns_rate.as_deref())?)
+        }
+        None => None,
+    };
+    let dir = TempDir(std::env::temp_dir().join(format!("hccl-test-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0)
         .map_err(|e| HcclError::from_io("creating a temporary directory", e))?;
-    let root_file = dir.join("root.bin");
+    let root_file = dir.0.join("root.bin");
     let mut forwarded: Vec<String> = std::env::args().skip(1).collect();
     // the parent prints the header and the baseline; children only rows
     forwarded.retain(|a| a != "--baseline");
-    let mut children = Vec::new();
+    // Each namespace host gets CPUs of its own when there are enough (a
+    // slice of this process's mask, given by taskset), so ranks pinning
+    // themselves inside their host do not all take the first CPU; with
+    // fewer CPUs than hosts, the hosts share them and ranks are not pinned
+    // (unless HCCL_RS_CPU_AFFINITY says otherwise).
+    let slices = match &layout {
+        Some(l) if netns::program_path("taskset").is_some() => {
+            netns::cpu_slices(&netns::allowed_cpus(), l.hosts())
+        }
+        _ => None,
+    };
+    let user_affinity = std::env::var_os("HCCL_RS_CPU_AFFINITY").is_some();
+    let mut children = Children(Vec::new());
     for r in 0..args.npus {
-        let mut cmd = std::process::Command::new(&exe);
+        let mut cmd = match (&hosts, &layout) {
+            (Some(hosts), Some(layout)) => {
+                let h = layout.host_of(r, args.npus);
+                let mut c = match &slices {
+                    Some(s) => {
+                        let list: Vec<String> =
+                            s[h as usize].iter().map(usize::to_string).collect();
+                        let mut c = hosts.command(h, "taskset");
+                        c.arg("-c").arg(list.join(",")).arg(&exe);
+                        c
+                    }
+                    None => {
+                        let mut c = hosts.command(h, &exe);
+                        if !user_affinity {
+                            c.env("HCCL_RS_CPU_AFFINITY", "off");
+                        }
+                        c
+                    }
+                };
+                // every link and the rendezvous over the host's veth; the
+                // namespace is the host identity
+                c.env("HCCL_IF_IP", hosts.addr(h).to_string())
+                    .env_remove("HCCL_SOCKET_IFNAME")
+                    .env_remove("HCCL_RS_HOST_ID");
+                c
+            }
+            _ => std::process::Command::new(&exe),
+        };
         cmd.args(&forwarded)
             .arg("--worker-rank")
             .arg(r.to_string())
@@ -588,25 +749,111 @@ fn launch_processes(args: &PerfArgs) -> Result<()> {
         if r != 0 {
             cmd.stdout(std::process::Stdio::null());
         }
-        children.push(
+        children.0.push(
             cmd.spawn()
                 .map_err(|e| HcclError::from_io("starting a rank process", e))?,
         );
     }
     let mut failed = Vec::new();
-    for (r, mut c) in children.into_iter().enumerate() {
-        match c.wait() {
-            Ok(s) if s.success() => {}
-            Ok(s) => failed.push(format!("rank {r} exited with {s}")),
-            Err(e) => failed.push(format!("rank {r}: {e}")),
+    let mut done = vec![false; children.0.len()];
+    let mut first_failure: Option<std::time::Instant> = None;
+    while done.contains(&false) {
+        for (r, c) in children.0.iter_mut().enumerate() {
+            if done[r] {
+                continue;
+            }
+            match c.try_wait() {
+                Ok(None) => continue,
+                Ok(Some(s)) if s.success() => {}
+                Ok(Some(s)) => failed.push(format!("rank {r} exited with {s}")),
+                Err(e) => failed.push(format!("rank {r}: {e}")),
+            }
+            done[r] = true;
+            if !failed.is_empty() {
+                first_failure.get_or_insert_with(std::time::Instant::now);
+            }
         }
+        let stop = if interrupts.raised() {
+            Some("interrupted: stopped the ranks".to_owned())
+        } else {
+            first_failure
+                .filter(|t| t.elapsed() > AFTER_FAILURE)
+                .map(|_| {
+                    format!(
+                        "stopped the ranks still running {AFTER_FAILURE:?} after the first failure"
+                    )
+                })
+        };
+        if let Some(why) = stop {
+            if done.contains(&false) {
+                failed.push(why);
+            }
+            break;
+        }
+        // a poll, not a blocking wait: a signal or one rank's failure must
+        // be acted on while the others run
+        std::thread::sleep(Duration::from_millis(50));
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(children);
+    if let Some(hosts) = hosts {
+        hosts.down()?;
+    }
+    if interrupts.raised() && failed.is_empty() {
+        failed.push("interrupted".into());
+    }
     if failed.is_empty() {
         Ok(())
     } else {
         Err(HcclError::internal(failed.join("; ")))
     }
+}
+
+/// This process is rank `rank` of a launcher's job (mpirun, srun,
+/// torchrun): join with `init_from_env`, print the header on rank 0 and run
+/// the sweep as a process rank does.
+fn launched_rank(
+    args: &PerfArgs,
+    op: PerfOp,
+    dtype: DataType,
+    rop: ReduceOp,
+    rank: u32,
+    sizes: &[u64],
+    out: &mut dyn Write,
+) -> Result<()> {
+    let config = CommConfig::from_env()?;
+    let comm = HcclComm::init_from_env()?;
+    // With --algo the measured ops run on a communicator of their own (the
+    // timing barrier and the result exchange keep the default selection):
+    // the same ranks, formed over the links this one has.
+    let forced = match &args.algo {
+        Some(name) => {
+            let mut c = config;
+            c.executor_override = Some(name.clone());
+            let all: Vec<u32> = (0..comm.size()).collect();
+            Some(comm.create_sub_comm_with(&all, 1, rank, c)?)
+        }
+        None => None,
+    };
+    if rank == 0 {
+        let io = |e: std::io::Error| HcclError::from_io("writing results", e);
+        header(args, out).map_err(io)?;
+        out.flush().map_err(io)?;
+    }
+    rank_sweep(
+        args,
+        op,
+        dtype,
+        rop,
+        rank,
+        forced.as_ref().unwrap_or(&comm),
+        &comm,
+        sizes,
+        out,
+    )?;
+    if rank == 0 {
+        baseline(args, None, out)?;
+    }
+    Ok(())
 }
 
 /// One rank process: join through the root file, run the sweep, and let
@@ -651,6 +898,24 @@ fn process_rank(
         }
         None => (&comm, &comm),
     };
+    rank_sweep(args, op, dtype, rop, rank, measured, control, sizes, out)
+}
+
+/// A process rank's sweep: `measured` runs the ops, `control` the timing
+/// barriers and the max-reduction of every rank's figures; rank 0 prints
+/// each row.
+#[allow(clippy::too_many_arguments)]
+fn rank_sweep(
+    args: &PerfArgs,
+    op: PerfOp,
+    dtype: DataType,
+    rop: ReduceOp,
+    rank: u32,
+    measured: &HcclComm,
+    control: &HcclComm,
+    sizes: &[u64],
+    out: &mut dyn Write,
+) -> Result<()> {
     let stream = control.create_stream();
     let barrier = || {
         let _ = control.barrier(&stream).and_then(|_| stream.synchronize());

@@ -75,6 +75,33 @@ fn resolve(var: &str, host: &str, port: u16) -> Result<SocketAddr> {
         })
 }
 
+/// What a launcher told this process: its rank in the launcher's job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaunchedAs {
+    /// Which launcher's variables were found (`Open MPI`, `Slurm`,
+    /// `MPICH/PMI`, `torchrun`).
+    pub launcher: &'static str,
+    /// This process's rank.
+    pub rank: u32,
+    /// Ranks in the job.
+    pub size: u32,
+    /// Rank on this host, when the launcher says.
+    pub local_rank: Option<u32>,
+}
+
+/// Whether this process is a rank of a launcher's job, from the same
+/// variables `init_from_env` reads: `None` when no launcher's variables are
+/// set; an error when they are set but malformed, or no rendezvous
+/// (`HCCL_ROOT_ADDR`, `MASTER_ADDR`, `HCCL_RS_ROOT_FILE`) is given.
+pub fn launched_as() -> Result<Option<LaunchedAs>> {
+    Ok(detect(&crate::config::ProcessEnv)?.map(|l| LaunchedAs {
+        launcher: l.launcher,
+        rank: l.rank,
+        size: l.size,
+        local_rank: l.local_rank,
+    }))
+}
+
 /// Reads the launcher environment; `None` if no launcher's variables are set.
 pub(crate) fn detect(env: &(impl EnvSource + ?Sized)) -> Result<Option<LaunchInfo>> {
     for &(launcher, rank_var, size_var, local_var) in STYLES {
