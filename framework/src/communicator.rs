@@ -159,6 +159,8 @@ struct PickKey {
 pub struct Communicator {
     rank: u32,
     size: u32,
+    /// Every rank's TCP listener (see [`Communicator::tcp_listeners`]).
+    listeners: Vec<std::net::SocketAddr>,
     name: String,
     device: Device,
     topo: TopoInfo,
@@ -207,6 +209,7 @@ impl Communicator {
         Communicator {
             rank,
             size: topo.user_rank_size,
+            listeners: fabric.listeners(),
             name,
             selector: Selector::with_cost(
                 config.executor_override.clone(),
@@ -242,6 +245,13 @@ impl Communicator {
             topo,
             config,
         }
+    }
+
+    /// Every rank's TCP link listener, by rank (empty for ranks that are
+    /// threads of one process): where peers connect, e.g. for tools that
+    /// probe the listeners.
+    pub fn tcp_listeners(&self) -> &[std::net::SocketAddr] {
+        &self.listeners
     }
 
     /// `n` communicators of one in-process group, rank i at index i

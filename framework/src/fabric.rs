@@ -60,6 +60,12 @@ pub(crate) trait Fabric: Send + Sync + std::fmt::Debug {
     fn reaches_boards(&self, _remote: u32) -> bool {
         false
     }
+
+    /// Every rank's TCP link listener, by rank (empty when ranks are
+    /// threads of one process).
+    fn listeners(&self) -> Vec<std::net::SocketAddr> {
+        Vec::new()
+    }
 }
 
 /// Links over TCP to the ranks of a [`RankTable`].
@@ -77,6 +83,10 @@ impl TcpFabric {
 }
 
 impl Fabric for TcpFabric {
+    fn listeners(&self) -> Vec<std::net::SocketAddr> {
+        self.table.ranks.iter().map(|r| r.link_addr).collect()
+    }
+
     fn link(
         &self,
         _local: u32,
@@ -136,6 +146,10 @@ impl HostFabric {
 }
 
 impl Fabric for HostFabric {
+    fn listeners(&self) -> Vec<std::net::SocketAddr> {
+        self.tcp.listeners()
+    }
+
     fn link(
         &self,
         local: u32,

@@ -116,6 +116,12 @@ pub struct PerfArgs {
     /// Internal: where the process ranks meet.
     #[arg(long = "root-file", hide = true)]
     pub root_file: Option<String>,
+    /// With `--transport process`: rank 0 keeps this many silent and as
+    /// many trickling (a byte per 100 ms) connections open to every
+    /// rank's TCP listener while the sweep runs, reopening those the
+    /// listeners drop (a stray connection must not slow real traffic).
+    #[arg(long = "strays", default_value_t = 0)]
+    pub strays: usize,
     /// Also measure single-thread memcpy bandwidth at the largest size and
     /// print the best bus bandwidth as a ratio of it (a same-run baseline).
     #[arg(long = "baseline")]

@@ -12,6 +12,7 @@
 mod args;
 mod calibrate;
 mod perf;
+mod strays;
 
 // The input and expected value of every element of a checked op, which
 // `hccl-test --check` and the integration tests compare results against:

@@ -898,6 +898,8 @@ fn process_rank(
         }
         None => (&comm, &comm),
     };
+    let _strays = (args.strays > 0 && rank == 0)
+        .then(|| crate::strays::Strays::start(args.strays, comm.communicator().tcp_listeners()));
     rank_sweep(args, op, dtype, rop, rank, measured, control, sizes, out)
 }
 

@@ -817,3 +817,44 @@ fn aiv_kernels_across_processes() {
         "no /dev/shm segment may outlive the runs"
     );
 }
+
+/// Strays at every rank's listener (`--strays`: silent and trickling
+/// connections held open for the whole sweep, and one sending garbage)
+/// leave a TCP AllReduce loop across processes correct; the garbage one is
+/// dropped with a log line naming why. (What they cost in time per op is
+/// a benchmark's business: docs/performance.md.)
+#[test]
+fn stray_connections_leave_a_tcp_allreduce_loop_correct() {
+    let out = hccl_test(&[
+        "all_reduce",
+        "-p",
+        "2",
+        "--hosts",
+        "2",
+        "--transport",
+        "process",
+        "-b",
+        "8",
+        "-e",
+        "1M",
+        "-f",
+        "32",
+        "-n",
+        "50",
+        "-w",
+        "2",
+        "--strays",
+        "6",
+        "--format",
+        "json",
+    ]);
+    let rows = json_rows(&out, 4, "strays");
+    for row in &rows {
+        assert_eq!(row["check"], "success", "{row}");
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("dropped a link connection with a wrong magic"),
+        "the garbage connection was not seen: {err}"
+    );
+}

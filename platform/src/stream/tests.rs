@@ -241,7 +241,7 @@ fn task_stays_small() {
 
 mod tcp {
     use super::*;
-    use crate::link::TcpNode;
+    use crate::link::{OpDesc, TcpNode};
     use std::io::Write;
     use std::net::TcpStream;
 
@@ -257,6 +257,218 @@ mod tcp {
         n.register_mem(MemKind::CclOutput, mem.clone());
         d.add_park_hook(&n.park_hook());
         n
+    }
+
+    /// A node with `sockets` per link whose CCL output is `mem`.
+    fn node_with(rank: u32, d: &Device, uid: [u8; 16], mem: &DeviceMem, sockets: usize) -> TcpNode {
+        let options = crate::link::TcpOptions {
+            io_timeout: Duration::from_secs(10),
+            sockets_per_link: sockets,
+        };
+        let n = TcpNode::start_with(
+            rank,
+            uid,
+            "127.0.0.1:0".parse().unwrap(),
+            d.waker(),
+            options,
+            &[(MemKind::CclOutput, mem.clone())],
+        )
+        .unwrap();
+        d.add_park_hook(&n.park_hook());
+        n
+    }
+
+    /// Links between rank 0 and rank 1 of two nodes (each end built on
+    /// its own thread: the higher rank waits for the lower to connect).
+    fn pair(n0: &TcpNode, n1: TcpNode, len: usize) -> (LinkHandle, LinkHandle, TcpNode) {
+        let (a0, a1) = (n0.addr(), n1.addr());
+        let t = std::thread::spawn(move || {
+            let l = n1.link(0, a0, lens(len), Duration::from_secs(10)).unwrap();
+            (LinkHandle::new(Arc::new(l)), n1)
+        });
+        let l0 = LinkHandle::new(Arc::new(
+            n0.link(1, a1, lens(len), Duration::from_secs(10)).unwrap(),
+        ));
+        let (l1, n1) = t.join().unwrap();
+        (l0, l1, n1)
+    }
+
+    fn bytes(n: usize, seed: u8) -> Vec<u8> {
+        (0..n)
+            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+            .collect()
+    }
+
+    #[test]
+    fn striped_links_deliver_every_byte_in_order() {
+        let uid = [5u8; 16];
+        let (d0, d1) = (
+            dev(ExecMode::Inline, Some(20_000)),
+            dev(ExecMode::Inline, Some(20_000)),
+        );
+        let cap = 4 << 20;
+        let (m0, m1) = (
+            DeviceMem::alloc(cap).unwrap(),
+            DeviceMem::alloc(cap).unwrap(),
+        );
+        let n0 = node_with(0, &d0, uid, &m0, 3);
+        let n1 = node_with(1, &d1, uid, &m1, 1); // the lower rank decides: 3
+        let (l0, l1, _n1) = pair(&n0, n1, cap);
+        let (s0, s1) = (Stream::new(&d0), Stream::new(&d1));
+        // striped (>= 256 KiB, not a multiple of 3 or 4 KiB), gathered,
+        // eager and plain transfers back to back
+        let sizes = [(1 << 20) + 13, 100, 300 << 10, 7, (256 << 10) + 1, 64 << 10];
+        let srcs: Vec<DeviceMem> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| {
+                let m = DeviceMem::alloc(n).unwrap();
+                m.copy_from_host(&bytes(n, i as u8)).unwrap();
+                m
+            })
+            .collect();
+        let mut off = 0;
+        let mut offs = Vec::new();
+        for (i, src) in srcs.iter().enumerate() {
+            l1.tx_ack(&s1).unwrap();
+            if i % 2 == 0 {
+                l0.rx_ack(&s0).unwrap();
+                l0.tx_async(MemKind::CclOutput, off, src, &s0).unwrap();
+            } else {
+                l0.tx_after_ack(MemKind::CclOutput, off, src, &s0).unwrap();
+            }
+            l1.rx_wait_done(&s1).unwrap();
+            offs.push(off);
+            off += src.len();
+        }
+        let t = std::thread::spawn(move || s1.synchronize());
+        s0.synchronize().unwrap();
+        t.join().unwrap().unwrap();
+        for (i, (src, off)) in srcs.iter().zip(offs).enumerate() {
+            let got = m1
+                .range(off, src.len())
+                .unwrap()
+                .to_vec::<u8>(src.len())
+                .unwrap();
+            assert!(
+                got == bytes(src.len(), i as u8),
+                "transfer {i} of {} bytes",
+                src.len()
+            );
+        }
+    }
+
+    #[test]
+    fn a_transfer_sent_before_the_ack_waits_for_it() {
+        let uid = [6u8; 16];
+        let (d0, d1) = (
+            dev(ExecMode::Inline, Some(20_000)),
+            dev(ExecMode::Inline, Some(20_000)),
+        );
+        let (m0, m1) = (
+            DeviceMem::alloc(4096).unwrap(),
+            DeviceMem::alloc(4096).unwrap(),
+        );
+        let n0 = node_with(0, &d0, uid, &m0, 1);
+        let n1 = node_with(1, &d1, uid, &m1, 1);
+        let (l0, l1, _n1) = pair(&n0, n1, 4096);
+        m1.copy_from_host(&[7u32, 7]).unwrap();
+        let src = DeviceMem::alloc(8).unwrap();
+        src.copy_from_host(&[1u32, 2]).unwrap();
+        let (s0, s1) = (Stream::new(&d0), Stream::new(&d1));
+        // rank 0 sends without waiting for rank 1's ack, then a signal
+        l0.tx_after_ack(MemKind::CclOutput, 0, &src, &s0).unwrap();
+        l0.tx_data_signal(&s0).unwrap();
+        s0.synchronize().unwrap();
+        // rank 1 reads both (the data first) before it acks: its buffer
+        // is still its own
+        l1.rx_data_signal(&s1).unwrap();
+        s1.synchronize().unwrap();
+        assert_eq!(m1.range(0, 8).unwrap().to_vec::<u32>(2).unwrap(), [7, 7]);
+        // its ack lets the held transfer in
+        l1.tx_ack(&s1).unwrap();
+        l1.rx_wait_done(&s1).unwrap();
+        s1.synchronize().unwrap();
+        assert_eq!(m1.range(0, 8).unwrap().to_vec::<u32>(2).unwrap(), [1, 2]);
+    }
+
+    #[test]
+    fn a_differing_descriptor_fails_the_links_next_wait() {
+        let uid = [8u8; 16];
+        let (d0, d1) = (
+            dev(ExecMode::Inline, Some(20_000)),
+            dev(ExecMode::Inline, Some(20_000)),
+        );
+        let (m0, m1) = (
+            DeviceMem::alloc(4096).unwrap(),
+            DeviceMem::alloc(4096).unwrap(),
+        );
+        let n0 = node_with(0, &d0, uid, &m0, 1);
+        let n1 = node_with(1, &d1, uid, &m1, 1);
+        let (l0, l1, _n1) = pair(&n0, n1, 4096);
+        let mine = OpDesc {
+            count: 100,
+            ..Default::default()
+        };
+        let theirs = OpDesc {
+            count: 64,
+            ..Default::default()
+        };
+        let (s0, s1) = (Stream::new(&d0), Stream::new(&d1));
+        for (l, s, (a, b)) in [(&l0, &s0, (mine, mine)), (&l1, &s1, (theirs, theirs))] {
+            l.tx_desc(a, s).unwrap();
+            l.rx_desc(b, s).unwrap();
+            l.tx_ack(s).unwrap();
+            l.rx_ack(s).unwrap();
+        }
+        let t = std::thread::spawn(move || s1.synchronize());
+        let e0 = s0.synchronize().unwrap_err();
+        let e1 = t.join().unwrap().unwrap_err();
+        for (e, local, remote) in [(e0, 100, 64), (e1, 64, 100)] {
+            assert_eq!(e.code(), HcclResult::EPara, "{e}");
+            let msg = e.to_string();
+            assert!(
+                msg.contains(&format!(
+                    "parameter count, local end {local}, remote end {remote}"
+                )),
+                "{msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_silent_newcomer_does_not_keep_a_peer_out() {
+        let uid = [9u8; 16];
+        let (d0, d1) = (
+            dev(ExecMode::Inline, Some(20_000)),
+            dev(ExecMode::Inline, Some(20_000)),
+        );
+        let (m0, m1) = (
+            DeviceMem::alloc(4096).unwrap(),
+            DeviceMem::alloc(4096).unwrap(),
+        );
+        let n0 = node_with(0, &d0, uid, &m0, 1);
+        let n1 = node_with(1, &d1, uid, &m1, 1);
+        // more silent connections than the listener keeps waiting, and one
+        // that sends half an introduction
+        let silent: Vec<TcpStream> = (0..70)
+            .map(|_| TcpStream::connect(n1.addr()).unwrap())
+            .collect();
+        let mut half = TcpStream::connect(n1.addr()).unwrap();
+        half.write_all(&0x4843_434cu32.to_le_bytes()).unwrap();
+        let start = Instant::now();
+        let (l0, l1, _n1) = pair(&n0, n1, 4096);
+        assert!(
+            start.elapsed() < Duration::from_secs(4),
+            "the peer waited behind the strays for {:?}",
+            start.elapsed()
+        );
+        let (s0, s1) = (Stream::new(&d0), Stream::new(&d1));
+        l1.tx_data_signal(&s1).unwrap();
+        l0.rx_data_signal(&s0).unwrap();
+        s1.synchronize().unwrap();
+        s0.synchronize().unwrap();
+        drop(silent);
     }
 
     fn lens(n: usize) -> [Option<usize>; 5] {
