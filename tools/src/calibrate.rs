@@ -5,8 +5,10 @@
 //! the library (`send_recv`, both directions at once, as one algorithm step
 //! does): α = the time of an 8-byte exchange, β = (t(16 MiB) − α) / 16 MiB.
 //! Level 0 runs over shared memory, level 1 over loopback TCP
-//! (`HCCL_RS_TRANSPORT=tcp`); γ is the fp32-sum reduce throughput of one
-//! stream on one core.
+//! (`HCCL_RS_TRANSPORT=tcp`), or, with `--netns`, between two network
+//! namespace hosts (over their veths and bridge, rate-limited by
+//! `--netns-rate` if given: what a job across those hosts will see); γ is
+//! the fp32-sum reduce throughput of one stream on one core.
 
 use crate::args::PerfArgs;
 use hccl_adapter::{
@@ -20,9 +22,17 @@ use std::time::Instant;
 /// Bytes of the large exchange (β).
 const LARGE: u64 = 16 << 20;
 
+/// How the two processes of a measurement are placed: the transport
+/// (`auto` or `tcp`) and extra hccl-test arguments (e.g. `--netns 2`).
+struct Placement {
+    transport: &'static str,
+    extra: Vec<String>,
+}
+
 /// Time of one `send_recv` exchange of `bytes` between two rank processes
-/// over `transport` (`auto` or `tcp`), µs: the fastest of three runs.
-fn exchange_us(transport: &str, bytes: u64, iters: u32) -> Result<f64> {
+/// placed as `at`, µs: the fastest of three runs.
+fn exchange_us(at: &Placement, bytes: u64, iters: u32) -> Result<f64> {
+    let transport = at.transport;
     let exe = std::env::current_exe()
         .map_err(|e| HcclError::from_io("finding the hccl-test binary", e))?;
     let mut best = f64::MAX;
@@ -32,6 +42,7 @@ fn exchange_us(transport: &str, bytes: u64, iters: u32) -> Result<f64> {
             .args(["send_recv", "-p", "2", "-b", &size, "-e", &size])
             .args(["-n", &iters.to_string(), "-w", "5", "-c", "0"])
             .args(["--transport", "process", "--format", "json"])
+            .args(&at.extra)
             .env("HCCL_RS_TRANSPORT", transport)
             .stdin(std::process::Stdio::null())
             .output()
@@ -56,9 +67,9 @@ fn exchange_us(transport: &str, bytes: u64, iters: u32) -> Result<f64> {
     Ok(best)
 }
 
-fn link(transport: &str) -> Result<LinkTuning> {
-    let alpha = exchange_us(transport, 8, 500)?;
-    let large = exchange_us(transport, LARGE, 5)?;
+fn link(at: &Placement) -> Result<LinkTuning> {
+    let alpha = exchange_us(at, 8, 500)?;
+    let large = exchange_us(at, LARGE, 5)?;
     // β from the difference; a large exchange never faster than α's share
     let per_byte = ((large - alpha) / LARGE as f64).max(1e-9);
     Ok(LinkTuning {
@@ -110,17 +121,49 @@ pub(crate) fn run(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
         "calibrating (2 processes per measurement; takes a few seconds)"
     )
     .map_err(io)?;
-    let shm = link("auto")?;
+    let shm = link(&Placement {
+        transport: "auto",
+        extra: Vec::new(),
+    })?;
     writeln!(
         out,
         "level 0 (shared memory): alpha {:.2} us, {:.3} GB/s per direction",
         shm.alpha_us, shm.gbps
     )
     .map_err(io)?;
-    let tcp = link("tcp")?;
+    let (tcp_at, between) = match &args.netns {
+        Some(_) => {
+            let mut extra = vec!["--netns".to_owned(), "2".to_owned()];
+            if let Some(rate) = &args.netns_rate {
+                extra.extend(["--netns-rate".to_owned(), rate.clone()]);
+            }
+            let what = format!(
+                "TCP between two namespace hosts{}",
+                args.netns_rate
+                    .as_deref()
+                    .map(|r| format!(", links limited to {r}"))
+                    .unwrap_or_default()
+            );
+            (
+                Placement {
+                    transport: "auto",
+                    extra,
+                },
+                what,
+            )
+        }
+        None => (
+            Placement {
+                transport: "tcp",
+                extra: Vec::new(),
+            },
+            "TCP, loopback".to_owned(),
+        ),
+    };
+    let tcp = link(&tcp_at)?;
     writeln!(
         out,
-        "level 1 (TCP, loopback): alpha {:.2} us, {:.3} GB/s per direction",
+        "level 1 ({between}): alpha {:.2} us, {:.3} GB/s per direction",
         tcp.alpha_us, tcp.gbps
     )
     .map_err(io)?;
