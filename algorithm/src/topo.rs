@@ -1,5 +1,6 @@
 //! Topology as the algorithm layer sees it: ranks, servers (hosts), levels.
 
+use crate::rings::ChannelLimits;
 use hccl_platform::LinkHandle;
 use hccl_platform::{HcclError, Result};
 
@@ -30,6 +31,10 @@ pub struct TopoInfo {
     pub user_rank_size: u32,
     /// Server (host) index of every rank.
     pub rank_to_server: Vec<u32>,
+    /// How many channels (rings) the multi-channel executors may use
+    /// (`HCCL_RS_MIN_CHANNELS` / `HCCL_RS_MAX_CHANNELS`; see
+    /// [`crate::rings`]). The same on every rank of a communicator.
+    pub channels: ChannelLimits,
 }
 
 impl TopoInfo {
@@ -60,7 +65,14 @@ impl TopoInfo {
             user_rank,
             user_rank_size: size,
             rank_to_server,
+            channels: ChannelLimits::default(),
         })
+    }
+
+    /// The same topology with the multi-channel executors limited to
+    /// `channels`.
+    pub fn with_channels(self, channels: ChannelLimits) -> TopoInfo {
+        TopoInfo { channels, ..self }
     }
 
     /// Number of servers.

@@ -100,6 +100,12 @@ pub struct CommConfig {
     /// Which core each rank runs on (`HCCL_RS_CPU_AFFINITY`: `auto`, the
     /// default, `off`, or a list of CPUs); see `affinity.rs`.
     pub cpu_affinity: crate::affinity::CpuAffinity,
+    /// How many channels (rings) the multi-ring executors use
+    /// (`HCCL_RS_MIN_CHANNELS`, `HCCL_RS_MAX_CHANNELS`, each 1 to
+    /// [`hccl_algorithm::rings::MAX_CHANNELS`]; NCCL's
+    /// `NCCL_MIN_NCHANNELS` / `NCCL_MAX_NCHANNELS`). Every rank of a
+    /// communicator must use the same values.
+    pub channels: hccl_algorithm::rings::ChannelLimits,
 }
 
 /// Default of [`CommConfig::direct_min_bytes`]: below it the mesh and ring
@@ -128,6 +134,7 @@ impl Default for CommConfig {
             comm_name: None,
             cost: None,
             cpu_affinity: Default::default(),
+            channels: Default::default(),
         }
     }
 }
@@ -284,6 +291,24 @@ impl CommConfig {
         if let Some(v) = env.get("HCCL_RS_CPU_AFFINITY") {
             c.cpu_affinity = crate::affinity::CpuAffinity::parse(&v)?;
         }
+        for (var, slot) in [
+            ("HCCL_RS_MIN_CHANNELS", &mut c.channels.min),
+            ("HCCL_RS_MAX_CHANNELS", &mut c.channels.max),
+        ] {
+            if let Some(v) = env.get(var) {
+                let max = hccl_algorithm::rings::MAX_CHANNELS;
+                *slot = match v.trim().parse::<u32>() {
+                    Ok(n) if (1..=max).contains(&n) => n,
+                    _ => {
+                        return Err(bad(
+                            var,
+                            &v,
+                            &format!("expected a channel count from 1 to {max}"),
+                        ))
+                    }
+                };
+            }
+        }
         if let Some(v) = env.get("HCCL_RS_SPIN_US") {
             c.spin = Some(Duration::from_micros(parse_u64("HCCL_RS_SPIN_US", &v)?));
         }
@@ -340,6 +365,18 @@ mod tests {
     }
 
     #[test]
+    fn channel_limits() {
+        use hccl_algorithm::rings::ChannelLimits;
+        let c = CommConfig::from_source(&[][..]).unwrap();
+        assert_eq!(c.channels, ChannelLimits::default());
+        assert_eq!((c.channels.min, c.channels.max), (1, 32));
+        let env = [("HCCL_RS_MIN_CHANNELS", "6"), ("HCCL_RS_MAX_CHANNELS", " 2 ")];
+        let c = CommConfig::from_source(&env[..]).unwrap();
+        // NCCL allows min > max: the first `max` channels, repeated
+        assert_eq!(c.channels, ChannelLimits::new(6, 2).unwrap());
+    }
+
+    #[test]
     fn buffsize_in_mb() {
         let c = CommConfig::from_source(&[("HCCL_BUFFSIZE", "3")][..]).unwrap();
         assert_eq!(c.buffer_size, 3 << 20);
@@ -359,6 +396,9 @@ mod tests {
             ("HCCL_RS_CPU_AFFINITY", "fast", "not a CPU id"),
             ("HCCL_RS_YIELDS", "many", "non-negative integer"),
             ("HCCL_RS_YIELDS", "5000000000", "at most 4294967295 yields"),
+            ("HCCL_RS_MIN_CHANNELS", "0", "a channel count from 1 to 32"),
+            ("HCCL_RS_MAX_CHANNELS", "33", "a channel count from 1 to 32"),
+            ("HCCL_RS_MAX_CHANNELS", "four", "a channel count from 1 to 32"),
         ] {
             let e = CommConfig::from_source(&[(var, val)][..]).unwrap_err();
             assert_eq!(e.code(), HcclResult::EPara);

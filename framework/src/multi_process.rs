@@ -158,7 +158,7 @@ fn finish(rank: u32, table: RankTable, local: Local, config: CommConfig) -> Resu
         .rank(rank));
     }
     let shm = map_local_peers(rank, &table, &local, config.connect_timeout)?;
-    let topo = TopoInfo::new(rank, table.rank_to_server())?;
+    let topo = TopoInfo::new(rank, table.rank_to_server())?.with_channels(config.channels);
     // this rank's index among the ranks on its host, for its core
     let my_host = &table.ranks[rank as usize].host_id;
     let on_host: Vec<u32> = table

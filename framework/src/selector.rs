@@ -90,9 +90,10 @@ fn level1_name(choice: &str) -> Option<&'static str> {
     })
 }
 
-/// The flat algorithm `HCCL_ALGO` names.
-fn flat_algo(choice: &str) -> Option<Algo> {
-    Some(match choice {
+/// The flat algorithm `HCCL_ALGO` names (or the multi-ring executors,
+/// `multiring`, which run one flat ring per channel).
+fn flat_tag(choice: &str) -> Option<AlgoTag> {
+    Some(AlgoTag::Flat(match choice {
         "ring" => Algo::Ring,
         "fullmesh" | "mesh" => Algo::Mesh,
         "H-D_R" => Algo::Rhd,
@@ -100,8 +101,9 @@ fn flat_algo(choice: &str) -> Option<Algo> {
         "star" => Algo::Star,
         "NHR" | "NHR_V1" => Algo::Nhr,
         "NB" => Algo::Nb,
+        "multiring" => return Some(AlgoTag::MultiRing),
         _ => return None,
-    })
+    }))
 }
 
 /// The log line's reason for a ranked pick: the winner's estimate (or its
@@ -242,8 +244,8 @@ impl Selector {
             }
         }) {
             let level = if multi_server { "level1" } else { "level0" };
-            let name = flat_algo(&choice)
-                .and_then(|a| registry.forced(op, AlgoTag::Flat(a)))
+            let name = flat_tag(&choice)
+                .and_then(|tag| registry.forced(op, tag))
                 .ok_or_else(|| {
                     HcclError::not_support(format!(
                         "HCCL_ALGO asks for {level} algorithm '{choice}' for {op}, which hccl-rs does not implement for it yet"

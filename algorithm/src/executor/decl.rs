@@ -206,6 +206,9 @@ pub enum AlgoTag {
     /// `level1:<name>` picks TwoLevel, `level1:AHC` AHC with `ring`,
     /// `level1:pipeline` Pipeline with `ring`.
     Hier(HierKind, &'static str),
+    /// The multi-ring executors (one ring per channel, [`crate::rings`]):
+    /// `level0:multiring` on one host, `level1:multiring` on several.
+    MultiRing,
 }
 
 /// A score over a range of message sizes (bytes as [`model_bytes`] counts

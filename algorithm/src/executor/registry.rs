@@ -13,10 +13,10 @@ use super::decl::{AlgoTag, Candidate, Estimate, ExecutorInfo, SelectQuery};
 use super::{
     AivExecutor, AllGatherRingExecutor, AllReduceRhdExecutor, AllReduceRingExecutor,
     BroadcastRingExecutor, CollExecutor, DirectExecutor, HierExecutor, HierKind, Level1Algorithm,
-    MeshExecutor, Named, NonuniformExecutor, NonuniformLevel1, PipelineExecutor,
+    MeshExecutor, MultiRingExecutor, Named, NonuniformExecutor, NonuniformLevel1, PipelineExecutor,
     ReduceScatterRingExecutor, RhdExecutor, RhdLevel1, RingLevel1, RingRootedExecutor,
 };
-use crate::cost::{predict, predict_hier_op, terms, Algo};
+use crate::cost::{predict, predict_hier_op, predict_multi_ring, terms, Algo};
 use crate::op::OpType;
 use crate::topo::TopoInfo;
 use hccl_platform::{HcclError, Result};
@@ -67,6 +67,9 @@ enum Decl {
     /// A hierarchical executor on several hosts, each level priced with
     /// its own link ([`predict_hier_op`]).
     Hier(HierKind, L1),
+    /// A multi-ring executor on several hosts, its channels priced by
+    /// [`predict_multi_ring`]; `HCCL_ALGO`'s `multiring` forces it.
+    MultiRing,
 }
 
 /// One built-in executor.
@@ -128,6 +131,9 @@ fn aiv(b: &Builtin, t: &TopoInfo) -> Box<dyn CollExecutor> {
 fn direct(b: &Builtin, t: &TopoInfo) -> Box<dyn CollExecutor> {
     Box::new(DirectExecutor::new(b.name, b.op, t))
 }
+fn multi_ring(b: &Builtin, t: &TopoInfo) -> Box<dyn CollExecutor> {
+    Box::new(MultiRingExecutor::new(b.name, b.op, t))
+}
 fn hier(b: &Builtin, t: &TopoInfo) -> Box<dyn CollExecutor> {
     match b.decl {
         Decl::Hier(HierKind::Pipeline, _) => Box::new(PipelineExecutor::new(b.name, b.op, t)),
@@ -136,7 +142,7 @@ fn hier(b: &Builtin, t: &TopoInfo) -> Box<dyn CollExecutor> {
     }
 }
 
-use Decl::{Aiv, Direct, Flat, Hier};
+use Decl::{Aiv, Direct, Flat, Hier, MultiRing};
 use HierKind::{Ahc, Pipeline, TwoLevel};
 // every op but Send, whose name would shadow the marker trait
 use OpType::{
@@ -148,7 +154,8 @@ use OpType::{
 /// order is the ranking's tie order: Ring, Mesh, RHD, Star (costed as
 /// Mesh), NHR, NB (costed as NHR), PairWise (never cheaper than Mesh),
 /// then the hierarchical ones (TwoLevel with ring, RHD, NHR, NB level 1;
-/// AHC likewise; Pipeline).
+/// AHC likewise; Pipeline), then MultiRing (last: a tie keeps the
+/// established executors).
 #[rustfmt::skip]
 static BUILTINS: &[Builtin] = &[
     // ring
@@ -232,6 +239,12 @@ static BUILTINS: &[Builtin] = &[
     row("AllReducePipelineExecutor", AllReduce, hier, Hier(Pipeline, L1::Ring)),
     row("AllGatherPipelineExecutor", AllGather, hier, Hier(Pipeline, L1::Ring)),
     row("ReduceScatterPipelineExecutor", ReduceScatter, hier, Hier(Pipeline, L1::Ring)),
+    // one ring per channel, joined host to host
+    row("AllReduceMultiRingExecutor", AllReduce, multi_ring, MultiRing),
+    row("AllGatherMultiRingExecutor", AllGather, multi_ring, MultiRing),
+    row("ReduceScatterMultiRingExecutor", ReduceScatter, multi_ring, MultiRing),
+    row("BroadcastMultiRingExecutor", Broadcast, multi_ring, MultiRing),
+    row("ReduceMultiRingExecutor", Reduce, multi_ring, MultiRing),
 ];
 
 /// The most bytes a rank of `p` publishes on its board for `op` with
@@ -320,6 +333,13 @@ impl Builtin {
                 let tag = AlgoTag::Hier(kind, level1.algo_name());
                 hier_info(kind, self.op, level1).forced_by(tag)
             }
+            MultiRing => ExecutorInfo::new(&ops, |q| {
+                let rings = crate::rings::Rings::of(q.topo).ok()?;
+                predict_multi_ring(q.op, &rings, &q.topo.rank_to_server, q.bytes, q.cost)
+                    .map(Estimate::predicted)
+            })
+            .serving(|q| q.hosts() > 1)
+            .forced_by(AlgoTag::MultiRing),
         }
     }
 }
@@ -604,6 +624,7 @@ mod tests {
             x::RHD_EXECUTORS,
             x::NHR_EXECUTORS,
             x::NB_EXECUTORS,
+            x::MULTI_RING_EXECUTORS,
         ]
         .iter()
         .flat_map(|t| t.iter().map(|&(n, op)| (n.to_owned(), op)))
