@@ -408,6 +408,47 @@ mod tests {
         }
     }
 
+    /// `multiring` on either level forces the multi-ring executor of the
+    /// ops that have one (on one host through level 0, on several through
+    /// level 1); without it the ranking never picks them.
+    #[test]
+    fn hccl_algo_multiring_selects_the_multi_ring_executors() {
+        let two = vec![0, 0, 1, 1, 1];
+        for op in [
+            OpType::AllReduce,
+            OpType::AllGather,
+            OpType::ReduceScatter,
+            OpType::Broadcast,
+            OpType::Reduce,
+        ] {
+            let want = format!("{}MultiRingExecutor", hier_prefix(op));
+            assert_eq!(pick_on("level1:multiring", op, two.clone()).unwrap(), want);
+            assert_eq!(pick_on("level0:multiring", op, vec![0; 3]).unwrap(), want);
+            for count in [100u64, 16 << 20] {
+                let got = pick_with("", op, count, two.clone()).unwrap();
+                assert!(!got.contains("MultiRing"), "{op} {count}: {got}");
+            }
+        }
+        let e = pick_on("level1:multiring", OpType::AllToAll, two).unwrap_err();
+        assert_eq!(e.code(), hccl_platform::HcclResult::ENotSupport);
+        assert!(
+            e.to_string()
+                .contains("level1 algorithm 'multiring' for alltoall"),
+            "{e}"
+        );
+    }
+
+    /// The op as executor names spell it.
+    fn hier_prefix(op: OpType) -> &'static str {
+        match op {
+            OpType::AllReduce => "AllReduce",
+            OpType::AllGather => "AllGather",
+            OpType::ReduceScatter => "ReduceScatter",
+            OpType::Broadcast => "Broadcast",
+            _ => "Reduce",
+        }
+    }
+
     fn pick_on(algo: &str, op: OpType, map: Vec<u32>) -> Result<String> {
         pick_with(algo, op, 100, map)
     }

@@ -162,6 +162,14 @@ pub struct Estimate {
 }
 
 impl Estimate {
+    /// The score of an executor whose prediction is offered to the
+    /// selector (and logged beside the others) but that has not been
+    /// measured faster than the executors the model would rank it against:
+    /// it ranks after every cost-model prediction, so it runs only where
+    /// nothing else serves or when forced (`HCCL_ALGO`,
+    /// `HCCL_RS_EXECUTOR`). The multi-ring executors declare it (see
+    /// docs/performance.md for the measurement).
+    pub const PROVISIONAL_SCORE: u32 = 5;
     /// The score of a plain cost-model prediction.
     pub const MODEL_SCORE: u32 = 10;
     /// The direct-read executors' score where `HCCL_RS_DIRECT_MIN_BYTES`

@@ -68,7 +68,12 @@ enum Decl {
     /// its own link ([`predict_hier_op`]).
     Hier(HierKind, L1),
     /// A multi-ring executor on several hosts, its channels priced by
-    /// [`predict_multi_ring`]; `HCCL_ALGO`'s `multiring` forces it.
+    /// [`predict_multi_ring`] at [`Estimate::PROVISIONAL_SCORE`]: the
+    /// model ranks it first for large Broadcast and Reduce across hosts,
+    /// but on the machine it was measured on it was not faster than the
+    /// executors it would replace (docs/performance.md), so it ranks after
+    /// them until a measurement says otherwise. `HCCL_ALGO`'s `multiring`
+    /// forces it.
     MultiRing,
 }
 
@@ -336,10 +341,11 @@ impl Builtin {
             MultiRing => ExecutorInfo::new(&ops, |q| {
                 let rings = crate::rings::Rings::of(q.topo).ok()?;
                 predict_multi_ring(q.op, &rings, &q.topo.rank_to_server, q.bytes, q.cost)
-                    .map(Estimate::predicted)
+                    .map(|t| Estimate::scored(Estimate::PROVISIONAL_SCORE, t))
             })
             .serving(|q| q.hosts() > 1)
-            .forced_by(AlgoTag::MultiRing),
+            .forced_by(AlgoTag::MultiRing)
+            .noting("one ring per channel (nothing ranked above it serves the op)"),
         }
     }
 }
@@ -692,6 +698,49 @@ mod tests {
             &cost,
             SelectLimits::default(),
         ))
+    }
+
+    /// The multi-ring executors are candidates on several hosts, with the
+    /// cost model's prediction, but rank after every cost-model
+    /// prediction: measured, they were not faster (docs/performance.md).
+    /// By the model alone they would win large Broadcast and Reduce.
+    #[test]
+    fn multi_ring_is_a_candidate_across_hosts_but_not_a_default() {
+        let cost = CostParams::default();
+        for map in [vec![0, 0, 1, 1], vec![0, 0, 0, 0, 1, 1, 1, 1], vec![0, 0, 1, 2, 2]] {
+            let topo = TopoInfo::new(0, map.clone()).unwrap();
+            for op in [AllReduce, AllGather, ReduceScatter, Broadcast, Reduce] {
+                for block in [1u64 << 10, 1 << 20, 64 << 20] {
+                    let bytes = model_bytes(op, block, topo.user_rank_size);
+                    let q = SelectQuery::new(op, &topo, bytes, &cost, SelectLimits::default());
+                    let c = registry().candidates(&q);
+                    let mr = c
+                        .iter()
+                        .find(|c| c.name.ends_with("MultiRingExecutor"))
+                        .unwrap_or_else(|| panic!("{op} on {map:?}: no multi-ring candidate"));
+                    assert_eq!(mr.estimate.score, Estimate::PROVISIONAL_SCORE);
+                    assert!(mr.estimate.micros.is_finite() && mr.estimate.micros > 0.0);
+                    let won = &c[best(&c).unwrap()].name;
+                    assert!(!won.ends_with("MultiRingExecutor"), "{op} {block} on {map:?}");
+                }
+            }
+        }
+        // the model's own opinion: a 64 MiB broadcast on 2 + 2 ranks
+        let topo = TopoInfo::new(0, vec![0, 0, 1, 1]).unwrap();
+        let q = SelectQuery::new(Broadcast, &topo, 64 << 20, &cost, SelectLimits::default());
+        let c = registry().candidates(&q);
+        let fastest = c
+            .iter()
+            .min_by(|a, b| a.estimate.micros.total_cmp(&b.estimate.micros))
+            .unwrap();
+        assert_eq!(&*fastest.name, "BroadcastMultiRingExecutor");
+        // one host: not a candidate (forced, it still runs: tests/tests/multi_ring.rs)
+        let one = TopoInfo::single_server(0, 4).unwrap();
+        let q = SelectQuery::new(AllReduce, &one, 1 << 20, &cost, SelectLimits::default());
+        assert!(registry()
+            .candidates(&q)
+            .iter()
+            .all(|c| !c.name.contains("MultiRing")));
     }
 
     /// Declarations that cannot be ranked are refused with `HCCL_E_PARA`
