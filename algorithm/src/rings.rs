@@ -16,10 +16,10 @@
 //! the channels then leaves from and arrives at different ranks (their
 //! sockets, their cores), and channels can run in parallel without
 //! sharing a directed link. [`Rings`] builds a communicator's channels:
-//! the distinct orders, duplicated once as NCCL does (`nChannels*2`),
-//! then limited by [`ChannelLimits`] (`HCCL_RS_MIN_CHANNELS` /
+//! the distinct orders, duplicated as NCCL does (`nChannels*2`) and
+//! limited by [`ChannelLimits`] (`HCCL_RS_MIN_CHANNELS` /
 //! `HCCL_RS_MAX_CHANNELS`, NCCL's `NCCL_MIN_NCHANNELS` /
-//! `NCCL_MAX_NCHANNELS`).
+//! `NCCL_MAX_NCHANNELS`; without a maximum the duplicates are left out).
 //!
 //! Links count verbs, they do not tell channels apart: two channels that
 //! send over the same directed edge (a duplicate and its original, or any
@@ -37,30 +37,35 @@ use std::collections::HashMap;
 pub const MAX_CHANNELS: u32 = 32;
 
 /// How many channels a communicator may use (`HCCL_RS_MIN_CHANNELS`,
-/// `HCCL_RS_MAX_CHANNELS`). As in NCCL, `max` is applied first (keeping
-/// the first channels) and then channels are repeated until there are at
-/// least `min`, so `min > max` means "the first `max` channels, repeated".
+/// `HCCL_RS_MAX_CHANNELS`).
+///
+/// With a maximum, NCCL's rule: the distinct channels doubled (each
+/// duplicate after all originals), the first `max` of them kept, then
+/// repeated until there are at least `min` (so `min > max` means "the
+/// first `max` channels, repeated"). Without one (the default) the
+/// distinct channels are not doubled: a duplicate shares every directed
+/// edge with its original, hence its stream, so on CPUs it adds a round
+/// of handshakes per round without adding parallelism (measured 20–25 %
+/// slower, docs/performance.md); `min` still repeats them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChannelLimits {
     /// At least this many channels (repeating the first ones).
     pub min: u32,
-    /// At most this many channels.
-    pub max: u32,
+    /// At most this many channels of the doubled set; `None`: the
+    /// distinct channels, not doubled.
+    pub max: Option<u32>,
 }
 
 impl Default for ChannelLimits {
-    /// No limit beyond [`MAX_CHANNELS`]: NCCL's defaults.
+    /// The distinct channels, neither doubled nor repeated.
     fn default() -> Self {
-        ChannelLimits {
-            min: 1,
-            max: MAX_CHANNELS,
-        }
+        ChannelLimits { min: 1, max: None }
     }
 }
 
 impl ChannelLimits {
-    /// Limits of `min` and `max` channels, each between 1 and
-    /// [`MAX_CHANNELS`].
+    /// Limits of `min` and `max` channels (NCCL's rule), each between 1
+    /// and [`MAX_CHANNELS`].
     pub fn new(min: u32, max: u32) -> Result<Self> {
         for (what, v) in [("minimum", min), ("maximum", max)] {
             if !(1..=MAX_CHANNELS).contains(&v) {
@@ -69,7 +74,10 @@ impl ChannelLimits {
                 )));
             }
         }
-        Ok(ChannelLimits { min, max })
+        Ok(ChannelLimits {
+            min,
+            max: Some(max),
+        })
     }
 }
 
@@ -206,7 +214,7 @@ impl Rings {
     /// The channels of ranks on `hosts` (each host's ranks, hosts in ring
     /// order) within `limits`: the [`intra_orders`] every host has (as
     /// many as the host with the fewest offers, counting hosts of two or
-    /// more ranks), doubled as NCCL does, then limited.
+    /// more ranks), then doubled and limited as [`ChannelLimits`] says.
     pub fn new(hosts: &[Vec<u32>], limits: ChannelLimits) -> Result<Rings> {
         let per_host: Vec<Vec<Vec<u32>>> = hosts
             .iter()
@@ -233,13 +241,15 @@ impl Rings {
                 .collect();
             rings.push(connect(&orders, 0)?.order);
         }
-        // NCCL duplicates the channels (connectRings' channel1), keeps the
-        // first NCCL_MAX_NCHANNELS, then repeats them up to the minimum
-        let doubled = (2 * rings.len()).min(MAX_CHANNELS as usize);
-        for c in rings.len()..doubled {
-            rings.push(rings[c - base].clone());
+        // NCCL duplicates the channels (connectRings' channel1) and keeps
+        // the first NCCL_MAX_NCHANNELS; then repeats them up to the minimum
+        if let Some(max) = limits.max {
+            let doubled = (2 * rings.len()).min(MAX_CHANNELS as usize);
+            for c in rings.len()..doubled {
+                rings.push(rings[c - base].clone());
+            }
+            rings.truncate(max.max(1) as usize);
         }
-        rings.truncate(limits.max.max(1) as usize);
         let kept = rings.len();
         for c in kept..(limits.min.min(MAX_CHANNELS) as usize) {
             rings.push(rings[c - kept].clone());
@@ -375,9 +385,14 @@ mod tests {
         }
     }
 
+    /// NCCL's doubling (any explicit maximum).
+    fn doubled() -> ChannelLimits {
+        ChannelLimits::new(1, MAX_CHANNELS).unwrap()
+    }
+
     #[test]
     fn uneven_hosts_two_one_three() {
-        let rings = topo(&[2, 1, 3], ChannelLimits::default());
+        let rings = topo(&[2, 1, 3], doubled());
         check_consistent(&rings, 6);
         // host 0 offers 2 orders, host 2 offers 2: 2 channels, doubled
         assert_eq!(rings.count(), 4);
@@ -390,11 +405,16 @@ mod tests {
         assert_ne!(rings.channel(0, 2).next, rings.channel(1, 2).next);
         // the duplicates share their originals' edges: two groups
         assert_eq!(rings.groups(), &[vec![0, 2], vec![1, 3]]);
+        // without a maximum, the two distinct channels alone
+        let distinct = topo(&[2, 1, 3], ChannelLimits::default());
+        assert_eq!(distinct.count(), 2);
+        assert_eq!(distinct.order(1), rings.order(1));
+        assert_eq!(distinct.groups(), &[vec![0], vec![1]]);
     }
 
     #[test]
     fn one_host_and_one_rank_per_host() {
-        let one = topo(&[5], ChannelLimits::default());
+        let one = topo(&[5], doubled());
         check_consistent(&one, 5);
         assert_eq!(one.count(), 8);
         // within one host the ring closes on itself: last → first (an
@@ -402,7 +422,7 @@ mod tests {
         // streams: the multi-ring executors are meant for several hosts)
         assert_eq!(one.order(0), &[0, 4, 1, 3, 2]);
         assert_eq!(one.channel(0, 0).prev, 2);
-        let single = topo(&[1, 1, 1], ChannelLimits::default());
+        let single = topo(&[1, 1, 1], doubled());
         check_consistent(&single, 3);
         // every channel is the same ring 0 → 1 → 2: one group
         assert_eq!(single.count(), 2);
@@ -451,7 +471,7 @@ mod tests {
             &[3, 3, 2],
             &[5, 2, 7],
         ] {
-            let rings = topo(sizes, ChannelLimits::default());
+            let rings = topo(sizes, doubled());
             let p = sizes.iter().sum();
             check_consistent(&rings, p);
             let mut owner: HashMap<(u32, u32), usize> = HashMap::new();
@@ -465,9 +485,10 @@ mod tests {
                 }
             }
         }
-        let rings = topo(&[4, 4], ChannelLimits::default());
+        let rings = topo(&[4, 4], doubled());
         assert_eq!(rings.count(), 8);
         assert_eq!(rings.groups().len(), 4);
+        assert_eq!(topo(&[4, 4], ChannelLimits::default()).count(), 4);
         // host 0's four channels leave it from four different ranks, and
         // enter host 1 at four different ranks
         let sender = |c: usize| (0..4u32).find(|&r| rings.channel(c, r).next >= 4).unwrap();
@@ -480,7 +501,8 @@ mod tests {
     /// to `min`.
     #[test]
     fn limits_keep_the_first_channels_and_repeat_them() {
-        let all = topo(&[4, 4], ChannelLimits::default());
+        let all = topo(&[4, 4], doubled());
+        assert_eq!(all.order(4), all.order(0));
         let two = topo(&[4, 4], ChannelLimits::new(1, 2).unwrap());
         assert_eq!(two.count(), 2);
         assert_eq!(two.order(1), all.order(1));
@@ -495,6 +517,11 @@ mod tests {
         let one = topo(&[4, 4], ChannelLimits::new(1, 1).unwrap());
         assert_eq!(one.count(), 1);
         assert_eq!(one.groups(), &[vec![0]]);
+        // no maximum: the four distinct channels, repeated up to a minimum
+        let six = topo(&[4, 4], ChannelLimits { min: 6, max: None });
+        assert_eq!(six.count(), 6);
+        assert_eq!(six.order(5), all.order(1));
+        assert_eq!(six.groups(), &[vec![0, 4], vec![1, 5], vec![2], vec![3]]);
         for (min, max, why) in [(0, 4, "minimum"), (1, 33, "maximum")] {
             let e = ChannelLimits::new(min, max).unwrap_err();
             assert_eq!(e.code(), hccl_platform::HcclResult::EPara);

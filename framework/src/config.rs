@@ -103,8 +103,10 @@ pub struct CommConfig {
     /// How many channels (rings) the multi-ring executors use
     /// (`HCCL_RS_MIN_CHANNELS`, `HCCL_RS_MAX_CHANNELS`, each 1 to
     /// [`hccl_algorithm::rings::MAX_CHANNELS`]; NCCL's
-    /// `NCCL_MIN_NCHANNELS` / `NCCL_MAX_NCHANNELS`). Every rank of a
-    /// communicator must use the same values.
+    /// `NCCL_MIN_NCHANNELS` / `NCCL_MAX_NCHANNELS`, see
+    /// [`ChannelLimits`](hccl_algorithm::rings::ChannelLimits) for what an
+    /// unset maximum means). Every rank of a communicator must use the
+    /// same values.
     pub channels: hccl_algorithm::rings::ChannelLimits,
 }
 
@@ -291,23 +293,25 @@ impl CommConfig {
         if let Some(v) = env.get("HCCL_RS_CPU_AFFINITY") {
             c.cpu_affinity = crate::affinity::CpuAffinity::parse(&v)?;
         }
-        for (var, slot) in [
-            ("HCCL_RS_MIN_CHANNELS", &mut c.channels.min),
-            ("HCCL_RS_MAX_CHANNELS", &mut c.channels.max),
-        ] {
-            if let Some(v) = env.get(var) {
-                let max = hccl_algorithm::rings::MAX_CHANNELS;
-                *slot = match v.trim().parse::<u32>() {
-                    Ok(n) if (1..=max).contains(&n) => n,
-                    _ => {
-                        return Err(bad(
-                            var,
-                            &v,
-                            &format!("expected a channel count from 1 to {max}"),
-                        ))
-                    }
-                };
+        let channels = |var: &str| -> Result<Option<u32>> {
+            let Some(v) = env.get(var) else {
+                return Ok(None);
+            };
+            let max = hccl_algorithm::rings::MAX_CHANNELS;
+            match v.trim().parse::<u32>() {
+                Ok(n) if (1..=max).contains(&n) => Ok(Some(n)),
+                _ => Err(bad(
+                    var,
+                    &v,
+                    &format!("expected a channel count from 1 to {max}"),
+                )),
             }
+        };
+        if let Some(n) = channels("HCCL_RS_MIN_CHANNELS")? {
+            c.channels.min = n;
+        }
+        if let Some(n) = channels("HCCL_RS_MAX_CHANNELS")? {
+            c.channels.max = Some(n);
         }
         if let Some(v) = env.get("HCCL_RS_SPIN_US") {
             c.spin = Some(Duration::from_micros(parse_u64("HCCL_RS_SPIN_US", &v)?));
@@ -369,7 +373,10 @@ mod tests {
         use hccl_algorithm::rings::ChannelLimits;
         let c = CommConfig::from_source(&[][..]).unwrap();
         assert_eq!(c.channels, ChannelLimits::default());
-        assert_eq!((c.channels.min, c.channels.max), (1, 32));
+        // the distinct channels, not doubled
+        assert_eq!((c.channels.min, c.channels.max), (1, None));
+        let c = CommConfig::from_source(&[("HCCL_RS_MAX_CHANNELS", "32")][..]).unwrap();
+        assert_eq!(c.channels, ChannelLimits::new(1, 32).unwrap());
         let env = [("HCCL_RS_MIN_CHANNELS", "6"), ("HCCL_RS_MAX_CHANNELS", " 2 ")];
         let c = CommConfig::from_source(&env[..]).unwrap();
         // NCCL allows min > max: the first `max` channels, repeated

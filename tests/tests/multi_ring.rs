@@ -171,7 +171,7 @@ fn hosts_of_two_and_two_five_channels() {
 
 #[test]
 fn three_hosts_of_two_one_two() {
-    run(&[0, 0, 1, 2, 2], &[]);
+    run(&[0, 0, 1, 2, 2], &[("HCCL_RS_MAX_CHANNELS", "32")]);
 }
 
 #[test]
@@ -184,11 +184,17 @@ fn hosts_of_four_and_three() {
     run(&[0, 0, 0, 0, 1, 1, 1], &[]);
 }
 
-/// Eight channels on four streams (the duplicates share their
-/// originals' streams).
+/// Four channels on four streams.
 #[test]
 fn hosts_of_four_and_four() {
     run(&[0, 0, 0, 0, 1, 1, 1, 1], &[]);
+}
+
+/// NCCL's doubling: eight channels on four streams (the duplicates share
+/// their originals' streams).
+#[test]
+fn hosts_of_four_and_four_doubled() {
+    run(&[0, 0, 0, 0, 1, 1, 1, 1], &[("HCCL_RS_MAX_CHANNELS", "32")]);
 }
 
 #[test]

@@ -382,10 +382,12 @@ mod tests {
         &[4, 4],
     ];
 
-    fn limits() -> [ChannelLimits; 4] {
+    fn limits() -> [ChannelLimits; 5] {
         [
             ChannelLimits::new(1, 1).unwrap(),
             ChannelLimits::default(),
+            // NCCL's doubling: duplicates share their originals' streams
+            ChannelLimits::new(1, 32).unwrap(),
             ChannelLimits::new(3, 3).unwrap(),
             // min above max: the first two channels, repeated to five
             ChannelLimits::new(5, 2).unwrap(),
@@ -478,9 +480,8 @@ mod tests {
 
     /// Only each channel's ring neighbours exchange data, and every rank
     /// sends exactly what [`multi_ring_terms`] says, within its host and
-    /// across hosts: on 4 + 4 ranks each rank sends over TCP in two of the
-    /// eight channels (its own and its duplicate), not in all of them as in
-    /// a single ring.
+    /// across hosts: on 4 + 4 ranks each rank sends over TCP in one of the
+    /// four channels, not in all of them as in a single ring.
     #[test]
     fn traffic_matches_the_terms_and_stays_on_ring_edges() {
         for hosts in [&[4u32, 4][..], &[2, 3], &[2, 1, 3], &[3, 3, 2]] {
