@@ -756,7 +756,9 @@ pub fn predict_multi_ring(
     let rank = t
         .sent
         .iter()
-        .map(|&(intra, inter)| intra * c.level0.beta_us_per_byte + inter * c.level1.beta_us_per_byte)
+        .map(|&(intra, inter)| {
+            intra * c.level0.beta_us_per_byte + inter * c.level1.beta_us_per_byte
+        })
         .fold(0.0, f64::max);
     let stream = t.group_bytes.iter().fold(0.0f64, |a, &b| a.max(b)) * link.beta_us_per_byte;
     Some(t.steps * link.alpha_us + rank.max(stream) + t.reduce * c.gamma_us_per_byte)

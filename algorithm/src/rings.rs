@@ -33,53 +33,8 @@ use crate::topo::TopoInfo;
 use hccl_platform::{HcclError, Result};
 use std::collections::HashMap;
 
-/// Most channels a communicator uses (NCCL's `MAXCHANNELS` before 2.12).
-pub const MAX_CHANNELS: u32 = 32;
-
-/// How many channels a communicator may use (`HCCL_RS_MIN_CHANNELS`,
-/// `HCCL_RS_MAX_CHANNELS`).
-///
-/// With a maximum, NCCL's rule: the distinct channels doubled (each
-/// duplicate after all originals), the first `max` of them kept, then
-/// repeated until there are at least `min` (so `min > max` means "the
-/// first `max` channels, repeated"). Without one (the default) the
-/// distinct channels are not doubled: a duplicate shares every directed
-/// edge with its original, hence its stream, so on CPUs it adds a round
-/// of handshakes per round without adding parallelism (measured 20–25 %
-/// slower, docs/performance.md); `min` still repeats them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ChannelLimits {
-    /// At least this many channels (repeating the first ones).
-    pub min: u32,
-    /// At most this many channels of the doubled set; `None`: the
-    /// distinct channels, not doubled.
-    pub max: Option<u32>,
-}
-
-impl Default for ChannelLimits {
-    /// The distinct channels, neither doubled nor repeated.
-    fn default() -> Self {
-        ChannelLimits { min: 1, max: None }
-    }
-}
-
-impl ChannelLimits {
-    /// Limits of `min` and `max` channels (NCCL's rule), each between 1
-    /// and [`MAX_CHANNELS`].
-    pub fn new(min: u32, max: u32) -> Result<Self> {
-        for (what, v) in [("minimum", min), ("maximum", max)] {
-            if !(1..=MAX_CHANNELS).contains(&v) {
-                return Err(HcclError::para(format!(
-                    "the {what} channel count must be between 1 and {MAX_CHANNELS}, not {v}"
-                )));
-            }
-        }
-        Ok(ChannelLimits {
-            min,
-            max: Some(max),
-        })
-    }
-}
+// The limits live with the topology, which carries them to executors.
+pub use crate::topo::{ChannelLimits, MAX_CHANNELS};
 
 /// One channel's ring as one rank sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -102,9 +57,7 @@ pub struct RingChannel {
 pub fn connect(hosts: &[Vec<u32>], rank: u32) -> Result<RingChannel> {
     let p: usize = hosts.iter().map(Vec::len).sum();
     if let Some(h) = hosts.iter().position(Vec::is_empty) {
-        return Err(HcclError::para(format!(
-            "host {h} has no rank in the ring"
-        )));
+        return Err(HcclError::para(format!("host {h} has no rank in the ring")));
     }
     if rank as usize >= p {
         return Err(HcclError::para(format!(
@@ -216,10 +169,8 @@ impl Rings {
     /// many as the host with the fewest offers, counting hosts of two or
     /// more ranks), then doubled and limited as [`ChannelLimits`] says.
     pub fn new(hosts: &[Vec<u32>], limits: ChannelLimits) -> Result<Rings> {
-        let per_host: Vec<Vec<Vec<u32>>> = hosts
-            .iter()
-            .map(|h| intra_orders(h.len() as u32))
-            .collect();
+        let per_host: Vec<Vec<Vec<u32>>> =
+            hosts.iter().map(|h| intra_orders(h.len() as u32)).collect();
         let base = per_host
             .iter()
             .filter(|o| o.first().is_some_and(|o| o.len() >= 2))
@@ -349,7 +300,10 @@ mod tests {
     /// 0 7 6 3 2 5 4 1 and host 1's 10 9 8 13 12 15 14 11.
     #[test]
     fn seed_004_two_hosts_of_eight() {
-        let hosts = vec![vec![0, 7, 6, 3, 2, 5, 4, 1], vec![10, 9, 8, 13, 12, 15, 14, 11]];
+        let hosts = vec![
+            vec![0, 7, 6, 3, 2, 5, 4, 1],
+            vec![10, 9, 8, 13, 12, 15, 14, 11],
+        ];
         let c = connect(&hosts, 6).unwrap();
         assert_eq!(
             c.order,

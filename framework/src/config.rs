@@ -377,7 +377,10 @@ mod tests {
         assert_eq!((c.channels.min, c.channels.max), (1, None));
         let c = CommConfig::from_source(&[("HCCL_RS_MAX_CHANNELS", "32")][..]).unwrap();
         assert_eq!(c.channels, ChannelLimits::new(1, 32).unwrap());
-        let env = [("HCCL_RS_MIN_CHANNELS", "6"), ("HCCL_RS_MAX_CHANNELS", " 2 ")];
+        let env = [
+            ("HCCL_RS_MIN_CHANNELS", "6"),
+            ("HCCL_RS_MAX_CHANNELS", " 2 "),
+        ];
         let c = CommConfig::from_source(&env[..]).unwrap();
         // NCCL allows min > max: the first `max` channels, repeated
         assert_eq!(c.channels, ChannelLimits::new(6, 2).unwrap());
@@ -405,7 +408,11 @@ mod tests {
             ("HCCL_RS_YIELDS", "5000000000", "at most 4294967295 yields"),
             ("HCCL_RS_MIN_CHANNELS", "0", "a channel count from 1 to 32"),
             ("HCCL_RS_MAX_CHANNELS", "33", "a channel count from 1 to 32"),
-            ("HCCL_RS_MAX_CHANNELS", "four", "a channel count from 1 to 32"),
+            (
+                "HCCL_RS_MAX_CHANNELS",
+                "four",
+                "a channel count from 1 to 32",
+            ),
         ] {
             let e = CommConfig::from_source(&[(var, val)][..]).unwrap_err();
             assert_eq!(e.code(), HcclResult::EPara);

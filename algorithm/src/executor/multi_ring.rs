@@ -194,7 +194,10 @@ impl MultiRingExecutor {
             .map(|g| g.iter().any(|&j| !rounds[j].is_empty()))
             .collect();
         for g in (1..groups.len()).filter(|&g| busy[g]) {
-            let start = res.notifies_main.get(g - 1).ok_or_else(|| missing("notify"))?;
+            let start = res
+                .notifies_main
+                .get(g - 1)
+                .ok_or_else(|| missing("notify"))?;
             master.notify_record(start)?;
             stream(g)?.notify_wait(start)?;
         }
@@ -212,7 +215,10 @@ impl MultiRingExecutor {
             }
         }
         for g in (1..groups.len()).filter(|&g| busy[g]) {
-            let done = res.notifies_aux.get(g - 1).ok_or_else(|| missing("notify"))?;
+            let done = res
+                .notifies_aux
+                .get(g - 1)
+                .ok_or_else(|| missing("notify"))?;
             stream(g)?.notify_record(done)?;
             master.notify_wait(done)?;
         }
@@ -271,7 +277,10 @@ impl MultiRingExecutor {
                 }
                 Ok(())
             }
-            op => Err(HcclError::internal(format!("{} cannot run {op}", self.name))),
+            op => Err(HcclError::internal(format!(
+                "{} cannot run {op}",
+                self.name
+            ))),
         }
     }
 
@@ -453,7 +462,13 @@ mod tests {
                     .unwrap_or_else(|e| panic!("{name} hosts={hosts:?}: {e}"));
             }
         }
-        let mut sp = spec(OpType::AllReduce, &[4, 4], 1000, DataType::Fp32, ReduceOp::Sum);
+        let mut sp = spec(
+            OpType::AllReduce,
+            &[4, 4],
+            1000,
+            DataType::Fp32,
+            ReduceOp::Sum,
+        );
         sp.ccl_buffer_size = Some(2048);
         sp.channels = ChannelLimits::new(32, 32).unwrap();
         let e = simulate(registry(), "AllReduceMultiRingExecutor", &sp).unwrap_err();
@@ -462,11 +477,18 @@ mod tests {
         };
         assert_eq!(e.code(), HcclResult::EPara);
         assert!(
-            e.to_string().contains("cannot give each of 32 channels 128 bytes"),
+            e.to_string()
+                .contains("cannot give each of 32 channels 128 bytes"),
             "{e}"
         );
         // 128 bytes per channel, 18 ranks of 8-byte elements
-        let mut sp = spec(OpType::AllGather, &[9, 9], 10, DataType::Fp64, ReduceOp::Sum);
+        let mut sp = spec(
+            OpType::AllGather,
+            &[9, 9],
+            10,
+            DataType::Fp64,
+            ReduceOp::Sum,
+        );
         sp.ccl_buffer_size = Some(4096);
         sp.channels = ChannelLimits::new(32, 32).unwrap();
         let e = simulate(registry(), "AllGatherMultiRingExecutor", &sp).unwrap_err();
@@ -525,10 +547,14 @@ mod tests {
         let map = vec![0, 0, 0, 0, 1, 1, 1, 1];
         let rings = Rings::of(&TopoInfo::new(0, map.clone()).unwrap()).unwrap();
         let t = multi_ring_terms(OpType::AllReduce, &rings, &map, 1 << 20).unwrap();
-        let single = Rings::new(&[vec![0, 1, 2, 3], vec![4, 5, 6, 7]], ChannelLimits::new(1, 1).unwrap())
-            .unwrap();
+        let single = Rings::new(
+            &[vec![0, 1, 2, 3], vec![4, 5, 6, 7]],
+            ChannelLimits::new(1, 1).unwrap(),
+        )
+        .unwrap();
         let one = multi_ring_terms(OpType::AllReduce, &single, &map, 1 << 20).unwrap();
-        let busiest = |t: &crate::cost::MultiRingTerms| t.sent.iter().map(|s| s.1).fold(0.0, f64::max);
+        let busiest =
+            |t: &crate::cost::MultiRingTerms| t.sent.iter().map(|s| s.1).fold(0.0, f64::max);
         assert_eq!(busiest(&t) * 4.0, busiest(&one));
     }
 }

@@ -707,7 +707,11 @@ mod tests {
     #[test]
     fn multi_ring_is_a_candidate_across_hosts_but_not_a_default() {
         let cost = CostParams::default();
-        for map in [vec![0, 0, 1, 1], vec![0, 0, 0, 0, 1, 1, 1, 1], vec![0, 0, 1, 2, 2]] {
+        for map in [
+            vec![0, 0, 1, 1],
+            vec![0, 0, 0, 0, 1, 1, 1, 1],
+            vec![0, 0, 1, 2, 2],
+        ] {
             let topo = TopoInfo::new(0, map.clone()).unwrap();
             for op in [AllReduce, AllGather, ReduceScatter, Broadcast, Reduce] {
                 for block in [1u64 << 10, 1 << 20, 64 << 20] {
@@ -721,7 +725,10 @@ mod tests {
                     assert_eq!(mr.estimate.score, Estimate::PROVISIONAL_SCORE);
                     assert!(mr.estimate.micros.is_finite() && mr.estimate.micros > 0.0);
                     let won = &c[best(&c).unwrap()].name;
-                    assert!(!won.ends_with("MultiRingExecutor"), "{op} {block} on {map:?}");
+                    assert!(
+                        !won.ends_with("MultiRingExecutor"),
+                        "{op} {block} on {map:?}"
+                    );
                 }
             }
         }
