@@ -15,8 +15,9 @@ pub const MAX_CHANNELS: u32 = 32;
 /// first `max` channels, repeated"). Without one (the default) the
 /// distinct channels are not doubled: a duplicate shares every directed
 /// edge with its original, hence its stream, so on CPUs it adds a round
-/// of handshakes per round without adding parallelism (measured 20–25 %
-/// slower, docs/performance.md); `min` still repeats them.
+/// of handshakes per round without adding parallelism (measured slower
+/// at every size, by half at 1 MiB, docs/performance.md); `min` still
+/// repeats them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChannelLimits {
     /// At least this many channels (repeating the first ones).
