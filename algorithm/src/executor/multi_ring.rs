@@ -500,6 +500,68 @@ mod tests {
         );
     }
 
+    /// The request: per channel one `Combine` sub-communicator in ring
+    /// order with links to exactly this rank's prev and next on it; a
+    /// slave stream and a notify pair per group beyond the first.
+    #[test]
+    fn requests_only_each_channels_ring_neighbours() {
+        use crate::op::{OpParam, WorkflowMode};
+        use hccl_platform::{Device, DeviceConfig, DeviceMem, Stream};
+        let device = Device::new(0, DeviceConfig::default());
+        let map = vec![0, 0, 0, 1, 1, 2, 2, 2];
+        let doubled = ChannelLimits::new(1, 32).unwrap();
+        for limits in [ChannelLimits::default(), doubled] {
+            for me in 0..map.len() as u32 {
+                let topo = TopoInfo::new(me, map.clone())
+                    .unwrap()
+                    .with_channels(limits);
+                let rings = Rings::of(&topo).unwrap();
+                let ex =
+                    MultiRingExecutor::new("AllReduceMultiRingExecutor", OpType::AllReduce, &topo);
+                let mut param = OpParam::new(
+                    "t",
+                    OpType::AllReduce,
+                    Stream::new(&device),
+                    DeviceMem::null(),
+                    DeviceMem::null(),
+                    10,
+                    DataType::Fp32,
+                    ReduceOp::Sum,
+                    0,
+                );
+                let req = ex.calc_res_request(&param, &topo).unwrap();
+                let subs = &req.op_transport[CommPlane::Combine as usize];
+                assert_eq!(subs.len(), rings.count());
+                for (c, sub) in subs.iter().enumerate() {
+                    assert_eq!(sub.sub_comm_rank_to_user_rank, rings.order(c));
+                    let ch = rings.channel(c, me);
+                    let mut peers: Vec<u32> = sub
+                        .transport_requests
+                        .iter()
+                        .filter(|t| t.is_valid)
+                        .map(|t| t.remote_user_rank)
+                        .collect();
+                    peers.sort_unstable();
+                    let mut want = vec![ch.prev, ch.next];
+                    want.sort_unstable();
+                    assert_eq!(peers, want, "rank {me} channel {c}");
+                }
+                let extra = rings.groups().len() as u32 - 1;
+                assert_eq!((req.stream_num, req.notify_num), (extra, 2 * extra));
+                // graph mode is refused by kind, naming the executor
+                param.mode = WorkflowMode::Graph;
+                let e = ex.calc_res_request(&param, &topo).unwrap_err();
+                assert_eq!(e.code(), HcclResult::ENotSupport);
+                assert!(e.to_string().contains("AllReduceMultiRingExecutor"), "{e}");
+            }
+        }
+        // 3 + 2 + 3 ranks: 2 distinct channels (a host of 2 and a host of
+        // 3 ranks offer 2 orders each), 4 doubled, on 2 streams
+        let topo = TopoInfo::new(0, map).unwrap().with_channels(doubled);
+        assert_eq!(Rings::of(&topo).unwrap().count(), 4);
+        assert_eq!(Rings::of(&topo).unwrap().groups().len(), 2);
+    }
+
     /// Only each channel's ring neighbours exchange data, and every rank
     /// sends exactly what [`multi_ring_terms`] says, within its host and
     /// across hosts: on 4 + 4 ranks each rank sends over TCP in one of the
