@@ -642,3 +642,124 @@ mod hier_tests {
         );
     }
 }
+
+/// The α-β-γ quantities of a multi-ring executor ([`crate::rings`]: the
+/// data cut into one part per channel, each part moved by a ring over its
+/// channel's ring order, the channels of different groups in parallel).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MultiRingTerms {
+    /// Steps of the longest stream: the channels of a group run one after
+    /// another, each taking the steps of one ring.
+    pub steps: f64,
+    /// Per rank: the bytes it sends to ranks of its own host and to ranks
+    /// of other hosts (over every channel).
+    pub sent: Vec<(f64, f64)>,
+    /// Per group: the bytes each link of a channel carries, summed over
+    /// the group's channels (what one stream moves in sequence).
+    pub group_bytes: Vec<f64>,
+    /// Bytes the busiest rank reduces.
+    pub reduce: f64,
+}
+
+/// The terms of the multi-ring executor for `op` of `bytes` (as [`terms`]
+/// counts them: the allreduce vector, the gathered output of allgather,
+/// the input of reduce-scatter, the broadcast / reduce buffer) on the
+/// channels `rings` of ranks on hosts `rank_to_server`. Exact for every
+/// rank's sends when the channels' parts (and, for AllReduce, their ring
+/// slices) are whole 128-byte lines; Broadcast and Reduce count every
+/// rank as sending its channel's part (all but the chain's last do).
+/// `None` for ops it does not run.
+pub fn multi_ring_terms(
+    op: OpType,
+    rings: &crate::rings::Rings,
+    rank_to_server: &[u32],
+    bytes: u64,
+) -> Option<MultiRingTerms> {
+    use crate::template::Slice;
+    let p = rank_to_server.len();
+    let c = rings.count();
+    let pf = p as f64;
+    // the executor's parts: of the buffer, or of each block (times p)
+    let parts: Vec<f64> = match op {
+        OpType::AllGather | OpType::ReduceScatter => {
+            Slice::split((bytes / p.max(1) as u64) as usize, c)
+                .iter()
+                .map(|s| s.len as f64 * pf)
+                .collect()
+        }
+        _ => Slice::split(bytes as usize, c)
+            .iter()
+            .map(|s| s.len as f64)
+            .collect(),
+    };
+    let f = (pf - 1.0) / pf;
+    // per channel: (steps, bytes on each link, bytes each rank reduces)
+    let per = |m: f64| -> Option<(f64, f64, f64)> {
+        Some(match op {
+            OpType::AllReduce => (2.0 * (pf - 1.0), 2.0 * f * m, f * m),
+            OpType::AllGather => (pf - 1.0, f * m, 0.0),
+            OpType::ReduceScatter => (pf - 1.0, f * m, f * m),
+            OpType::Broadcast => (2.0 * (pf - 1.0), m, 0.0),
+            OpType::Reduce => (2.0 * (pf - 1.0), m, m),
+            _ => return None,
+        })
+    };
+    let mut t = MultiRingTerms {
+        sent: vec![(0.0, 0.0); p],
+        ..Default::default()
+    };
+    if p <= 1 {
+        per(0.0)?;
+        t.group_bytes = vec![0.0; rings.groups().len()];
+        return Some(t);
+    }
+    let per_channel: Vec<(f64, f64, f64)> = parts.iter().map(|&m| per(m)).collect::<Option<_>>()?;
+    for (j, &(_, link, reduce)) in per_channel.iter().enumerate() {
+        let ring = rings.order(j);
+        for (i, &r) in ring.iter().enumerate() {
+            let next = ring[(i + 1) % p];
+            let sent = &mut t.sent[r as usize];
+            if rank_to_server[r as usize] == rank_to_server[next as usize] {
+                sent.0 += link;
+            } else {
+                sent.1 += link;
+            }
+        }
+        t.reduce += reduce;
+    }
+    for group in rings.groups() {
+        let steps: f64 = group.iter().map(|&j| per_channel[j].0).sum();
+        t.steps = t.steps.max(steps);
+        t.group_bytes
+            .push(group.iter().map(|&j| per_channel[j].1).sum());
+    }
+    Some(t)
+}
+
+/// Predicted µs of the multi-ring executor for `op` ([`multi_ring_terms`]):
+/// the longest stream's steps at the α of the link every channel crosses
+/// (between hosts when there are several), plus the larger of the
+/// busiest rank's sends (each priced with the link it takes: one driver
+/// thread per rank moves all of its channels' data) and the busiest
+/// stream's (each channel paced by its slowest link), plus the busiest
+/// rank's reductions. `None` for ops it does not run.
+pub fn predict_multi_ring(
+    op: OpType,
+    rings: &crate::rings::Rings,
+    rank_to_server: &[u32],
+    bytes: u64,
+    c: &CostParams,
+) -> Option<f64> {
+    let t = multi_ring_terms(op, rings, rank_to_server, bytes)?;
+    let hosts = rank_to_server.iter().max().map_or(1, |m| m + 1);
+    let link = if hosts > 1 { c.level1 } else { c.level0 };
+    let rank = t
+        .sent
+        .iter()
+        .map(|&(intra, inter)| {
+            intra * c.level0.beta_us_per_byte + inter * c.level1.beta_us_per_byte
+        })
+        .fold(0.0, f64::max);
+    let stream = t.group_bytes.iter().fold(0.0f64, |a, &b| a.max(b)) * link.beta_us_per_byte;
+    Some(t.steps * link.alpha_us + rank.max(stream) + t.reduce * c.gamma_us_per_byte)
+}

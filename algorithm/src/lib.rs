@@ -20,8 +20,11 @@
 //! runs any registered executor for N symbolic ranks on one thread, and
 //! [`cost`] is the α-β-γ model the declarations price themselves with.
 //!
+//! [`rings`] builds multi-channel rings across hosts (NCCL's
+//! `connectRings`), which the multi-ring executors run on.
+//!
 //! This page is the crate's whole public API: the items below, and the
-//! four public modules, which are vocabularies by design.
+//! five public modules, which are vocabularies by design.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -36,12 +39,15 @@
 //   framework's tuning file fills, and the per-algorithm terms an
 //   `ExecutorInfo` prices itself with);
 // - `prim`: the step primitives templates and user executors are written in;
+// - `rings`: multi-channel rings across hosts (NCCL's connectRings): the
+//   ring orders and channel limits an executor of several rings builds on;
 // - `sim`: the plan simulator, where algorithm developers check an
 //   executor at any rank count and the cost model is validated;
 // - `template`: the templates executors compose, built-in or not
 //   (`template::layout` holds the op-base loop).
 pub mod cost;
 pub mod prim;
+pub mod rings;
 pub mod sim;
 pub mod template;
 

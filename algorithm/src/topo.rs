@@ -3,6 +3,55 @@
 use hccl_platform::LinkHandle;
 use hccl_platform::{HcclError, Result};
 
+/// Most channels a communicator uses (NCCL's `MAXCHANNELS` before 2.12).
+pub const MAX_CHANNELS: u32 = 32;
+
+/// How many channels a communicator may use (`HCCL_RS_MIN_CHANNELS`,
+/// `HCCL_RS_MAX_CHANNELS`).
+///
+/// With a maximum, NCCL's rule: the distinct channels doubled (each
+/// duplicate after all originals), the first `max` of them kept, then
+/// repeated until there are at least `min` (so `min > max` means "the
+/// first `max` channels, repeated"). Without one (the default) the
+/// distinct channels are not doubled: a duplicate shares every directed
+/// edge with its original, hence its stream, so on CPUs it adds a round
+/// of handshakes per round without adding parallelism (measured slower
+/// at every size, by half at 1 MiB, docs/performance.md); `min` still
+/// repeats them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChannelLimits {
+    /// At least this many channels (repeating the first ones).
+    pub min: u32,
+    /// At most this many channels of the doubled set; `None`: the
+    /// distinct channels, not doubled.
+    pub max: Option<u32>,
+}
+
+impl Default for ChannelLimits {
+    /// The distinct channels, neither doubled nor repeated.
+    fn default() -> Self {
+        ChannelLimits { min: 1, max: None }
+    }
+}
+
+impl ChannelLimits {
+    /// Limits of `min` and `max` channels (NCCL's rule), each between 1
+    /// and [`MAX_CHANNELS`].
+    pub fn new(min: u32, max: u32) -> Result<Self> {
+        for (what, v) in [("minimum", min), ("maximum", max)] {
+            if !(1..=MAX_CHANNELS).contains(&v) {
+                return Err(HcclError::para(format!(
+                    "the {what} channel count must be between 1 and {MAX_CHANNELS}, not {v}"
+                )));
+            }
+        }
+        Ok(ChannelLimits {
+            min,
+            max: Some(max),
+        })
+    }
+}
+
 /// A communication plane (HCCL's `CommPlane`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum CommPlane {
@@ -30,6 +79,10 @@ pub struct TopoInfo {
     pub user_rank_size: u32,
     /// Server (host) index of every rank.
     pub rank_to_server: Vec<u32>,
+    /// How many channels (rings) the multi-ring executors may use
+    /// (`HCCL_RS_MIN_CHANNELS` / `HCCL_RS_MAX_CHANNELS`; see
+    /// [`crate::rings`]). The same on every rank of a communicator.
+    pub channels: ChannelLimits,
 }
 
 impl TopoInfo {
@@ -60,7 +113,14 @@ impl TopoInfo {
             user_rank,
             user_rank_size: size,
             rank_to_server,
+            channels: ChannelLimits::default(),
         })
+    }
+
+    /// The same topology with the multi-channel executors limited to
+    /// `channels`.
+    pub fn with_channels(self, channels: ChannelLimits) -> TopoInfo {
+        TopoInfo { channels, ..self }
     }
 
     /// Number of servers.

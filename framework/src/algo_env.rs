@@ -9,11 +9,30 @@ use std::collections::BTreeMap;
 
 /// Algorithm names HCCL_ALGO accepts on level 0.
 pub(crate) const LEVEL0_NAMES: &[&str] = &[
-    "NA", "ring", "fullmesh", "mesh", "star", "pairwise", "NHR", "NHR_V1", "NB",
+    "NA",
+    "ring",
+    "fullmesh",
+    "mesh",
+    "star",
+    "pairwise",
+    "NHR",
+    "NHR_V1",
+    "NB",
+    "multiring",
 ];
 /// Algorithm names HCCL_ALGO accepts on level 1.
 pub(crate) const LEVEL1_NAMES: &[&str] = &[
-    "NA", "ring", "H-D_R", "NHR", "NHR_V1", "NB", "AHC", "pipeline", "pairwise", "fullmesh",
+    "NA",
+    "ring",
+    "H-D_R",
+    "NHR",
+    "NHR_V1",
+    "NB",
+    "AHC",
+    "pipeline",
+    "pairwise",
+    "fullmesh",
+    "multiring",
 ];
 /// Op names HCCL_ALGO accepts.
 pub(crate) const OP_NAMES: &[&str] = &[

@@ -110,7 +110,8 @@ impl InProcGroup {
         let topo = match &self.hosts {
             Some(map) => TopoInfo::new(rank, map.clone())?,
             None => TopoInfo::single_server(rank, self.size)?,
-        };
+        }
+        .with_channels(self.config.channels);
         tracing::debug!(comm = %self.name, rank, size = self.size, servers = topo.server_num(), "rank joined");
         Ok(Communicator::assemble(
             self.name.clone(),

@@ -104,6 +104,14 @@ pub struct CommConfig {
     /// Which core each rank runs on (`HCCL_RS_CPU_AFFINITY`: `auto`, the
     /// default, `off`, or a list of CPUs); see `affinity.rs`.
     pub cpu_affinity: crate::affinity::CpuAffinity,
+    /// How many channels (rings) the multi-ring executors use
+    /// (`HCCL_RS_MIN_CHANNELS`, `HCCL_RS_MAX_CHANNELS`, each 1 to
+    /// [`hccl_algorithm::rings::MAX_CHANNELS`]; NCCL's
+    /// `NCCL_MIN_NCHANNELS` / `NCCL_MAX_NCHANNELS`, see
+    /// [`ChannelLimits`](hccl_algorithm::rings::ChannelLimits) for what an
+    /// unset maximum means). Every rank of a communicator must use the
+    /// same values.
+    pub channels: hccl_algorithm::rings::ChannelLimits,
 }
 
 /// Default of [`CommConfig::sockets_per_link`] (measured in
@@ -137,6 +145,7 @@ impl Default for CommConfig {
             comm_name: None,
             cost: None,
             cpu_affinity: Default::default(),
+            channels: Default::default(),
         }
     }
 }
@@ -293,6 +302,26 @@ impl CommConfig {
         if let Some(v) = env.get("HCCL_RS_CPU_AFFINITY") {
             c.cpu_affinity = crate::affinity::CpuAffinity::parse(&v)?;
         }
+        let channels = |var: &str| -> Result<Option<u32>> {
+            let Some(v) = env.get(var) else {
+                return Ok(None);
+            };
+            let max = hccl_algorithm::rings::MAX_CHANNELS;
+            match v.trim().parse::<u32>() {
+                Ok(n) if (1..=max).contains(&n) => Ok(Some(n)),
+                _ => Err(bad(
+                    var,
+                    &v,
+                    &format!("expected a channel count from 1 to {max}"),
+                )),
+            }
+        };
+        if let Some(n) = channels("HCCL_RS_MIN_CHANNELS")? {
+            c.channels.min = n;
+        }
+        if let Some(n) = channels("HCCL_RS_MAX_CHANNELS")? {
+            c.channels.max = Some(n);
+        }
         if let Some(v) = env.get("HCCL_RS_SPIN_US") {
             c.spin = Some(Duration::from_micros(parse_u64("HCCL_RS_SPIN_US", &v)?));
         }
@@ -367,6 +396,24 @@ mod tests {
     }
 
     #[test]
+    fn channel_limits() {
+        use hccl_algorithm::rings::ChannelLimits;
+        let c = CommConfig::from_source(&[][..]).unwrap();
+        assert_eq!(c.channels, ChannelLimits::default());
+        // the distinct channels, not doubled
+        assert_eq!((c.channels.min, c.channels.max), (1, None));
+        let c = CommConfig::from_source(&[("HCCL_RS_MAX_CHANNELS", "32")][..]).unwrap();
+        assert_eq!(c.channels, ChannelLimits::new(1, 32).unwrap());
+        let env = [
+            ("HCCL_RS_MIN_CHANNELS", "6"),
+            ("HCCL_RS_MAX_CHANNELS", " 2 "),
+        ];
+        let c = CommConfig::from_source(&env[..]).unwrap();
+        // NCCL allows min > max: the first `max` channels, repeated
+        assert_eq!(c.channels, ChannelLimits::new(6, 2).unwrap());
+    }
+
+    #[test]
     fn buffsize_in_mb() {
         let c = CommConfig::from_source(&[("HCCL_BUFFSIZE", "3")][..]).unwrap();
         assert_eq!(c.buffer_size, 3 << 20);
@@ -389,6 +436,13 @@ mod tests {
             ("HCCL_RS_SOCKETS_PER_LINK", "0", "expected 1 to 16 sockets"),
             ("HCCL_RS_SOCKETS_PER_LINK", "17", "expected 1 to 16 sockets"),
             ("HCCL_RS_SOCKETS_PER_LINK", "two", "non-negative integer"),
+            ("HCCL_RS_MIN_CHANNELS", "0", "a channel count from 1 to 32"),
+            ("HCCL_RS_MAX_CHANNELS", "33", "a channel count from 1 to 32"),
+            (
+                "HCCL_RS_MAX_CHANNELS",
+                "four",
+                "a channel count from 1 to 32",
+            ),
         ] {
             let e = CommConfig::from_source(&[(var, val)][..]).unwrap_err();
             assert_eq!(e.code(), HcclResult::EPara);

@@ -165,7 +165,7 @@ fn finish(rank: u32, table: RankTable, local: Local, config: CommConfig) -> Resu
         .rank(rank));
     }
     let shm = map_local_peers(rank, &table, &local, config.connect_timeout)?;
-    let topo = TopoInfo::new(rank, table.rank_to_server())?;
+    let topo = TopoInfo::new(rank, table.rank_to_server())?.with_channels(config.channels);
     // this rank's index among the ranks on its machine, for its core:
     // hosts declared with HCCL_RS_HOST_ID or made of network namespaces
     // share one machine's cores, and pinning each as if alone put them

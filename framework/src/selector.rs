@@ -90,9 +90,10 @@ fn level1_name(choice: &str) -> Option<&'static str> {
     })
 }
 
-/// The flat algorithm `HCCL_ALGO` names.
-fn flat_algo(choice: &str) -> Option<Algo> {
-    Some(match choice {
+/// The flat algorithm `HCCL_ALGO` names (or the multi-ring executors,
+/// `multiring`, which run one flat ring per channel).
+fn flat_tag(choice: &str) -> Option<AlgoTag> {
+    Some(AlgoTag::Flat(match choice {
         "ring" => Algo::Ring,
         "fullmesh" | "mesh" => Algo::Mesh,
         "H-D_R" => Algo::Rhd,
@@ -100,8 +101,9 @@ fn flat_algo(choice: &str) -> Option<Algo> {
         "star" => Algo::Star,
         "NHR" | "NHR_V1" => Algo::Nhr,
         "NB" => Algo::Nb,
+        "multiring" => return Some(AlgoTag::MultiRing),
         _ => return None,
-    })
+    }))
 }
 
 /// The log line's reason for a ranked pick: the winner's estimate (or its
@@ -242,8 +244,8 @@ impl Selector {
             }
         }) {
             let level = if multi_server { "level1" } else { "level0" };
-            let name = flat_algo(&choice)
-                .and_then(|a| registry.forced(op, AlgoTag::Flat(a)))
+            let name = flat_tag(&choice)
+                .and_then(|tag| registry.forced(op, tag))
                 .ok_or_else(|| {
                     HcclError::not_support(format!(
                         "HCCL_ALGO asks for {level} algorithm '{choice}' for {op}, which hccl-rs does not implement for it yet"
@@ -403,6 +405,47 @@ mod tests {
                 pick("", op, 8, 4).unwrap().ends_with("MeshExecutor"),
                 "{op}"
             );
+        }
+    }
+
+    /// `multiring` on either level forces the multi-ring executor of the
+    /// ops that have one (on one host through level 0, on several through
+    /// level 1); without it the ranking never picks them.
+    #[test]
+    fn hccl_algo_multiring_selects_the_multi_ring_executors() {
+        let two = vec![0, 0, 1, 1, 1];
+        for op in [
+            OpType::AllReduce,
+            OpType::AllGather,
+            OpType::ReduceScatter,
+            OpType::Broadcast,
+            OpType::Reduce,
+        ] {
+            let want = format!("{}MultiRingExecutor", hier_prefix(op));
+            assert_eq!(pick_on("level1:multiring", op, two.clone()).unwrap(), want);
+            assert_eq!(pick_on("level0:multiring", op, vec![0; 3]).unwrap(), want);
+            for count in [100u64, 16 << 20] {
+                let got = pick_with("", op, count, two.clone()).unwrap();
+                assert!(!got.contains("MultiRing"), "{op} {count}: {got}");
+            }
+        }
+        let e = pick_on("level1:multiring", OpType::AllToAll, two).unwrap_err();
+        assert_eq!(e.code(), hccl_platform::HcclResult::ENotSupport);
+        assert!(
+            e.to_string()
+                .contains("level1 algorithm 'multiring' for alltoall"),
+            "{e}"
+        );
+    }
+
+    /// The op as executor names spell it.
+    fn hier_prefix(op: OpType) -> &'static str {
+        match op {
+            OpType::AllReduce => "AllReduce",
+            OpType::AllGather => "AllGather",
+            OpType::ReduceScatter => "ReduceScatter",
+            OpType::Broadcast => "Broadcast",
+            _ => "Reduce",
         }
     }
 
@@ -626,10 +669,13 @@ mod tests {
                 assert_eq!(large, format!("{prefix}PipelineExecutor"), "{map:?} {op}");
                 let bytes = model_bytes(&param(op, 16 << 20), topo.user_rank_size);
                 let (_, t, considered) = sel.by_cost(op, &topo, bytes, reg).unwrap();
+                // (the multi-ring executors rank below every prediction,
+                // at their provisional score: not part of this comparison)
                 let best = |hier: bool| {
                     considered
                         .iter()
                         .filter(|(n, _)| is_hier(n) == hier && !n.contains("Pipeline"))
+                        .filter(|(n, _)| !n.contains("MultiRing"))
                         .map(|&(_, t)| t)
                         .fold(f64::INFINITY, f64::min)
                 };

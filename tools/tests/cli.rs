@@ -858,3 +858,80 @@ fn stray_connections_leave_a_tcp_allreduce_loop_correct() {
         "the garbage connection was not seen: {err}"
     );
 }
+
+/// The multi-ring executors across processes on declared hosts (shared
+/// memory inside a host, TCP between hosts), forced with `--algo`: an odd
+/// size and one that takes several rounds per channel of a 1 MB CCL
+/// buffer, for several data types and reductions and a root that is not
+/// rank 0, results checked on every row. `HCCL_RS_MAX_CHANNELS` reaches
+/// every rank process.
+fn multi_ring_across_processes(p: &str, hosts: &str, channels: &str) {
+    let before = leftover_segments();
+    for (op, name, dtype, rop) in [
+        ("all_reduce", "AllReduce", "fp32", "sum"),
+        ("all_reduce", "AllReduce", "int8", "max"),
+        ("all_reduce", "AllReduce", "bf16", "prod"),
+        ("reduce_scatter", "ReduceScatter", "int32", "min"),
+        ("all_gather", "AllGather", "fp16", "sum"),
+        ("broadcast", "Broadcast", "uint8", "sum"),
+        ("reduce", "Reduce", "fp64", "sum"),
+    ] {
+        let algo = format!("{name}MultiRingExecutor");
+        let out = hccl_test_env(
+            &[
+                op,
+                "-p",
+                p,
+                "-b",
+                "3001",
+                "-e",
+                "5M",
+                "-f",
+                "1397",
+                "-n",
+                "2",
+                "-w",
+                "1",
+                "-d",
+                dtype,
+                "-o",
+                rop,
+                "-r",
+                "1",
+                "--transport",
+                "process",
+                "--hosts",
+                hosts,
+                "--algo",
+                &algo,
+                "--format",
+                "json",
+            ],
+            &[("HCCL_BUFFSIZE", "1"), ("HCCL_RS_MAX_CHANNELS", channels)],
+        );
+        let what = format!("{algo} {dtype} {rop} p={p} hosts={hosts} channels<={channels}");
+        for row in json_rows(&out, 2, &what) {
+            assert_eq!(row["check"], "success", "{what}: {row}");
+        }
+    }
+    assert_eq!(
+        leftover_segments(),
+        before,
+        "no /dev/shm segment may outlive the runs"
+    );
+}
+
+#[test]
+fn multi_ring_across_processes_3_ranks_on_2_hosts() {
+    multi_ring_across_processes("3", "2", "32");
+}
+
+#[test]
+fn multi_ring_across_processes_5_ranks_on_2_hosts() {
+    multi_ring_across_processes("5", "2", "3");
+}
+
+#[test]
+fn multi_ring_across_processes_8_ranks_on_3_hosts() {
+    multi_ring_across_processes("8", "3", "32");
+}

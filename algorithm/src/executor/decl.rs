@@ -162,6 +162,14 @@ pub struct Estimate {
 }
 
 impl Estimate {
+    /// The score of an executor whose prediction is offered to the
+    /// selector (and logged beside the others) but that has not been
+    /// measured faster than the executors the model would rank it against:
+    /// it ranks after every cost-model prediction, so it runs only where
+    /// nothing else serves or when forced (`HCCL_ALGO`,
+    /// `HCCL_RS_EXECUTOR`). The multi-ring executors declare it (see
+    /// docs/performance.md for the measurement).
+    pub const PROVISIONAL_SCORE: u32 = 5;
     /// The score of a plain cost-model prediction.
     pub const MODEL_SCORE: u32 = 10;
     /// The direct-read executors' score where `HCCL_RS_DIRECT_MIN_BYTES`
@@ -206,6 +214,9 @@ pub enum AlgoTag {
     /// `level1:<name>` picks TwoLevel, `level1:AHC` AHC with `ring`,
     /// `level1:pipeline` Pipeline with `ring`.
     Hier(HierKind, &'static str),
+    /// The multi-ring executors (one ring per channel, [`crate::rings`]):
+    /// `level0:multiring` on one host, `level1:multiring` on several.
+    MultiRing,
 }
 
 /// A score over a range of message sizes (bytes as [`model_bytes`] counts

@@ -8,6 +8,7 @@
 //! | `nhr_nb.rs` | `NHR_EXECUTORS`, `NB_EXECUTORS` |
 //! | `mesh.rs` | `MESH_EXECUTORS`, `STAR_EXECUTORS`, `PAIRWISE_EXECUTORS` (one engine) |
 //! | `direct_read.rs` | `DIRECT_EXECUTORS` (reads peers' user buffers) |
+//! | `multi_ring.rs` | `MULTI_RING_EXECUTORS` (one ring per channel, [`crate::rings`]) |
 //! | `aiv.rs` | `AIV_EXECUTORS` (one kernel task per op) |
 //! | `hier/` | TwoLevel, AHC and Pipeline over hosts (`hier_executors`) |
 //!
@@ -21,6 +22,7 @@ mod direct_read;
 mod flat;
 pub(crate) mod hier;
 mod mesh;
+mod multi_ring;
 mod nhr_nb;
 mod registry;
 mod rhd;
@@ -43,6 +45,7 @@ pub(crate) use aiv::AivExecutor;
 pub(crate) use direct_read::DirectExecutor;
 pub(crate) use hier::{HierExecutor, NonuniformLevel1, PipelineExecutor, RhdLevel1, RingLevel1};
 pub(crate) use mesh::MeshExecutor;
+pub(crate) use multi_ring::MultiRingExecutor;
 pub(crate) use nhr_nb::NonuniformExecutor;
 pub(crate) use rhd::{AllReduceRhdExecutor, RhdExecutor};
 pub(crate) use ring::{
@@ -61,6 +64,8 @@ pub(crate) use direct_read::DIRECT_EXECUTORS;
 pub(crate) use hier::hier_executors;
 #[cfg(test)]
 pub(crate) use mesh::{MESH_EXECUTORS, PAIRWISE_EXECUTORS, STAR_EXECUTORS};
+#[cfg(test)]
+pub(crate) use multi_ring::MULTI_RING_EXECUTORS;
 #[cfg(test)]
 pub(crate) use nhr_nb::{NB_EXECUTORS, NHR_EXECUTORS};
 #[cfg(test)]

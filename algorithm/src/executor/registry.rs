@@ -13,10 +13,10 @@ use super::decl::{AlgoTag, Candidate, Estimate, ExecutorInfo, SelectQuery};
 use super::{
     AivExecutor, AllGatherRingExecutor, AllReduceRhdExecutor, AllReduceRingExecutor,
     BroadcastRingExecutor, CollExecutor, DirectExecutor, HierExecutor, HierKind, Level1Algorithm,
-    MeshExecutor, Named, NonuniformExecutor, NonuniformLevel1, PipelineExecutor,
+    MeshExecutor, MultiRingExecutor, Named, NonuniformExecutor, NonuniformLevel1, PipelineExecutor,
     ReduceScatterRingExecutor, RhdExecutor, RhdLevel1, RingLevel1, RingRootedExecutor,
 };
-use crate::cost::{predict, predict_hier_op, terms, Algo};
+use crate::cost::{predict, predict_hier_op, predict_multi_ring, terms, Algo};
 use crate::op::OpType;
 use crate::topo::TopoInfo;
 use hccl_platform::{HcclError, Result};
@@ -67,6 +67,14 @@ enum Decl {
     /// A hierarchical executor on several hosts, each level priced with
     /// its own link ([`predict_hier_op`]).
     Hier(HierKind, L1),
+    /// A multi-ring executor on several hosts, its channels priced by
+    /// [`predict_multi_ring`] at [`Estimate::PROVISIONAL_SCORE`]: the
+    /// model ranks it first for large Broadcast and Reduce across hosts,
+    /// but on the machine it was measured on it was not faster than the
+    /// executors it would replace (docs/performance.md), so it ranks after
+    /// them until a measurement says otherwise. `HCCL_ALGO`'s `multiring`
+    /// forces it.
+    MultiRing,
 }
 
 /// One built-in executor.
@@ -128,6 +136,9 @@ fn aiv(b: &Builtin, t: &TopoInfo) -> Box<dyn CollExecutor> {
 fn direct(b: &Builtin, t: &TopoInfo) -> Box<dyn CollExecutor> {
     Box::new(DirectExecutor::new(b.name, b.op, t))
 }
+fn multi_ring(b: &Builtin, t: &TopoInfo) -> Box<dyn CollExecutor> {
+    Box::new(MultiRingExecutor::new(b.name, b.op, t))
+}
 fn hier(b: &Builtin, t: &TopoInfo) -> Box<dyn CollExecutor> {
     match b.decl {
         Decl::Hier(HierKind::Pipeline, _) => Box::new(PipelineExecutor::new(b.name, b.op, t)),
@@ -136,7 +147,7 @@ fn hier(b: &Builtin, t: &TopoInfo) -> Box<dyn CollExecutor> {
     }
 }
 
-use Decl::{Aiv, Direct, Flat, Hier};
+use Decl::{Aiv, Direct, Flat, Hier, MultiRing};
 use HierKind::{Ahc, Pipeline, TwoLevel};
 // every op but Send, whose name would shadow the marker trait
 use OpType::{
@@ -148,7 +159,8 @@ use OpType::{
 /// order is the ranking's tie order: Ring, Mesh, RHD, Star (costed as
 /// Mesh), NHR, NB (costed as NHR), PairWise (never cheaper than Mesh),
 /// then the hierarchical ones (TwoLevel with ring, RHD, NHR, NB level 1;
-/// AHC likewise; Pipeline).
+/// AHC likewise; Pipeline), then MultiRing (last: a tie keeps the
+/// established executors).
 #[rustfmt::skip]
 static BUILTINS: &[Builtin] = &[
     // ring
@@ -232,6 +244,12 @@ static BUILTINS: &[Builtin] = &[
     row("AllReducePipelineExecutor", AllReduce, hier, Hier(Pipeline, L1::Ring)),
     row("AllGatherPipelineExecutor", AllGather, hier, Hier(Pipeline, L1::Ring)),
     row("ReduceScatterPipelineExecutor", ReduceScatter, hier, Hier(Pipeline, L1::Ring)),
+    // one ring per channel, joined host to host
+    row("AllReduceMultiRingExecutor", AllReduce, multi_ring, MultiRing),
+    row("AllGatherMultiRingExecutor", AllGather, multi_ring, MultiRing),
+    row("ReduceScatterMultiRingExecutor", ReduceScatter, multi_ring, MultiRing),
+    row("BroadcastMultiRingExecutor", Broadcast, multi_ring, MultiRing),
+    row("ReduceMultiRingExecutor", Reduce, multi_ring, MultiRing),
 ];
 
 /// The most bytes a rank of `p` publishes on its board for `op` with
@@ -320,6 +338,14 @@ impl Builtin {
                 let tag = AlgoTag::Hier(kind, level1.algo_name());
                 hier_info(kind, self.op, level1).forced_by(tag)
             }
+            MultiRing => ExecutorInfo::new(&ops, |q| {
+                let rings = crate::rings::Rings::of(q.topo).ok()?;
+                predict_multi_ring(q.op, &rings, &q.topo.rank_to_server, q.bytes, q.cost)
+                    .map(|t| Estimate::scored(Estimate::PROVISIONAL_SCORE, t))
+            })
+            .serving(|q| q.hosts() > 1)
+            .forced_by(AlgoTag::MultiRing)
+            .noting("one ring per channel (nothing ranked above it serves the op)"),
         }
     }
 }
@@ -604,6 +630,7 @@ mod tests {
             x::RHD_EXECUTORS,
             x::NHR_EXECUTORS,
             x::NB_EXECUTORS,
+            x::MULTI_RING_EXECUTORS,
         ]
         .iter()
         .flat_map(|t| t.iter().map(|&(n, op)| (n.to_owned(), op)))
@@ -671,6 +698,56 @@ mod tests {
             &cost,
             SelectLimits::default(),
         ))
+    }
+
+    /// The multi-ring executors are candidates on several hosts, with the
+    /// cost model's prediction, but rank after every cost-model
+    /// prediction: measured, they were not faster (docs/performance.md).
+    /// By the model alone they would win large Broadcast and Reduce.
+    #[test]
+    fn multi_ring_is_a_candidate_across_hosts_but_not_a_default() {
+        let cost = CostParams::default();
+        for map in [
+            vec![0, 0, 1, 1],
+            vec![0, 0, 0, 0, 1, 1, 1, 1],
+            vec![0, 0, 1, 2, 2],
+        ] {
+            let topo = TopoInfo::new(0, map.clone()).unwrap();
+            for op in [AllReduce, AllGather, ReduceScatter, Broadcast, Reduce] {
+                for block in [1u64 << 10, 1 << 20, 64 << 20] {
+                    let bytes = model_bytes(op, block, topo.user_rank_size);
+                    let q = SelectQuery::new(op, &topo, bytes, &cost, SelectLimits::default());
+                    let c = registry().candidates(&q);
+                    let mr = c
+                        .iter()
+                        .find(|c| c.name.ends_with("MultiRingExecutor"))
+                        .unwrap_or_else(|| panic!("{op} on {map:?}: no multi-ring candidate"));
+                    assert_eq!(mr.estimate.score, Estimate::PROVISIONAL_SCORE);
+                    assert!(mr.estimate.micros.is_finite() && mr.estimate.micros > 0.0);
+                    let won = &c[best(&c).unwrap()].name;
+                    assert!(
+                        !won.ends_with("MultiRingExecutor"),
+                        "{op} {block} on {map:?}"
+                    );
+                }
+            }
+        }
+        // the model's own opinion: a 64 MiB broadcast on 2 + 2 ranks
+        let topo = TopoInfo::new(0, vec![0, 0, 1, 1]).unwrap();
+        let q = SelectQuery::new(Broadcast, &topo, 64 << 20, &cost, SelectLimits::default());
+        let c = registry().candidates(&q);
+        let fastest = c
+            .iter()
+            .min_by(|a, b| a.estimate.micros.total_cmp(&b.estimate.micros))
+            .unwrap();
+        assert_eq!(&*fastest.name, "BroadcastMultiRingExecutor");
+        // one host: not a candidate (forced, it still runs: tests/tests/multi_ring.rs)
+        let one = TopoInfo::single_server(0, 4).unwrap();
+        let q = SelectQuery::new(AllReduce, &one, 1 << 20, &cost, SelectLimits::default());
+        assert!(registry()
+            .candidates(&q)
+            .iter()
+            .all(|c| !c.name.contains("MultiRing")));
     }
 
     /// Declarations that cannot be ranked are refused with `HCCL_E_PARA`

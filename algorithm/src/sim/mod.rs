@@ -64,6 +64,8 @@ pub struct SimSpec {
     pub v_counts: Option<Vec<u64>>,
     /// AllToAllV: `matrix[r][q]` = elements rank r sends to rank q; blocks packed.
     pub matrix: Option<Vec<Vec<u64>>>,
+    /// Channel limits of the multi-ring executors ([`TopoInfo::channels`]).
+    pub channels: crate::rings::ChannelLimits,
 }
 
 impl SimSpec {
@@ -81,6 +83,7 @@ impl SimSpec {
             check: true,
             v_counts: None,
             matrix: None,
+            channels: Default::default(),
         }
     }
 
@@ -396,7 +399,7 @@ pub fn simulate(
     let mut clocks: Vec<Clock> = Vec::with_capacity(p as usize);
     let mut ranks: Vec<SimRank> = Vec::with_capacity(p as usize);
     for r in 0..p {
-        let topo = TopoInfo::new(r, spec.rank_to_server.clone())?;
+        let topo = TopoInfo::new(r, spec.rank_to_server.clone())?.with_channels(spec.channels);
         let exec = registry.create(name, &topo)?;
         // the driver below skips ranks whose key did not move since
         // their last fruitless poll: every notify must move it

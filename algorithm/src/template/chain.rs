@@ -24,6 +24,21 @@ pub fn run(
     w: &DeviceMem,
     reduce: Option<(&DeviceMem, DataType, ReduceOp)>,
 ) -> Result<()> {
+    run_at(s, (pos, p), (up, down), (w, 0), reduce)
+}
+
+/// [`run`] on a round that sits at byte `base` of the CCL buffers rather
+/// than at their start (`w` at `base` of the CCL input, the landing area
+/// at `base` of the CCL output): an executor that gives each of several
+/// chains its own region of the buffers (the multi-ring executors, one
+/// per channel).
+pub fn run_at(
+    s: &Stream,
+    (pos, p): (u32, u32),
+    (up, down): (&LinkHandle, &LinkHandle),
+    (w, base): (&DeviceMem, usize),
+    reduce: Option<(&DeviceMem, DataType, ReduceOp)>,
+) -> Result<()> {
     let kind = if reduce.is_some() {
         MemKind::CclOutput
     } else {
@@ -42,7 +57,7 @@ pub fn run(
             }
         }
         if pos + 1 < p {
-            prim::send(s, Tx::new(down, &piece, kind, seg.offset))?;
+            prim::send(s, Tx::new(down, &piece, kind, base + seg.offset))?;
         }
     }
     Ok(())
