@@ -16,7 +16,7 @@
 #   SIZES="256K 1M 4M"   AllReduce bytes
 #   RUNS=3 ITERS=5
 #   ALGOS="AllReduceRingExecutor AllReduceTwoLevelExecutor AllReducePipelineExecutor"
-#                        (multi-channel executors are added when registered)
+#                        (the multi-channel AllReduceMultiRingExecutor is added when registered)
 #
 # Needs root and iproute2. Do not run it beside another benchmark.
 set -euo pipefail
@@ -32,7 +32,7 @@ ALGOS=${ALGOS:-"AllReduceRingExecutor AllReduceTwoLevelExecutor AllReducePipelin
 [ "$(id -u)" -eq 0 ] || { echo "hierarchy.sh: network namespaces need root" >&2; exit 1; }
 cargo build --release -q -p hccl-tools
 HCCL=${HCCL:-${CARGO_TARGET_DIR:-target}/release/hccl-test}
-for extra in $("$HCCL" --list-executors | grep -i '^AllReduce.*Channel'); do
+for extra in $("$HCCL" --list-executors | grep -i '^AllReduce.*MultiRing'); do
     ALGOS="$ALGOS $extra"
 done
 WORK=$(mktemp -d)
@@ -80,7 +80,7 @@ for layout in $LAYOUTS; do
         best=""; best_t=""
         for algo in $ALGOS; do
             m=$(median ${times[$algo]})
-            pr=$(echo "$preds" | tr ',' '\n' | sed -n "s/^ *$algo=\([0-9.]*\)us/\1/p")
+            pr=$(echo "$preds" | tr ',' '\n' | sed -n "s/^ *$algo=\([0-9.]*\)us.*/\1/p")
             ratio=$( [ -n "$pr" ] && python3 -c "print(f'{$pr/$m:.2f}')" || echo -)
             printf "  %-32s %12.1f %12s %8s\n" "$algo" "$m" "${pr:--}" "$ratio"
             if [ -z "$best_t" ] || python3 -c "import sys; sys.exit(0 if $m < $best_t else 1)"; then
