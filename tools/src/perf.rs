@@ -959,7 +959,7 @@ fn rank_sweep(
                 spread: Spread::of(&v[2..]),
                 ok: v[1] < 0.0,
             },
-            measured.communicator().last_executor().unwrap_or_default(),
+            r.executor.clone(),
         );
         all_ok &= row.check != "failed";
         if rank == 0 {
@@ -1007,6 +1007,9 @@ struct RankTimes {
     iter_us: Vec<f64>,
     /// The result checked out (or checking is off).
     ok: bool,
+    /// The executor the measured op ran (read before any barrier on the
+    /// same communicator runs one of its own).
+    executor: String,
 }
 
 /// One rank's part: set up buffers, warm up, time `iters` ops enqueued
@@ -1126,6 +1129,7 @@ fn rank_run<T: CheckElem>(
         }
         Ok((b, iter_us))
     });
+    let executor = comm.communicator().last_executor().unwrap_or_default();
     sync();
     let ((send, recv), iter_us) = spread?;
     let ok = if args.check == 0 {
@@ -1165,6 +1169,7 @@ fn rank_run<T: CheckElem>(
         avg_us: elapsed.as_secs_f64() * 1e6 / args.iters as f64,
         iter_us,
         ok,
+        executor,
     })
 }
 

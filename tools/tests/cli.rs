@@ -935,3 +935,40 @@ fn multi_ring_across_processes_5_ranks_on_2_hosts() {
 fn multi_ring_across_processes_8_ranks_on_3_hosts() {
     multi_ring_across_processes("8", "3", "32");
 }
+
+/// With ranks as processes the `algorithm` column names the executor of
+/// the measured op, not that of the max-reduction of the figures that
+/// follows it on the same communicator (an AllReduce).
+#[test]
+fn process_rows_name_the_measured_ops_executor() {
+    for op in ["all_gather", "broadcast", "reduce_scatter"] {
+        let out = hccl_test(&[
+            op,
+            "-p",
+            "4",
+            "--hosts",
+            "2",
+            "--transport",
+            "process",
+            "-b",
+            "64K",
+            "-e",
+            "64K",
+            "-n",
+            "2",
+            "-w",
+            "1",
+            "--format",
+            "json",
+        ]);
+        let want = match op {
+            "all_gather" => "AllGather",
+            "broadcast" => "Broadcast",
+            _ => "ReduceScatter",
+        };
+        for row in json_rows(&out, 1, op) {
+            let algo = row["algorithm"].as_str().unwrap_or_default();
+            assert!(algo.starts_with(want), "{op} reported {algo}: {row}");
+        }
+    }
+}
