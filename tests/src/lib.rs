@@ -91,3 +91,31 @@ pub fn segments_of(pids: &[u32]) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// Waits up to `limit` for every child process to end, failing the test
+/// with `what` if one has not (a hang, or a leaked process), then returns
+/// each one's standard output. The children are taken out of `children`
+/// (so a kill-on-drop guard holding them has nothing left to kill).
+pub fn stdout_of_all(
+    children: &mut Vec<std::process::Child>,
+    limit: Duration,
+    what: &str,
+) -> Vec<String> {
+    let deadline = std::time::Instant::now() + limit;
+    while children
+        .iter_mut()
+        .any(|c| c.try_wait().ok().flatten().is_none())
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: ranks did not end within {limit:?} (a hang or a leaked process)"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::mem::take(children)
+        .into_iter()
+        .map(|c| {
+            String::from_utf8_lossy(&c.wait_with_output().expect("output").stdout).into_owned()
+        })
+        .collect()
+}

@@ -97,22 +97,7 @@ fn drill_lines(out: &str) -> Vec<serde_json::Value> {
 
 /// Waits (bounded) for every rank to end; returns each one's stdout.
 fn finish(mut ranks: Ranks, limit: Duration) -> Vec<String> {
-    let deadline = Instant::now() + limit;
-    while ranks
-        .0
-        .iter_mut()
-        .any(|c| c.try_wait().ok().flatten().is_none())
-    {
-        assert!(
-            Instant::now() < deadline,
-            "ranks did not end within {limit:?}: a hang or a leaked process"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::mem::take(&mut ranks.0)
-        .into_iter()
-        .map(|c| String::from_utf8_lossy(&c.wait_with_output().unwrap().stdout).into_owned())
-        .collect()
+    hccl_tests::stdout_of_all(&mut ranks.0, limit, "drill")
 }
 
 /// Checks every survivor's error: `ERemote`, naming `victim` and its

@@ -447,22 +447,7 @@ fn a_rank_killed_in_another_namespace_is_named_by_the_survivors() {
     std::thread::sleep(Duration::from_millis(50));
     let t_loss = unix_ns();
     ranks.0[victim as usize].kill().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while ranks
-        .0
-        .iter_mut()
-        .any(|c| c.try_wait().ok().flatten().is_none())
-    {
-        assert!(
-            Instant::now() < deadline,
-            "{what}: survivors did not end (hang)"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let outs: Vec<String> = std::mem::take(&mut ranks.0)
-        .into_iter()
-        .map(|c| String::from_utf8_lossy(&c.wait_with_output().unwrap().stdout).into_owned())
-        .collect();
+    let outs = hccl_tests::stdout_of_all(&mut ranks.0, Duration::from_secs(30), what);
     let victim_host = hosts.name(host_of(victim));
     for (r, out) in outs.iter().enumerate() {
         if r as u32 == victim {

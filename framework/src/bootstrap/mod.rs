@@ -271,7 +271,7 @@ mod tests {
                 assert!(host_id_from(Some("declared".into())).starts_with("declared/"));
             }
             Err(e) if std::env::var("HCCL_RS_SKIP_NETNS").as_deref() == Ok("1") => {
-                eprintln!("skipped (HCCL_RS_SKIP_NETNS=1): unshare(CLONE_NEWNET): {e}");
+                tracing::warn!(error = %e, "skipped (HCCL_RS_SKIP_NETNS=1): unshare(CLONE_NEWNET)");
             }
             Err(e) => panic!(
                 "cannot create a network namespace (unshare(CLONE_NEWNET): {e}): \

@@ -293,6 +293,48 @@ mod tcp {
         (l0, l1, n1)
     }
 
+    /// Two inline devices, each with a CCL output of `cap` bytes and a
+    /// node; rank 0 (the connecting one) opens `sockets` per link.
+    struct Two {
+        d0: Device,
+        d1: Device,
+        m1: DeviceMem,
+        n0: TcpNode,
+        n1: Option<TcpNode>,
+        _m0: DeviceMem,
+    }
+
+    fn two(uid: u8, cap: usize, sockets: usize) -> Two {
+        let (d0, d1) = (
+            dev(ExecMode::Inline, Some(20_000)),
+            dev(ExecMode::Inline, Some(20_000)),
+        );
+        let (m0, m1) = (
+            DeviceMem::alloc(cap).unwrap(),
+            DeviceMem::alloc(cap).unwrap(),
+        );
+        let n0 = node_with(0, &d0, [uid; 16], &m0, sockets);
+        let n1 = Some(node_with(1, &d1, [uid; 16], &m1, 1));
+        Two {
+            d0,
+            d1,
+            m1,
+            n0,
+            n1,
+            _m0: m0,
+        }
+    }
+
+    impl Two {
+        /// The link's two ends (rank 0's, rank 1's).
+        fn link(&mut self) -> (LinkHandle, LinkHandle) {
+            let n1 = self.n1.take().expect("linked once");
+            let (l0, l1, n1) = pair(&self.n0, n1, self.m1.len());
+            self.n1 = Some(n1);
+            (l0, l1)
+        }
+    }
+
     fn bytes(n: usize, seed: u8) -> Vec<u8> {
         (0..n)
             .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
@@ -301,20 +343,11 @@ mod tcp {
 
     #[test]
     fn striped_links_deliver_every_byte_in_order() {
-        let uid = [5u8; 16];
-        let (d0, d1) = (
-            dev(ExecMode::Inline, Some(20_000)),
-            dev(ExecMode::Inline, Some(20_000)),
-        );
-        let cap = 4 << 20;
-        let (m0, m1) = (
-            DeviceMem::alloc(cap).unwrap(),
-            DeviceMem::alloc(cap).unwrap(),
-        );
-        let n0 = node_with(0, &d0, uid, &m0, 3);
-        let n1 = node_with(1, &d1, uid, &m1, 1); // the lower rank decides: 3
-        let (l0, l1, _n1) = pair(&n0, n1, cap);
-        let (s0, s1) = (Stream::new(&d0), Stream::new(&d1));
+        // rank 1 asks for 1 socket, but the lower rank decides: 3
+        let mut t = two(5, 4 << 20, 3);
+        let (l0, l1) = t.link();
+        let m1 = t.m1.clone();
+        let (s0, s1) = (Stream::new(&t.d0), Stream::new(&t.d1));
         // striped (>= 256 KiB, not a multiple of 3 or 4 KiB), gathered,
         // eager and plain transfers back to back
         let sizes = [(1 << 20) + 13, 100, 300 << 10, 7, (256 << 10) + 1, 64 << 10];
@@ -360,22 +393,13 @@ mod tcp {
 
     #[test]
     fn a_transfer_sent_before_the_ack_waits_for_it() {
-        let uid = [6u8; 16];
-        let (d0, d1) = (
-            dev(ExecMode::Inline, Some(20_000)),
-            dev(ExecMode::Inline, Some(20_000)),
-        );
-        let (m0, m1) = (
-            DeviceMem::alloc(4096).unwrap(),
-            DeviceMem::alloc(4096).unwrap(),
-        );
-        let n0 = node_with(0, &d0, uid, &m0, 1);
-        let n1 = node_with(1, &d1, uid, &m1, 1);
-        let (l0, l1, _n1) = pair(&n0, n1, 4096);
+        let mut t = two(6, 4096, 1);
+        let (l0, l1) = t.link();
+        let (d0, d1, m1) = (&t.d0, &t.d1, &t.m1);
         m1.copy_from_host(&[7u32, 7]).unwrap();
         let src = DeviceMem::alloc(8).unwrap();
         src.copy_from_host(&[1u32, 2]).unwrap();
-        let (s0, s1) = (Stream::new(&d0), Stream::new(&d1));
+        let (s0, s1) = (Stream::new(d0), Stream::new(d1));
         // rank 0 sends without waiting for rank 1's ack, then a signal
         l0.tx_after_ack(MemKind::CclOutput, 0, &src, &s0).unwrap();
         l0.tx_data_signal(&s0).unwrap();
@@ -394,18 +418,9 @@ mod tcp {
 
     #[test]
     fn a_differing_descriptor_fails_the_links_next_wait() {
-        let uid = [8u8; 16];
-        let (d0, d1) = (
-            dev(ExecMode::Inline, Some(20_000)),
-            dev(ExecMode::Inline, Some(20_000)),
-        );
-        let (m0, m1) = (
-            DeviceMem::alloc(4096).unwrap(),
-            DeviceMem::alloc(4096).unwrap(),
-        );
-        let n0 = node_with(0, &d0, uid, &m0, 1);
-        let n1 = node_with(1, &d1, uid, &m1, 1);
-        let (l0, l1, _n1) = pair(&n0, n1, 4096);
+        let mut t = two(8, 4096, 1);
+        let (l0, l1) = t.link();
+        let (d0, d1) = (&t.d0, &t.d1);
         let mine = OpDesc {
             count: 100,
             ..Default::default()
@@ -414,7 +429,7 @@ mod tcp {
             count: 64,
             ..Default::default()
         };
-        let (s0, s1) = (Stream::new(&d0), Stream::new(&d1));
+        let (s0, s1) = (Stream::new(d0), Stream::new(d1));
         for (l, s, (a, b)) in [(&l0, &s0, (mine, mine)), (&l1, &s1, (theirs, theirs))] {
             l.tx_desc(a, s).unwrap();
             l.rx_desc(b, s).unwrap();
@@ -438,32 +453,22 @@ mod tcp {
 
     #[test]
     fn a_silent_newcomer_does_not_keep_a_peer_out() {
-        let uid = [9u8; 16];
-        let (d0, d1) = (
-            dev(ExecMode::Inline, Some(20_000)),
-            dev(ExecMode::Inline, Some(20_000)),
-        );
-        let (m0, m1) = (
-            DeviceMem::alloc(4096).unwrap(),
-            DeviceMem::alloc(4096).unwrap(),
-        );
-        let n0 = node_with(0, &d0, uid, &m0, 1);
-        let n1 = node_with(1, &d1, uid, &m1, 1);
+        let mut t = two(9, 4096, 1);
+        let a1 = t.n1.as_ref().expect("not linked yet").addr();
         // more silent connections than the listener keeps waiting, and one
         // that sends half an introduction
-        let silent: Vec<TcpStream> = (0..70)
-            .map(|_| TcpStream::connect(n1.addr()).unwrap())
-            .collect();
-        let mut half = TcpStream::connect(n1.addr()).unwrap();
+        let silent: Vec<TcpStream> = (0..70).map(|_| TcpStream::connect(a1).unwrap()).collect();
+        let mut half = TcpStream::connect(a1).unwrap();
         half.write_all(&0x4843_434cu32.to_le_bytes()).unwrap();
         let start = Instant::now();
-        let (l0, l1, _n1) = pair(&n0, n1, 4096);
+        let (l0, l1) = t.link();
+        let (d0, d1) = (&t.d0, &t.d1);
         assert!(
             start.elapsed() < Duration::from_secs(4),
             "the peer waited behind the strays for {:?}",
             start.elapsed()
         );
-        let (s0, s1) = (Stream::new(&d0), Stream::new(&d1));
+        let (s0, s1) = (Stream::new(d0), Stream::new(d1));
         l1.tx_data_signal(&s1).unwrap();
         l0.rx_data_signal(&s0).unwrap();
         s1.synchronize().unwrap();

@@ -361,10 +361,10 @@ impl Conn {
                 Some(Body::Blob { frame, len }) => {
                     let (frame, len) = (*frame, *len);
                     if s.end - s.start >= len {
-                        let bytes = s.stage[s.start..s.start + len].to_vec();
+                        let at = s.start;
                         s.start += len;
                         s.body = None;
-                        self.apply_blob(frame, &bytes)?;
+                        self.apply_blob(frame, &s.stage[at..at + len])?;
                         progressed = true;
                         continue;
                     }

@@ -113,8 +113,9 @@ struct Shared {
     wake_tx: Mutex<Option<OwnedFd>>,
     /// Some connection has gathered frames to write.
     dirty: AtomicBool,
-    /// The device's request to be flushed after its round.
-    flush_request: Mutex<Option<FlushRequest>>,
+    /// The device's request to be flushed after its round (set once, when
+    /// the node is attached to its device).
+    flush_request: crate::sync::OnceLock<FlushRequest>,
 }
 
 impl Shared {
@@ -154,12 +155,7 @@ impl Shared {
     /// before anything waits, whichever is first).
     fn gathered(&self) {
         if !self.dirty.swap(true, Ordering::AcqRel) {
-            if let Some(r) = self
-                .flush_request
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .as_ref()
-            {
+            if let Some(r) = self.flush_request.get() {
                 r.raise();
             }
         }
@@ -261,7 +257,8 @@ impl ParkHook for Shared {
     }
 
     fn set_flush_request(&self, request: FlushRequest) {
-        *self.flush_request.lock().unwrap_or_else(|p| p.into_inner()) = Some(request);
+        // one device per node: a second attachment keeps the first
+        let _ = self.flush_request.set(request);
     }
 }
 
@@ -339,7 +336,7 @@ impl TcpNode {
             epoch: Instant::now(),
             wake_tx: Mutex::new(Some(wake_tx)),
             dirty: AtomicBool::new(false),
-            flush_request: Mutex::new(None),
+            flush_request: crate::sync::OnceLock::new(),
         });
         let s2 = shared.clone();
         let thread = std::thread::Builder::new()
@@ -603,6 +600,29 @@ impl TcpLink {
         }
     }
 
+    /// Sends `src` into the peer's `kind` buffer at `off` under `ack`.
+    fn send_data(
+        &self,
+        state: &mut LinkOpState,
+        kind: MemKind,
+        off: usize,
+        src: &crate::mem::PinnedMem,
+        ack: AckRule,
+    ) -> Poll<Result<()>> {
+        let m = src.mem();
+        // SAFETY: `m` is a pinned live range, pinned until this verb
+        // completes (the connection keeps no pointer to it past that);
+        // the bytes are only read, and the algorithm does not modify a
+        // buffer it is sending.
+        let bytes = unsafe { std::slice::from_raw_parts(m.ptr(), m.len()) };
+        let header = Header {
+            kind: kind_code(kind),
+            off: off as u64,
+            ..Header::new(Frame::Data, bytes.len())
+        };
+        self.send(state, header, Payload::Borrowed(bytes), ack)
+    }
+
     /// Waits until `counter` reaches this verb's sequence number (drawn
     /// from `next` at its first poll), reading meanwhile.
     fn take(
@@ -721,38 +741,17 @@ impl Link for TcpLink {
                 dst_kind,
                 dst_offset,
                 src,
-            } => {
-                let m = src.mem();
-                // SAFETY: `m` is a pinned live range, pinned until this
-                // verb completes (the connection keeps no pointer to it
-                // past that); the bytes are only read, and the algorithm
-                // does not modify a buffer it is sending.
-                let bytes = unsafe { std::slice::from_raw_parts(m.ptr(), m.len()) };
-                let header = Header {
-                    kind: kind_code(*dst_kind),
-                    off: *dst_offset as u64,
-                    ..Header::new(Frame::Data, bytes.len())
-                };
-                self.send(state, header, Payload::Borrowed(bytes), AckRule::None)
-            }
+            } => self.send_data(state, *dst_kind, *dst_offset, src, AckRule::None),
             LinkOp::TxAfterAck {
                 dst_kind,
                 dst_offset,
                 src,
             } => {
-                let m = src.mem();
-                // SAFETY: as for TxAsync.
-                let bytes = unsafe { std::slice::from_raw_parts(m.ptr(), m.len()) };
-                let header = Header {
-                    kind: kind_code(*dst_kind),
-                    off: *dst_offset as u64,
-                    ..Header::new(Frame::Data, bytes.len())
-                };
                 let rule = AckRule::Take {
                     received: inbox.acks.load(Ordering::Acquire),
                     eager: true,
                 };
-                self.send(state, header, Payload::Borrowed(bytes), rule)
+                self.send_data(state, *dst_kind, *dst_offset, src, rule)
             }
             LinkOp::TxWithReduce { .. } => Poll::Ready(Err(HcclError::not_support(
                 "the TCP link cannot reduce into the peer's memory; use TxAsync and reduce locally",
