@@ -215,7 +215,11 @@ pub extern "C" fn aclmdlRICaptureGetInfo(
                 ACL_ERROR_INVALID_PARAM,
                 format!(
                     "{} is null",
-                    if status.is_null() { "status" } else { "modelRI" }
+                    if status.is_null() {
+                        "status"
+                    } else {
+                        "modelRI"
+                    }
                 ),
             ));
         }
@@ -376,7 +380,9 @@ pub extern "C" fn aclmdlRISetName(modelRI: aclmdlRI, name: *const c_char) -> acl
         }
         let ri = model(modelRI)?;
         // SAFETY: non-null (checked), a NUL-terminated string (C contract).
-        let n = unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned();
+        let n = unsafe { CStr::from_ptr(name) }
+            .to_string_lossy()
+            .into_owned();
         ri.lock().name = Some(n);
         Ok(())
     })

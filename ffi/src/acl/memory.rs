@@ -52,7 +52,9 @@ fn check_not_in_graph(p: *mut c_void) -> Result<(), AclFail> {
         None => Ok(()),
         Some(who) => Err(acl_err(
             ACL_ERROR_INVALID_PARAM,
-            format!("{p:p} is used by {who}: destroy it (aclmdlRIDestroy) before freeing the memory"),
+            format!(
+                "{p:p} is used by {who}: destroy it (aclmdlRIDestroy) before freeing the memory"
+            ),
         )),
     }
 }

@@ -154,7 +154,12 @@ pub extern "C" fn aclrtDestroyStream(stream: aclrtStream) -> aclError {
                 format!("stream handle {stream:p} is not a live aclrtStream"),
             )
         };
-        if STREAMS.get(stream).ok_or_else(bad)?.current().is_capturing() {
+        if STREAMS
+            .get(stream)
+            .ok_or_else(bad)?
+            .current()
+            .is_capturing()
+        {
             return Err(acl_err(
                 ACL_ERROR_RT_STREAM_CAPTURED,
                 "the stream is capturing: end its capture (aclmdlRICaptureEnd) before destroying it",

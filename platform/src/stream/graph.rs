@@ -170,7 +170,9 @@ impl Rec {
                 TaskKind::Kernel(kernel) => Self::kernel(kernel)?,
             },
             Op::Copy { .. } | Op::Reduce { .. } | Op::Link { .. } => {
-                return Err(HcclError::internal("a compact task was not recorded as one"))
+                return Err(HcclError::internal(
+                    "a compact task was not recorded as one",
+                ))
             }
         })
     }
@@ -562,7 +564,11 @@ impl Stream {
 
     /// The mode of the capture this stream is in, if any.
     pub fn capture_mode(&self) -> Option<CaptureMode> {
-        self.inner.lock_queue().capture.as_ref().map(|s| s.capture.mode)
+        self.inner
+            .lock_queue()
+            .capture
+            .as_ref()
+            .map(|s| s.capture.mode)
     }
 
     /// Ends the capture this stream began and returns what it recorded.
@@ -709,8 +715,7 @@ impl Stream {
     /// Leaves `capture` if this stream is in it.
     fn leave(&self, capture: &Arc<Capture>) {
         let mut q = self.inner.lock_queue();
-        if q
-            .capture
+        if q.capture
             .as_ref()
             .is_some_and(|s| Arc::ptr_eq(&s.capture, capture))
         {
@@ -780,7 +785,10 @@ impl Stream {
     /// Records a kernel launch (`Stream::launch` while capturing); `false`
     /// if the stream stopped capturing meanwhile (then the caller launches
     /// it).
-    pub(super) fn record_launch(&self, capture: impl FnOnce() -> Box<dyn Relaunch>) -> Result<bool> {
+    pub(super) fn record_launch(
+        &self,
+        capture: impl FnOnce() -> Box<dyn Relaunch>,
+    ) -> Result<bool> {
         let q = self.inner.lock_queue();
         let Some(slot) = q.capture.clone() else {
             return Ok(false);
