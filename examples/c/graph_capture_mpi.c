@@ -5,12 +5,13 @@
  * its stream (aclmdlRICaptureBegin ... aclmdlRICaptureEnd, GLOBAL mode)
  * and executes the captured model run instance many times
  * (aclmdlRIExecuteAsync), rewriting its inputs before every execution and
- * checking every result. Optionally (third argument) it also times an
- * 8-byte AllReduce loop issued op by op against the same loop captured
- * once and executed as one instance, per op: p50 / p99 / max.
+ * checking every result. Optionally (third argument: rounds) it also times
+ * a loop of `batch` (fourth argument, default 16) 8-byte AllReduces issued
+ * op by op and synchronized, against the same loop captured once and
+ * executed as one instance, per op: p50 / p99 / max over the rounds.
  *
  * Build: mpicc -Wall -Werror graph_capture_mpi.c $(pkg-config --cflags --libs hccl)
- * Run:   mpirun -np 4 ./graph_capture_mpi [count] [executions] [timed_ops]
+ * Run:   mpirun -np 4 ./graph_capture_mpi [count] [executions] [rounds] [batch]
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -68,9 +69,8 @@ static void report(const char *what, double *t, int reps, int batch)
 }
 
 /* An 8-byte AllReduce loop: op by op vs the same loop captured once. */
-static void measure(HcclComm comm, aclrtStream stream, int reps)
+static void measure(HcclComm comm, aclrtStream stream, int reps, int BATCH)
 {
-    enum { BATCH = 16 };
     float *x, *y;
     double *t_ops = malloc(sizeof(double) * (size_t)reps), *t_graph = malloc(sizeof(double) * (size_t)reps);
     aclmdlRI loop = NULL;
@@ -119,6 +119,7 @@ int main(int argc, char **argv)
     uint64_t n = argc > 1 ? (uint64_t)atoll(argv[1]) : 4096, i;
     int executions = argc > 2 ? atoi(argv[2]) : 100;
     int timed = argc > 3 ? atoi(argv[3]) : 0;
+    int batch = argc > 4 ? atoi(argv[4]) : 16;
     uint32_t ndev = 0;
     HcclRootInfo info;
     HcclComm comm;
@@ -183,7 +184,7 @@ int main(int argc, char **argv)
         CHECK(!bad, "execution %d: broadcast mismatch at %lu: %d", k, (unsigned long)(i - 1), host[i - 1]);
     }
     CHECK_ACL(aclmdlRIDestroy(model));
-    if (timed > 0) measure(comm, stream, timed);
+    if (timed > 0 && batch > 0) measure(comm, stream, timed, batch);
 
     CHECK_ACL(aclrtFreeHost(host));
     CHECK_ACL(aclrtFree(bcast));
