@@ -10,26 +10,32 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 mod batch;
+mod group;
 pub use batch::{SendRecvItem, SendRecvKind};
+pub use group::{group, group_end, group_start, group_status, GROUP_FUSE_MAX_BYTES};
 
 /// One rank's communicator.
-#[derive(Debug)]
+///
+/// Cloning gives another handle to the same communicator (ops deferred
+/// by a [group](crate::group_start) hold one); it is destroyed when the
+/// last handle is dropped.
+#[derive(Clone, Debug)]
 pub struct HcclComm {
-    inner: Communicator,
-    barrier_buf: std::sync::OnceLock<DeviceMem>,
-    batch: std::sync::OnceLock<batch::BatchStreams>,
+    inner: Arc<Communicator>,
+    barrier_buf: Arc<std::sync::OnceLock<DeviceMem>>,
+    batch: Arc<std::sync::OnceLock<batch::BatchStreams>>,
     /// Op tags by op code (`AllReduce_<comm name>`, ...), built once: a
     /// small op repeated in a loop should not format a string per call.
-    tags: [std::sync::OnceLock<(&'static str, Arc<str>)>; OpType::CODES],
+    tags: Arc<[std::sync::OnceLock<(&'static str, Arc<str>)>; OpType::CODES]>,
 }
 
 impl HcclComm {
     fn wrap(inner: Communicator) -> HcclComm {
         HcclComm {
-            inner,
-            barrier_buf: std::sync::OnceLock::new(),
-            batch: std::sync::OnceLock::new(),
-            tags: Default::default(),
+            inner: Arc::new(inner),
+            barrier_buf: Arc::default(),
+            batch: Arc::default(),
+            tags: Arc::default(),
         }
     }
 
@@ -306,6 +312,9 @@ impl HcclComm {
             recv_v: call.recv_v,
             peer: call.peer,
         };
+        if group::defer(self, &param) {
+            return Ok(());
+        }
         self.inner.exec_op(&param)
     }
 

@@ -31,7 +31,10 @@ mod comm;
 mod validate;
 
 // Communicators and their ops.
-pub use comm::{HcclComm, SendRecvItem, SendRecvKind};
+pub use comm::{
+    group, group_end, group_start, group_status, HcclComm, SendRecvItem, SendRecvKind,
+    GROUP_FUSE_MAX_BYTES,
+};
 // Making communicators: configuration, threads of this process, and the
 // root info processes share.
 pub use hccl_framework::{launched_as, LaunchedAs};

@@ -4,11 +4,11 @@ use crate::config::CommConfig;
 use crate::fabric::{Fabric, InProcFabric};
 use crate::resource_manager::ResourceManager;
 use crate::selector::Selector;
-use hccl_algorithm::OpType;
 use hccl_algorithm::{
     registry, AlgResourceResponse, CollExecutor, DescriptorCache, ExecutorRegistry, OpParam,
     TopoInfo,
 };
+use hccl_algorithm::{OpType, WorkflowMode};
 use hccl_platform::InProcEndpoint;
 use hccl_platform::{
     DataType, Device, DeviceMem, HcclError, LinkHandle, MemKind, OpLabel, Result, Stream,
@@ -125,6 +125,9 @@ impl InProcGroup {
 }
 
 struct CachedOp {
+    /// Whether the executor runs in graph mode (else a graph-mode op
+    /// runs it in op-base mode).
+    graph: bool,
     executor: Box<dyn CollExecutor>,
     res: AlgResourceResponse,
     label: Arc<OpLabel>,
@@ -154,6 +157,7 @@ struct PickKey {
     op: OpType,
     count: u64,
     dtype: DataType,
+    mode: WorkflowMode,
 }
 
 /// One rank's communicator.
@@ -405,6 +409,14 @@ impl Communicator {
         err
     }
 
+    /// Whether this communicator's ops can run in graph mode (every peer
+    /// on this host, reachable by load/store or cross-memory attach: the
+    /// direct and AIV executors). Elsewhere a graph-mode op runs in
+    /// op-base mode.
+    pub fn graph_capable(&self) -> bool {
+        self.selector.graph_capable()
+    }
+
     /// The executor that ran the most recent op, if any.
     pub fn last_executor(&self) -> Option<String> {
         self.state
@@ -432,6 +444,7 @@ impl Communicator {
             op: param.op_type,
             count: param.count,
             dtype: param.dtype,
+            mode: param.mode,
         });
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let st = &mut *st;
@@ -454,6 +467,15 @@ impl Communicator {
             Some(i) => i,
             None => self.find_or_create(st, param, key).map_err(ctx)?,
         };
+        if param.mode == WorkflowMode::Graph && !st.ops[idx].graph {
+            // the executor chosen (forced, or the only one for the op)
+            // stages through the CCL buffers: it runs in op-base mode
+            let op_base = OpParam {
+                mode: WorkflowMode::OpBase,
+                ..param.clone()
+            };
+            return self.run_cached(st, idx, &op_base).map_err(ctx);
+        }
         self.run_cached(st, idx, param).map_err(ctx)
     }
 
@@ -474,6 +496,21 @@ impl Communicator {
             Some(i) => i,
             None => {
                 let executor = self.registry.create(&name, &self.topo)?;
+                let graph = executor.supports_graph();
+                if param.mode == WorkflowMode::Graph && !graph {
+                    tracing::debug!(tag = %param.tag, executor = %name, rank = self.rank,
+                        "the executor runs in op-base mode only: this graph-mode op stages through the CCL buffers");
+                }
+                let op_base;
+                let param = if param.mode == WorkflowMode::Graph && !graph {
+                    op_base = OpParam {
+                        mode: WorkflowMode::OpBase,
+                        ..param.clone()
+                    };
+                    &op_base
+                } else {
+                    param
+                };
                 let req = executor.calc_res_request(param, &self.topo)?;
                 let res = st.resources.grant(&req, &param.input, &param.output)?;
                 tracing::debug!(tag = %param.tag, executor = %name, rank = self.rank, "resources granted");
@@ -491,6 +528,7 @@ impl Communicator {
                     }
                 }
                 st.ops.push(CachedOp {
+                    graph,
                     executor,
                     res,
                     label,

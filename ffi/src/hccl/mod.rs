@@ -8,9 +8,11 @@
 mod collectives;
 mod comm;
 mod config;
+mod group;
 mod memory_ranges;
 mod registration;
 
 pub use collectives::*;
 pub use comm::*;
+pub use group::*;
 pub use registration::*;
