@@ -890,3 +890,56 @@ fn memory_registration_follows_hccls_rules() {
     ok(HcclCommDestroy(c), "destroy");
     acl_ok(aclrtFree(base), "free");
 }
+
+#[test]
+fn group_calls_batch_sends_and_fuse_all_reduces() {
+    // outside a group
+    let mut in_group = true;
+    ok(HcclGroupStatusGet(&mut in_group), "HcclGroupStatusGet");
+    assert!(!in_group);
+    assert_eq!(HcclGroupEnd(), E_PARA);
+    let msg = last_error_message().unwrap_or_default();
+    assert!(msg.contains("without a matching HcclGroupStart"), "{msg}");
+    assert_eq!(HcclGroupStatusGet(null_mut()), E_PTR);
+    // every rank sends to its right neighbour before receiving from its
+    // left, and issues two AllReduces, all in one group
+    let p = 3u32;
+    per_rank(p, |r, comm, stream| {
+        let n = 256usize;
+        let mine: Vec<f32> = (0..n).map(|i| (r * 1000) as f32 + i as f32).collect();
+        let send = dev_from(&mine);
+        let recv = dev_zeroed(n * 4);
+        let (a, b) = (dev_from(&[r as f32 + 1.0; 8]), dev_from(&[2.0f32; 3]));
+        let (ao, bo) = (dev_zeroed(32), dev_zeroed(12));
+        ok(HcclGroupStart(), "HcclGroupStart");
+        let mut in_group = false;
+        ok(HcclGroupStatusGet(&mut in_group), "HcclGroupStatusGet");
+        assert!(in_group);
+        ok(
+            HcclSend(send, n as u64, FP32, (r + 1) % p, comm, stream),
+            "HcclSend",
+        );
+        ok(
+            HcclRecv(recv, n as u64, FP32, (r + p - 1) % p, comm, stream),
+            "HcclRecv",
+        );
+        ok(
+            HcclAllReduce(a, ao, 8, FP32, SUM, comm, stream),
+            "HcclAllReduce a",
+        );
+        ok(
+            HcclAllReduce(b, bo, 3, FP32, SUM, comm, stream),
+            "HcclAllReduce b",
+        );
+        ok(HcclGroupEnd(), "HcclGroupEnd");
+        sync(stream);
+        let left = (r + p - 1) % p;
+        let want: Vec<f32> = (0..n).map(|i| (left * 1000) as f32 + i as f32).collect();
+        assert_eq!(to_host::<f32>(recv, n), want, "rank {r}");
+        assert_eq!(to_host::<f32>(ao, 8), vec![6.0; 8], "rank {r}");
+        assert_eq!(to_host::<f32>(bo, 3), vec![6.0; 3], "rank {r}");
+        for m in [send, recv, a, b, ao, bo] {
+            acl_ok(aclrtFree(m), "aclrtFree");
+        }
+    });
+}
