@@ -301,10 +301,13 @@ fn copy_block(s: &Stream, param: &OpParam, src: Block, dst: Block, u: u64) -> Re
     Ok(())
 }
 
-/// `out = own op (peer blocks)`, window by window: each peer's block is read
-/// at its byte offset in that peer's input (`sources`). The first peer's
-/// window is read straight into `out` when `out` is not `own` (then reduced
-/// with `own`), the others into `stage`.
+/// `out = own op (peer blocks)`, window by window (`stage`'s length, so a
+/// window stays in cache across the peers): each peer's block is read at
+/// its byte offset in that peer's input (`sources`). The first peer's
+/// window is read straight into `out` when `out` is not `own` (then
+/// reduced with `own`), the others are reduced straight out of the peers'
+/// buffers (`read_peer_reduce`: one pass over a mapped peer buffer, else
+/// cross-memory reads through the link's staging window).
 fn reduce_into<'a>(
     s: &Stream,
     param: &OpParam,
@@ -318,15 +321,14 @@ fn reduce_into<'a>(
     let mut at = 0;
     while at < out.len() {
         let n = stage.len().min(out.len() - at);
-        let (own_w, out_w, stage_w) = (own.range(at, n)?, out.range(at, n)?, stage.range(0, n)?);
+        let (own_w, out_w) = (own.range(at, n)?, out.range(at, n)?);
         for (i, &(q, off)) in sources.iter().enumerate() {
             let l = link(q)?;
             if i == 0 && !in_place {
                 l.read_peer(MemKind::ParamInput, off + at, &out_w, s)?;
                 s.reduce_async(&out_w, &own_w, dtype, op)?;
             } else {
-                l.read_peer(MemKind::ParamInput, off + at, &stage_w, s)?;
-                s.reduce_async(&out_w, &stage_w, dtype, op)?;
+                l.read_peer_reduce(MemKind::ParamInput, off + at, &out_w, dtype, op, s)?;
             }
         }
         if sources.is_empty() && !in_place {
