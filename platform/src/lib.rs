@@ -46,9 +46,12 @@ pub use mem::{
 // the kernel trait a whole-op task implements.
 pub use notify::Notify;
 pub use stream::{
-    BlockedTask, Device, DeviceConfig, DeviceStats, EnqueueMark, ExecMode, HostCallback, Kernel,
-    OpLabel, Stream,
+    BlockedTask, Device, DeviceConfig, DeviceStats, EnqueueMark, ExecMode, HostCallback, HostFn,
+    Kernel, OpLabel, Stream,
 };
+// Capture and replay: tasks recorded on a capturing stream, replayed as a
+// graph (ACL graphs' `aclmdlRI`).
+pub use stream::{CaptureMode, CaptureStatus, Graph};
 
 // Links: HCCL's transport verbs and the transports that implement them.
 // A transport implements [`Link`]; algorithms enqueue verbs through

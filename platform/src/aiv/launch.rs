@@ -15,7 +15,7 @@ use super::settle::AivSettle;
 use crate::error::{HcclError, Result};
 use crate::link::OpDesc;
 use crate::mem::DeviceMem;
-use crate::stream::{Kernel, Launch, Stream};
+use crate::stream::{Kernel, Launch, Relaunch, Stream};
 use crate::sync::Arc;
 use std::task::Poll;
 
@@ -160,6 +160,47 @@ impl Launch for AivLaunch<'_> {
 
     fn into_kernel(self) -> Box<dyn Kernel> {
         Box::new(self.into_task())
+    }
+
+    /// The kernel before its first poll, holding its memory (not pinned:
+    /// a graph is not queued work).
+    fn capture(&self) -> Box<dyn Relaunch> {
+        Box::new(AivRelaunch {
+            progress: Progress {
+                seq: 0,
+                next: 0,
+                polls: 0,
+                ..self.progress
+            },
+            boards: self.boards.clone(),
+            input: self.input.clone(),
+            output: self.output.clone(),
+        })
+    }
+}
+
+/// A captured AIV kernel: every replay launches it again, fresh, as an
+/// [`AivLaunch`] borrowing the memory held here, through the same inline
+/// launch path as the original (so a replayed kernel whose peers have
+/// published completes inside the launch, never boxed). It takes the next
+/// sequence number on the boards when it publishes, like any kernel: the
+/// ranks replay the same ops in the same order.
+#[derive(Debug)]
+struct AivRelaunch {
+    progress: Progress,
+    boards: Arc<AivBoards>,
+    input: DeviceMem,
+    output: DeviceMem,
+}
+
+impl Relaunch for AivRelaunch {
+    fn relaunch(&self, stream: &Stream) -> Result<()> {
+        stream.aiv_launch(AivLaunch {
+            progress: self.progress,
+            boards: &self.boards,
+            input: &self.input,
+            output: &self.output,
+        })
     }
 }
 

@@ -91,6 +91,13 @@ pub trait Kernel: Send + std::fmt::Debug {
     fn ahead_limit(&self) -> usize {
         1
     }
+
+    /// A fresh copy of this kernel, as it was before its first poll, for
+    /// one replay of a captured graph (`stream/graph.rs`); `None` (the
+    /// default) if it cannot be replayed, which refuses its capture.
+    fn replay(&self) -> Option<Box<dyn Kernel>> {
+        None
+    }
 }
 
 /// A kernel as its launcher builds it, borrowing its memory: it may run
@@ -114,6 +121,19 @@ pub(crate) trait Launch {
 
     /// The queued form: holds its memory, keeps its progress.
     fn into_kernel(self) -> Box<dyn Kernel>;
+
+    /// What a capturing stream records of this launch (the kernel is not
+    /// run): a [`Relaunch`] that builds the same kernel, fresh, for every
+    /// replay.
+    fn capture(&self) -> Box<dyn Relaunch>;
+}
+
+/// A kernel launch as a captured graph keeps it: every replay launches
+/// the kernel again through `Stream::launch` (so a replayed kernel may
+/// complete inside the launch, never boxed, as the original could).
+pub(crate) trait Relaunch: Send + Sync + std::fmt::Debug {
+    /// Launches a fresh copy of the kernel on `stream`.
+    fn relaunch(&self, stream: &crate::stream::Stream) -> Result<()>;
 }
 
 /// Work a group of kernels may leave behind when its kernels complete,

@@ -21,14 +21,16 @@
 //! cargo test -p hccl-platform --release --lib loom_tests`.
 
 mod device;
+mod graph;
 mod kernel;
 mod task;
 mod verbs;
 
 pub use device::{BlockedTask, Device, DeviceConfig, DeviceStats, ExecMode};
-pub(crate) use kernel::Launch;
+pub use graph::{CaptureMode, CaptureStatus, Graph};
+pub(crate) use kernel::{Launch, Relaunch};
 pub use kernel::{Kernel, Settle};
-pub use task::{HostCallback, OpLabel};
+pub use task::{HostCallback, HostFn, OpLabel};
 pub(crate) use task::{Task, TaskKind};
 
 use task::{HeadState, Op, Pools, Released};
@@ -64,6 +66,9 @@ pub(crate) struct StreamInner {
     /// The group registered last in `settlers` (0: none yet): a launch
     /// of the same group registers nothing, without locking.
     settler_hint: AtomicUsize,
+    /// Whether `Queue::capture` is set (see `graph.rs`): read without the
+    /// lock on paths that take none (a kernel launch, synchronize).
+    capturing: AtomicBool,
 }
 
 /// A stream's queued tasks and the label new tasks get: one lock covers
@@ -97,6 +102,9 @@ struct Queue {
     /// write (`None`: unknown), so the next kernel is checked against all
     /// of them at once.
     ahead_written: Option<std::ops::Range<usize>>,
+    /// The capture this stream records into, if any (see `graph.rs`):
+    /// tasks enqueued meanwhile are recorded there instead of queued.
+    capture: Option<graph::CaptureSlot>,
 }
 
 fn same_label(a: &Option<Arc<OpLabel>>, b: &Option<Arc<OpLabel>>) -> bool {
@@ -296,9 +304,17 @@ impl StreamInner {
     /// count that no queued task will complete.
     fn push_locked(&self, q: &mut Queue, op: Op) {
         q.push(op);
-        // only written under the queue lock: a load and a store do
-        let n = self.enqueued.load(Ordering::Relaxed);
-        self.enqueued.store(n + 1, Ordering::Release);
+        self.count_enqueued(1);
+    }
+
+    /// Counts `n` more tasks enqueued; called under the queue lock, after
+    /// queueing them.
+    fn count_enqueued(&self, n: u64) {
+        if n > 0 {
+            // only written under the queue lock: a load and a store do
+            let c = self.enqueued.load(Ordering::Relaxed);
+            self.enqueued.store(c + n, Ordering::Release);
+        }
     }
 
     /// Runs tasks from the head until one must wait. Returns whether any ran.
@@ -519,6 +535,7 @@ impl Stream {
                 started_ahead: 0,
                 ahead_clear: 0,
                 ahead_written: None,
+                capture: None,
             }),
             enqueued: AtomicU64::new(0),
             completed: AtomicU64::new(0),
@@ -527,6 +544,7 @@ impl Stream {
             label_at_step0: AtomicUsize::new(0),
             settlers: Mutex::new(Vec::new()),
             settler_hint: AtomicUsize::new(0),
+            capturing: AtomicBool::new(false),
         });
         device.register(&inner);
         Stream {
@@ -584,12 +602,16 @@ impl Stream {
         self.push(|pools| kind.into_op(pools))
     }
 
-    /// Enqueues the task `make` builds with the queue's pools.
+    /// Enqueues the task `make` builds with the queue's pools (or, while
+    /// the stream is capturing, records it: see `graph.rs`).
     pub(crate) fn push(&self, make: impl FnOnce(&mut Pools) -> Op) -> Result<()> {
         // enqueued is bumped under the queue lock so a synchronizer never
         // waits for a count that no queued task will complete.
         {
             let mut q = self.inner.lock_queue();
+            if let Some(slot) = q.capture.clone() {
+                return self.record(&q, &slot, make);
+            }
             let op = make(&mut q.pools);
             self.inner.push_locked(&mut q, op);
         }
@@ -611,7 +633,13 @@ impl Stream {
     /// of them were removed. If some had already started (a worker thread
     /// was driving the stream), the stream is failed with `reason` instead,
     /// so the next `synchronize` reports it.
+    ///
+    /// While the stream is capturing, the half-recorded call invalidates
+    /// the capture instead (its tasks were recorded, not queued).
     pub fn rollback(&self, mark: EnqueueMark, reason: &HcclError) -> bool {
+        if self.is_capturing() {
+            self.invalidate_capture(reason);
+        }
         let mut q = self.inner.lock_queue();
         let after = self
             .inner
@@ -641,11 +669,11 @@ impl Stream {
     /// Enqueues `dst <- src` (equal lengths).
     pub fn memcpy_async(&self, dst: &DeviceMem, src: &DeviceMem) -> Result<()> {
         if dst.len() != src.len() {
-            return Err(HcclError::para(format!(
+            return Err(self.refuse(HcclError::para(format!(
                 "memcpy_async: destination of {} bytes, source of {} bytes",
                 dst.len(),
                 src.len()
-            )));
+            ))));
         }
         self.push(|pools| task::copy_op(pools, dst, src))
     }
@@ -659,17 +687,17 @@ impl Stream {
         op: ReduceOp,
     ) -> Result<()> {
         if dst.len() != src.len() || dst.len() % dtype.size() != 0 {
-            return Err(HcclError::para(format!(
+            return Err(self.refuse(HcclError::para(format!(
                 "reduce_async: destination of {} bytes and source of {} bytes must be equal multiples of {} ({dtype})",
                 dst.len(),
                 src.len(),
                 dtype.size()
-            )));
+            ))));
         }
         if dst.overlaps(src) {
-            return Err(HcclError::para(
+            return Err(self.refuse(HcclError::para(
                 "reduce_async: source and destination overlap",
-            ));
+            )));
         }
         self.push(|pools| task::reduce_op(pools, dst, src, dtype, op))
     }
@@ -705,7 +733,13 @@ impl Stream {
     /// outstanding (back-pressure: it then drives the stream as
     /// synchronize would, with the same timeouts). Elsewhere the kernel is
     /// simply enqueued.
+    ///
+    /// While the stream is capturing, the kernel is recorded instead (its
+    /// [`Launch::capture`] form, launched again by every replay).
     pub(crate) fn launch(&self, mut kernel: impl Launch) -> Result<()> {
+        if self.is_capturing() && self.record_launch(|| kernel.capture())? {
+            return Ok(());
+        }
         let dev = &self.device.0;
         if dev.config.mode == ExecMode::Inline {
             if let Ok(mut snap) = dev.driver.try_lock() {
@@ -826,11 +860,21 @@ impl Stream {
     }
 
     /// Enqueues a host function; an error it returns fails the stream.
+    /// It runs once, so a capturing stream refuses it (and the capture is
+    /// invalidated): capture [`host_fn`](Self::host_fn)s instead.
     pub fn host_callback(&self, f: impl FnOnce() -> Result<()> + Send + 'static) -> Result<()> {
         self.push(|_| Op::Callback {
             f: Some(Box::new(f)),
             step: 0,
         })
+    }
+
+    /// Enqueues a host function that may run any number of times: on a
+    /// capturing stream it is recorded and runs on every launch of the
+    /// graph. An error it returns fails the stream.
+    pub fn host_fn(&self, f: impl Fn() -> Result<()> + Send + Sync + 'static) -> Result<()> {
+        let f: HostFn = Arc::new(f);
+        self.push(|_| Op::HostFn { f, step: 0 })
     }
 
     /// Whether everything enqueued so far has run.
@@ -840,7 +884,16 @@ impl Stream {
 
     /// Waits until every task enqueued so far has run; returns the first task
     /// error since the last synchronize (and clears it).
+    ///
+    /// A capturing stream refuses (`HCCL_E_NOT_SUPPORT`) and its capture is
+    /// invalidated: nothing it recorded has run, or will before a launch.
     pub fn synchronize(&self) -> Result<()> {
+        if self.is_capturing() && self.capture_status() != CaptureStatus::None {
+            return Err(self.refuse(HcclError::not_support(format!(
+                "stream {} is capturing: its tasks are recorded, not run, so it cannot be                  synchronized before the capture ends (launch the graph, then synchronize)",
+                self.id()
+            ))));
+        }
         if self.inner.settler_hint.load(Ordering::Relaxed) != 0 {
             self.queue_settles()?;
         }
@@ -876,5 +929,7 @@ impl Stream {
 
 #[cfg(all(test, loom))]
 mod loom_tests;
+#[cfg(test)]
+mod graph_tests;
 #[cfg(test)]
 mod tests;

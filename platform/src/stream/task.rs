@@ -14,6 +14,12 @@ use std::task::Poll;
 /// A host function run in stream order.
 pub type HostCallback = Box<dyn FnOnce() -> Result<()> + Send>;
 
+/// A host function run in stream order that may run any number of times:
+/// what a captured graph keeps of a host callback (see
+/// [`Stream::host_fn`](super::Stream::host_fn)), replayed by every launch
+/// without boxing it again.
+pub type HostFn = Arc<dyn Fn() -> Result<()> + Send + Sync>;
+
 /// What a task does.
 pub enum TaskKind {
     /// `dst <- src`.
@@ -136,6 +142,11 @@ pub(crate) enum Op {
         f: Option<HostCallback>,
         step: u32,
     },
+    /// A host function that may run again (a replayed graph's callback).
+    HostFn {
+        f: HostFn,
+        step: u32,
+    },
     Other {
         kind: Box<TaskKind>,
         step: u32,
@@ -155,8 +166,166 @@ impl Op {
             | Op::Record { step, .. }
             | Op::Wait { step, .. }
             | Op::Callback { step, .. }
+            | Op::HostFn { step, .. }
             | Op::Other { step, .. }
             | Op::Kernel { step, .. } => step,
+        }
+    }
+}
+
+/// A copy, reduction or link verb as a captured graph keeps it (see
+/// `graph.rs`): [`Op`]'s compact forms, their link and regions slots of the
+/// capture's pools, without the step (kept beside it). Plain data, so a
+/// graph shared between threads needs no lock to replay it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum RecOp {
+    Copy {
+        dst: u32,
+        src: u32,
+        dst_off: u32,
+        src_off: u32,
+        len: u32,
+    },
+    Reduce {
+        dst: u32,
+        src: u32,
+        dtype: u8,
+        op: u8,
+        dst_off: u32,
+        src_off: u32,
+        len: u32,
+    },
+    Link {
+        link: u32,
+        mem: u32,
+        verb: Verb,
+        remote_off: u32,
+        mem_off: u32,
+        len: u32,
+    },
+}
+
+impl RecOp {
+    /// The recorded form of a compact `op`; `None` for the other forms.
+    pub(crate) fn of(op: &Op) -> Option<RecOp> {
+        Some(match *op {
+            Op::Copy {
+                dst,
+                src,
+                dst_off,
+                src_off,
+                len,
+                ..
+            } => RecOp::Copy {
+                dst,
+                src,
+                dst_off,
+                src_off,
+                len,
+            },
+            Op::Reduce {
+                dst,
+                src,
+                dtype,
+                op,
+                dst_off,
+                src_off,
+                len,
+                ..
+            } => RecOp::Reduce {
+                dst,
+                src,
+                dtype,
+                op,
+                dst_off,
+                src_off,
+                len,
+            },
+            Op::Link {
+                link,
+                mem,
+                verb,
+                remote_off,
+                mem_off,
+                len,
+                ..
+            } => RecOp::Link {
+                link,
+                mem,
+                verb,
+                remote_off,
+                mem_off,
+                len,
+            },
+            _ => return None,
+        })
+    }
+
+    /// The link slot and the region slots the op uses (in the pools it
+    /// was recorded with).
+    pub(crate) fn slots(&self) -> (Option<u32>, [Option<u32>; 2]) {
+        match *self {
+            RecOp::Copy { dst, src, .. } | RecOp::Reduce { dst, src, .. } => {
+                (None, [Some(dst), Some(src)])
+            }
+            RecOp::Link { link, mem, verb, .. } => (Some(link), [verb.has_mem().then_some(mem), None]),
+        }
+    }
+
+    /// The queued form at `step`, its slots mapped through `links` and
+    /// `regions` (recorded slot → the queue's slot).
+    #[inline]
+    pub(crate) fn to_op(self, links: &[u32], regions: &[u32], step: u32) -> Op {
+        let r = |s: u32| regions[s as usize];
+        match self {
+            RecOp::Copy {
+                dst,
+                src,
+                dst_off,
+                src_off,
+                len,
+            } => Op::Copy {
+                dst: r(dst),
+                src: r(src),
+                dst_off,
+                src_off,
+                len,
+                step,
+            },
+            RecOp::Reduce {
+                dst,
+                src,
+                dtype,
+                op,
+                dst_off,
+                src_off,
+                len,
+            } => Op::Reduce {
+                dst: r(dst),
+                src: r(src),
+                dtype,
+                op,
+                dst_off,
+                src_off,
+                len,
+                step,
+            },
+            RecOp::Link {
+                link,
+                mem,
+                verb,
+                remote_off,
+                mem_off,
+                len,
+            } => Op::Link {
+                link: links[link as usize],
+                mem: if verb.has_mem() { r(mem) } else { 0 },
+                verb,
+                remote_off,
+                mem_off,
+                len,
+                step,
+            },
         }
     }
 }
@@ -183,6 +352,7 @@ impl Task {
             | Op::Record { step, .. }
             | Op::Wait { step, .. }
             | Op::Callback { step, .. }
+            | Op::HostFn { step, .. }
             | Op::Other { step, .. }
             | Op::Kernel { step, .. } => *step,
         }
@@ -248,6 +418,12 @@ impl<T: ?Sized> Default for Pool<T> {
 impl<T: ?Sized> Pool<T> {
     /// The slot of `item` with one more use, pooling it if needed.
     fn acquire(&mut self, item: &Arc<T>) -> u32 {
+        self.acquire_n(item, 1)
+    }
+
+    /// The slot of `item` with `n` (at least 1) more uses, pooling it if
+    /// needed: a replayed graph takes all the uses of its tasks at once.
+    fn acquire_n(&mut self, item: &Arc<T>, n: usize) -> u32 {
         let key = Arc::as_ptr(item) as *const () as usize;
         let hit = self
             .recent
@@ -290,8 +466,19 @@ impl<T: ?Sized> Pool<T> {
             slot.item = Some(item.clone());
             self.idle -= 1;
         }
-        slot.uses += 1;
+        slot.uses += n;
         s
+    }
+
+    /// Slots ever made (indices below this may be in use).
+    pub(crate) fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Slot `s`'s item and its number of uses, if in use.
+    fn used(&self, s: u32) -> Option<(&Arc<T>, usize)> {
+        let slot = self.slots.get(s as usize)?;
+        Some((slot.item.as_ref()?, slot.uses))
     }
 
     fn remember(&mut self, key: usize, s: u32) {
@@ -340,6 +527,10 @@ impl<T: ?Sized> Pool<T> {
 pub(crate) struct Pools {
     links: Pool<dyn Link>,
     regions: Pool<Region>,
+    /// A capture's pools (see `graph.rs`): they keep what recorded tasks
+    /// reference alive but pin nothing — a graph is not queued work, and
+    /// the host must be able to rewrite its buffers between launches.
+    recording: bool,
 }
 
 /// Items released by retired tasks, dropped once the queue lock is released
@@ -371,10 +562,41 @@ impl Pools {
     pub(crate) fn mem(&mut self, m: &DeviceMem) -> u32 {
         let region = m.region();
         let s = self.regions.acquire(region);
-        if self.regions.slots[s as usize].uses == 1 {
+        if self.regions.slots[s as usize].uses == 1 && !self.recording {
             region.pin();
         }
         s
+    }
+
+    /// Pools for a capture: nothing they take is pinned.
+    pub(crate) fn recording() -> Pools {
+        Pools {
+            recording: true,
+            ..Pools::default()
+        }
+    }
+
+    /// Takes `uses` uses of link slot `s` of the recording pools `from`
+    /// into these pools (a graph's lane being queued); returns the slot here.
+    pub(crate) fn adopt_link(&mut self, from: &Pools, s: u32, uses: usize) -> u32 {
+        let (link, _) = from.links.used(s).expect("a recorded link is held");
+        self.links.acquire_n(link, uses)
+    }
+
+    /// As [`adopt_link`](Self::adopt_link) for a region, pinning it here
+    /// if these pools did not use it yet.
+    pub(crate) fn adopt_region(&mut self, from: &Pools, s: u32, uses: usize) -> u32 {
+        let (region, _) = from.regions.used(s).expect("a recorded region is held");
+        let t = self.regions.acquire_n(region, uses);
+        if self.regions.slots[t as usize].uses == uses && !self.recording {
+            region.pin();
+        }
+        t
+    }
+
+    /// How many link and region slots these pools have made.
+    pub(crate) fn slot_counts(&self) -> (usize, usize) {
+        (self.links.len(), self.regions.len())
     }
 
     fn view(&self, s: u32, offset: u32, len: u32) -> MemView<'_> {
@@ -420,7 +642,9 @@ impl Pools {
             // a kernel that drops nothing but pins and reference counts
             // (its resources are kept elsewhere) needs no deferral
             Op::Kernel { kernel, .. } if kernel.cheap_drop() => drop(kernel),
-            Op::Callback { .. } | Op::Other { .. } | Op::Kernel { .. } => out.other.push(task),
+            Op::Callback { .. } | Op::HostFn { .. } | Op::Other { .. } | Op::Kernel { .. } => {
+                out.other.push(task)
+            }
         }
     }
 
@@ -450,11 +674,7 @@ pub(crate) struct HeadState {
 impl Task {
     /// Whether this is a host callback (run with the queue lock released).
     pub(crate) fn is_callback(&self) -> bool {
-        match &self.op {
-            Op::Callback { .. } => true,
-            Op::Other { .. } => false,
-            _ => false,
-        }
+        matches!(self.op, Op::Callback { .. } | Op::HostFn { .. })
     }
 
     /// Whether this is a kernel.
@@ -556,6 +776,7 @@ impl Task {
                 Some(f) => Poll::Ready(f()),
                 None => Poll::Ready(Err(HcclError::internal("host callback polled twice"))),
             },
+            Op::HostFn { f, .. } => Poll::Ready(f()),
             Op::Other { kind, .. } => poll_kind(kind),
             Op::Kernel { kernel, .. } => kernel.poll(),
         }
@@ -621,7 +842,7 @@ impl Task {
             }
             Op::Record { .. } => "notify record".into(),
             Op::Wait { .. } => "notify wait".into(),
-            Op::Callback { .. } => "host callback".into(),
+            Op::Callback { .. } | Op::HostFn { .. } => "host callback".into(),
             Op::Other { kind, .. } => kind.describe(),
             Op::Kernel { kernel, .. } => kernel.describe(),
         }
