@@ -46,3 +46,5 @@ pub use hccl_platform::{
     DataType, Device, DeviceBuffer, DeviceMem, Element, HcclError, HcclResult, ReduceOp, Result,
     Stream,
 };
+// Capture and replay (graph mode as ACL graphs reach it).
+pub use hccl_platform::{CaptureMode, CaptureStatus, Graph};

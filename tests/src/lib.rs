@@ -6,6 +6,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod graph_cases;
 pub mod guide_executor;
 
 pub use hccl_tools::check::{expected_value, input_value, CheckElem as TestElem};

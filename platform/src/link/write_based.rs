@@ -362,18 +362,13 @@ fn take_param_mem<W: WriteBased>(w: &W, taken: &Taken, mem: ParamMem) {
     let (mut input, mut output) = (None, None);
     if w.maps_peer_param() && (mem.input_handle.is_some() || mem.output_handle.is_some()) {
         let mut imports = taken.imports.lock().unwrap_or_else(|p| p.into_inner());
-        input = mem
-            .input_handle
-            .and_then(|h| imports.resolve(&h, w.peer()));
+        input = mem.input_handle.and_then(|h| imports.resolve(&h, w.peer()));
         output = mem
             .output_handle
             .and_then(|h| imports.resolve(&h, w.peer()));
     }
-    *taken.peer_mem.lock().unwrap_or_else(|p| p.into_inner()) = Some(PeerParam {
-        mem,
-        input,
-        output,
-    });
+    *taken.peer_mem.lock().unwrap_or_else(|p| p.into_inner()) =
+        Some(PeerParam { mem, input, output });
 }
 
 /// Which raise of a counter the wait with `state` waits for: the n-th wait

@@ -193,6 +193,15 @@ impl DeviceMem {
         }
     }
 
+    /// The whole allocation this handle is a range of.
+    pub fn allocation(&self) -> DeviceMem {
+        DeviceMem {
+            region: self.region.clone(),
+            offset: 0,
+            len: self.region.len(),
+        }
+    }
+
     /// Length in bytes.
     pub fn len(&self) -> usize {
         self.len

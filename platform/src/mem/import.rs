@@ -99,7 +99,9 @@ impl MemHandle {
 
     fn check(&self) -> Result<()> {
         if self.pid == 0 {
-            return Err(HcclError::para("a memory handle with process id 0 names no memory"));
+            return Err(HcclError::para(
+                "a memory handle with process id 0 names no memory",
+            ));
         }
         if self
             .offset
@@ -179,7 +181,13 @@ impl MemHandle {
         // pointers under the algorithms' ack protocol, as every region.
         let map = unsafe { memmap2::MmapOptions::new().len(len).map_mut(&file) }
             .map_err(|e| HcclError::memory(format!("mapping {len} bytes of {path}: {e}")))?;
-        tracing::debug!(pid = self.pid, fd = self.fd, inode = self.inode, len, "mapped a peer's shareable memory");
+        tracing::debug!(
+            pid = self.pid,
+            fd = self.fd,
+            inode = self.inode,
+            len,
+            "mapped a peer's shareable memory"
+        );
         IMPORTS_MAPPED.fetch_add(1, Ordering::Relaxed);
         Ok(Region::peer_mapped(map, self.pid, self.inode))
     }
@@ -354,7 +362,8 @@ mod tests {
         // the memfd is open in this process under hccl-rs's name
         let link = std::fs::read_link(format!("/proc/self/fd/{}", h.fd)).unwrap();
         assert!(
-            link.to_string_lossy().starts_with("/memfd:hccl-rs-shareable"),
+            link.to_string_lossy()
+                .starts_with("/memfd:hccl-rs-shareable"),
             "{link:?}"
         );
         assert_eq!(MemHandle::from_bytes(&h.to_bytes()), Some(h));
@@ -362,11 +371,18 @@ mod tests {
         // private memory has no handle; nothing appeared in /dev/shm
         assert!(DeviceMem::alloc(64).unwrap().share_handle().is_none());
         assert!(!DeviceMem::alloc(64).unwrap().is_shareable());
-        assert_eq!(dev_shm(), before, "a shareable allocation must not create a /dev/shm entry");
+        assert_eq!(
+            dev_shm(),
+            before,
+            "a shareable allocation must not create a /dev/shm entry"
+        );
         drop((m, tail));
         assert_eq!(dev_shm(), before);
         assert!(DeviceMem::alloc_shareable(0).unwrap().is_empty());
-        assert!(crate::DeviceBuffer::<f32>::alloc(8).unwrap().mem().is_shareable());
+        assert!(crate::DeviceBuffer::<f32>::alloc(8)
+            .unwrap()
+            .mem()
+            .is_shareable());
     }
 
     #[test]
@@ -391,10 +407,19 @@ mod tests {
         ));
         assert_ne!(mapped.addr(), m.addr(), "a second mapping");
         assert_eq!(mapped.to_vec::<u32>(4).unwrap(), vec![1, 2, 3, 4]);
-        mapped.range(8, 4).unwrap().copy_from_host(&[33u32]).unwrap();
+        mapped
+            .range(8, 4)
+            .unwrap()
+            .copy_from_host(&[33u32])
+            .unwrap();
         assert_eq!(m.to_vec::<u32>(4).unwrap(), vec![1, 2, 33, 4]);
         // an inconsistent handle is refused before anything is opened
-        let e = MemHandle { len: 1 << 17, ..whole }.import().unwrap_err();
+        let e = MemHandle {
+            len: 1 << 17,
+            ..whole
+        }
+        .import()
+        .unwrap_err();
         assert_eq!(e.code(), HcclResult::EPara, "{e}");
         // a freed region: its handle no longer resolves
         drop((m, same, mapped));
@@ -425,8 +450,7 @@ mod tests {
     /// A child process (`sleep`) that holds an inheritable memfd of `len`
     /// bytes filled with `fill`: another process's shareable memory.
     fn child_holding(len: usize, fill: u8) -> (Child, MemHandle) {
-        let fd = rustix::fs::memfd_create("hccl-rs-test", rustix::fs::MemfdFlags::empty())
-            .unwrap();
+        let fd = rustix::fs::memfd_create("hccl-rs-test", rustix::fs::MemfdFlags::empty()).unwrap();
         let mut f = File::from(fd);
         f.write_all(&vec![fill; len]).unwrap();
         let inode = fstat(&f).unwrap().st_ino as u64;
@@ -461,7 +485,10 @@ mod tests {
         assert!(is_cached(h1.pid, h1.inode));
         // a writes through one mapping are seen through the other
         b.copy_from_host(&[7u8; 16]).unwrap();
-        assert_eq!(a.range(4096, 16).unwrap().to_vec::<u8>(16).unwrap(), vec![7; 16]);
+        assert_eq!(
+            a.range(4096, 16).unwrap().to_vec::<u8>(16).unwrap(),
+            vec![7; 16]
+        );
         drop(o1);
         assert!(is_cached(h1.pid, h1.inode), "o2 still claims it");
         o2.release(&h1);
@@ -475,7 +502,10 @@ mod tests {
         c1.wait().unwrap();
         let (mut c2, h2) = child_holding(4096, 1);
         o3.import(&h2).unwrap();
-        assert!(!is_cached(h1.pid, h1.inode), "the dead process's region was dropped");
+        assert!(
+            !is_cached(h1.pid, h1.inode),
+            "the dead process's region was dropped"
+        );
         assert!(is_cached(h2.pid, h2.inode));
         // and its handle no longer resolves
         let e = ImportOwner::new().import(&h1).unwrap_err();

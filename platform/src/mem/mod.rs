@@ -18,8 +18,8 @@ mod shm;
 
 pub use device_mem::{DeviceBuffer, DeviceMem, PinnedMem};
 pub use import::{imported_regions, imports_mapped, ImportOwner, MemHandle};
-pub use peer_stats::{peer_access_stats, PeerAccessStats};
 pub use kind::MemKind;
+pub use peer_stats::{peer_access_stats, PeerAccessStats};
 pub use region::RegionKind;
 pub use shm::{shm_segment_name, SHM_PREFIX};
 

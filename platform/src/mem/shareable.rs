@@ -93,9 +93,7 @@ impl Shareable {
         })?;
         let file = File::from(fd);
         file.set_len(len as u64).map_err(|e| {
-            HcclError::memory(format!(
-                "sizing a shareable allocation to {len} bytes: {e}"
-            ))
+            HcclError::memory(format!("sizing a shareable allocation to {len} bytes: {e}"))
         })?;
         let inode = fstat(&file)
             .map_err(|e| HcclError::syscall(format!("fstat of a new memfd: {e}")))?
@@ -146,10 +144,9 @@ impl Shareable {
     /// of `domain` that overlaps it is an error naming both.
     pub(crate) fn mark(&self, m: Mark) -> Result<()> {
         let mut marks = self.marks.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(o) = marks
-            .iter()
-            .find(|o| o.domain == m.domain && o.offset < m.offset + m.len && m.offset < o.offset + o.len)
-        {
+        if let Some(o) = marks.iter().find(|o| {
+            o.domain == m.domain && o.offset < m.offset + m.len && m.offset < o.offset + o.len
+        }) {
             return Err(HcclError::para(format!(
                 "memory [{}, +{}) of its allocation overlaps [{}, +{}), which is already registered \
                  with this communicator; deregister that first",
@@ -285,7 +282,10 @@ mod tests {
         b.register_in(7).unwrap();
         // the same range in another domain (communicator) is independent
         a.register_in(8).unwrap();
-        assert!(m.range(100, 5000).unwrap().is_registered_in(7), "two adjoining ranges");
+        assert!(
+            m.range(100, 5000).unwrap().is_registered_in(7),
+            "two adjoining ranges"
+        );
         assert!(!m.range(100, 5000).unwrap().is_registered_in(8));
         assert!(!m.range(8000, 1000).unwrap().is_registered_in(7));
         let e = m.range(4000, 200).unwrap().register_in(7).unwrap_err();
@@ -294,7 +294,8 @@ mod tests {
         let e = DeviceMem::alloc(64).unwrap().register_in(7).unwrap_err();
         assert_eq!(e.code(), HcclResult::EPara);
         assert!(
-            e.to_string().contains("only shareable memory can be registered")
+            e.to_string()
+                .contains("only shareable memory can be registered")
                 && e.to_string().contains("private host memory"),
             "{e}"
         );

@@ -44,7 +44,7 @@ use super::{ExecMode, Queue, Stream};
 use crate::dtype::{DataType, ReduceOp};
 use crate::error::{HcclError, Result};
 use crate::link::{Link, LinkOp, LinkOpState, OpDesc, Verb};
-use crate::mem::DeviceMem;
+use crate::mem::{DeviceMem, MemKind};
 use crate::notify::Notify;
 use crate::sync::mutation::{self, Mutation};
 use crate::sync::{Arc, Mutex, MutexGuard, Ordering};
@@ -126,6 +126,13 @@ enum RecLinkOp {
     TxDesc(OpDesc),
     RxDesc(OpDesc),
     RxParamMem,
+    RxReduce {
+        src_kind: MemKind,
+        src_offset: usize,
+        dst: DeviceMem,
+        dtype: DataType,
+        op: ReduceOp,
+    },
 }
 
 impl Rec {
@@ -170,7 +177,9 @@ impl Rec {
                 TaskKind::Kernel(kernel) => Self::kernel(kernel)?,
             },
             Op::Copy { .. } | Op::Reduce { .. } | Op::Link { .. } => {
-                return Err(HcclError::internal("a compact task was not recorded as one"))
+                return Err(HcclError::internal(
+                    "a compact task was not recorded as one",
+                ))
             }
         })
     }
@@ -200,6 +209,19 @@ impl RecLinkOp {
             LinkOp::TxDesc(d) => RecLinkOp::TxDesc(*d),
             LinkOp::RxDesc(d) => RecLinkOp::RxDesc(*d),
             LinkOp::RxParamMem => RecLinkOp::RxParamMem,
+            LinkOp::RxReduce {
+                src_kind,
+                src_offset,
+                dst,
+                dtype,
+                op,
+            } => RecLinkOp::RxReduce {
+                src_kind,
+                src_offset,
+                dst: dst.mem().clone(),
+                dtype,
+                op,
+            },
             other => {
                 return Err(HcclError::internal(format!(
                     "link verb {} has no recorded form",
@@ -239,6 +261,19 @@ impl RecKind {
                     RecLinkOp::TxDesc(d) => public(LinkOp::TxDesc(Box::new(*d))),
                     RecLinkOp::RxDesc(d) => public(LinkOp::RxDesc(Box::new(*d))),
                     RecLinkOp::RxParamMem => public(LinkOp::RxParamMem),
+                    RecLinkOp::RxReduce {
+                        src_kind,
+                        src_offset,
+                        dst,
+                        dtype,
+                        op,
+                    } => public(LinkOp::RxReduce {
+                        src_kind: *src_kind,
+                        src_offset: *src_offset,
+                        dst: dst.pin(),
+                        dtype: *dtype,
+                        op: *op,
+                    }),
                 }
             }
         }
@@ -534,7 +569,11 @@ impl Stream {
 
     /// The mode of the capture this stream is in, if any.
     pub fn capture_mode(&self) -> Option<CaptureMode> {
-        self.inner.lock_queue().capture.as_ref().map(|s| s.capture.mode)
+        self.inner
+            .lock_queue()
+            .capture
+            .as_ref()
+            .map(|s| s.capture.mode)
     }
 
     /// Ends the capture this stream began and returns what it recorded.
@@ -680,8 +719,7 @@ impl Stream {
     /// Leaves `capture` if this stream is in it.
     fn leave(&self, capture: &Arc<Capture>) {
         let mut q = self.inner.lock_queue();
-        if q
-            .capture
+        if q.capture
             .as_ref()
             .is_some_and(|s| Arc::ptr_eq(&s.capture, capture))
         {
@@ -748,7 +786,10 @@ impl Stream {
     /// Records a kernel launch (`Stream::launch` while capturing); `false`
     /// if the stream stopped capturing meanwhile (then the caller launches
     /// it).
-    pub(super) fn record_launch(&self, capture: impl FnOnce() -> Box<dyn Relaunch>) -> Result<bool> {
+    pub(super) fn record_launch(
+        &self,
+        capture: impl FnOnce() -> Box<dyn Relaunch>,
+    ) -> Result<bool> {
         let q = self.inner.lock_queue();
         let Some(slot) = q.capture.clone() else {
             return Ok(false);

@@ -293,7 +293,10 @@ fn launch_is_refused_on_another_device_or_into_a_capture() {
     assert_eq!(e.code(), HcclResult::ENotSupport);
     assert_eq!(other.capture_status(), CaptureStatus::Invalidated);
     assert!(other.end_capture().is_err());
-    assert!(s0.query() && other.query(), "a refused launch queues nothing");
+    assert!(
+        s0.query() && other.query(),
+        "a refused launch queues nothing"
+    );
 }
 
 #[test]
@@ -406,10 +409,7 @@ fn captured_aiv_kernels_relaunch_every_replay() {
     let m0 = DeviceMem::alloc(64).unwrap();
     let m1 = DeviceMem::alloc(64).unwrap();
     let (l0, l1) = InProcLink::pair(&endpoint(0, &d0, &m0), &endpoint(1, &d1, &m1));
-    let links = [
-        LinkHandle::new(Arc::new(l0)),
-        LinkHandle::new(Arc::new(l1)),
-    ];
+    let links = [LinkHandle::new(Arc::new(l0)), LinkHandle::new(Arc::new(l1))];
     let rank = |r: usize, d: Device, link: LinkHandle| {
         std::thread::spawn(move || -> Result<()> {
             let boards = AivBoards::new(&[link])?;
@@ -432,7 +432,11 @@ fn captured_aiv_kernels_relaunch_every_replay() {
                 g.launch(&s)?;
                 s.synchronize()?;
                 // 1·i + 2·i
-                assert_eq!(output.to_vec::<i32>(4)?, vec![3 * i, 2, -3 * i, 14], "replay {i}");
+                assert_eq!(
+                    output.to_vec::<i32>(4)?,
+                    vec![3 * i, 2, -3 * i, 14],
+                    "replay {i}"
+                );
             }
             Ok(())
         })

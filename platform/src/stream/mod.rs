@@ -28,8 +28,8 @@ mod verbs;
 
 pub use device::{BlockedTask, Device, DeviceConfig, DeviceStats, ExecMode};
 pub use graph::{CaptureMode, CaptureStatus, Graph};
-pub(crate) use kernel::{Launch, Relaunch};
 pub use kernel::{Kernel, Settle};
+pub(crate) use kernel::{Launch, Relaunch};
 pub use task::{HostCallback, HostFn, OpLabel};
 pub(crate) use task::{Task, TaskKind};
 
@@ -927,9 +927,9 @@ impl Stream {
     }
 }
 
-#[cfg(all(test, loom))]
-mod loom_tests;
 #[cfg(test)]
 mod graph_tests;
+#[cfg(all(test, loom))]
+mod loom_tests;
 #[cfg(test)]
 mod tests;

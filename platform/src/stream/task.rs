@@ -268,7 +268,9 @@ impl RecOp {
             RecOp::Copy { dst, src, .. } | RecOp::Reduce { dst, src, .. } => {
                 (None, [Some(dst), Some(src)])
             }
-            RecOp::Link { link, mem, verb, .. } => (Some(link), [verb.has_mem().then_some(mem), None]),
+            RecOp::Link {
+                link, mem, verb, ..
+            } => (Some(link), [verb.has_mem().then_some(mem), None]),
         }
     }
 
