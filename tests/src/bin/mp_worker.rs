@@ -170,6 +170,7 @@ fn run(mode: &str, rank: u32, size: u32, dir: &str, scenario: &str) -> hccl_adap
             return Ok(());
         }
         "soak" => return soak(&c, &s, rank, size),
+        "graph" => return graph(&c, &s, rank, size),
         _ => {}
     }
     for n in [1usize, 1000, 300_001] {
@@ -726,5 +727,32 @@ fn soak(c: &HcclComm, s: &hccl_adapter::Stream, rank: u32, size: u32) -> hccl_ad
         let _ = writeln!(out, "SOAK {line}");
         let _ = out.flush();
     }
+    Ok(())
+}
+
+/// Every primitive captured once and replayed 100 times with the inputs
+/// rewritten between launches, each result checked: small (AIV kernels)
+/// and larger (direct executors on mapped peer buffers) blocks. Prints
+/// the peer-buffer accesses by load/store and by cross-memory attach.
+fn graph(c: &HcclComm, s: &hccl_adapter::Stream, rank: u32, size: u32) -> hccl_adapter::Result<()> {
+    use hccl_tests::graph_cases::{GraphCase, GRAPH_OPS};
+    for n in [300usize, 20_000] {
+        for &op in GRAPH_OPS {
+            let case = GraphCase::new(op, c, n)?;
+            s.begin_capture(hccl_adapter::CaptureMode::Global)?;
+            case.issue(c, s)?;
+            let g = s.end_capture()?;
+            for k in 0..100 {
+                case.write_inputs(k)?;
+                g.launch(s)?;
+                s.synchronize()?;
+                if let Err(e) = case.check(k) {
+                    panic!("rank {rank} of {size}: {e}");
+                }
+            }
+        }
+    }
+    let st = hccl_platform::peer_access_stats();
+    println!("mapped {} cma {}", st.mapped_reads, st.cma_reads);
     Ok(())
 }
