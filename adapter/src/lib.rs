@@ -23,6 +23,28 @@
 //! An op call checks its arguments, enqueues the op on the stream and
 //! returns; `stream.synchronize()` waits for it and reports any failure.
 //! Invalid arguments are rejected before anything is enqueued.
+//!
+//! **Capture and replay.** Ops issued on a capturing stream are recorded,
+//! not run; the [`Graph`] that ends the capture replays them, as often as
+//! wanted, without validating or selecting anything again (the buffers are
+//! the ones captured: rewrite their contents between launches):
+//!
+//! ```no_run
+//! # use hccl_adapter::{CaptureMode, DeviceBuffer, HcclComm, ReduceOp};
+//! # fn rank(comm: &HcclComm) -> hccl_adapter::Result<()> {
+//! let stream = comm.create_stream();
+//! let send = DeviceBuffer::<f32>::alloc(1024)?;
+//! let mut recv = DeviceBuffer::<f32>::alloc(1024)?;
+//! stream.begin_capture(CaptureMode::Global)?;
+//! comm.all_reduce(&send, &mut recv, ReduceOp::Sum, &stream)?;
+//! let graph = stream.end_capture()?;
+//! for step in 0..100 {
+//!     send.copy_from_slice(&[step as f32; 1024])?;
+//!     graph.launch(&stream)?;
+//!     stream.synchronize()?;
+//! }
+//! # Ok(()) }
+//! ```
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -46,5 +68,6 @@ pub use hccl_platform::{
     DataType, Device, DeviceBuffer, DeviceMem, Element, HcclError, HcclResult, ReduceOp, Result,
     Stream,
 };
-// Capture and replay (graph mode as ACL graphs reach it).
+// Capture and replay (HCCL's graph mode as ACL graphs reach it): ops
+// issued on a capturing stream are recorded; the graph replays them.
 pub use hccl_platform::{CaptureMode, CaptureStatus, Graph};

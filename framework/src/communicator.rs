@@ -566,9 +566,19 @@ impl Communicator {
             .chain(op.res.slave_streams.iter())
             .map(|s| (s, s.mark()))
             .collect();
+        // A capturing stream records the op (platform `stream/graph.rs`):
+        // the slave streams the executor also issues on join the capture as
+        // lanes of their own for the op's orchestration, so the graph holds
+        // the whole op and replays each part on its stream.
+        let capturing = param.stream.is_capturing();
         // Consistency check: before any data moves, every peer this op talks
         // to compares its op descriptor with ours.
         let run = (|| {
+            if capturing {
+                for s in &op.res.slave_streams {
+                    s.join_capture(&param.stream)?;
+                }
+            }
             if self.config.consistency_check && !op.executor.checks_consistency() {
                 let desc = op.desc.get(param, self.config.buffer_size as u64);
                 // send to every peer before waiting for any, so one slow or
@@ -582,6 +592,14 @@ impl Communicator {
             }
             op.executor.orchestrate(param, &op.res)
         })();
+        if capturing {
+            for s in &op.res.slave_streams {
+                s.leave_capture();
+            }
+            if run.is_ok() {
+                param.stream.capture_note(&op.label);
+            }
+        }
         run.map_err(|e| {
             let e = e.rank(self.rank).tag(&**param.tag);
             for (s, m) in marks {

@@ -6,6 +6,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod capture;
 pub mod graph_cases;
 pub mod guide_executor;
 

@@ -154,6 +154,30 @@ fn root_info_2_3_4_processes() {
     }
 }
 
+/// Capture and replay across processes (issue 17): every primitive
+/// captured on a stream, each graph launched 100 times with the inputs
+/// rewritten and the outputs checked, then all primitives in one graph.
+#[test]
+fn captured_graphs_replay_across_2_and_4_processes() {
+    for n in [2u32, 4] {
+        let dir = tempdir(&format!("capture{n}"));
+        let ranks = spawn(n, "root_info", "capture", &dir, |_| vec![]);
+        let pids: Vec<u32> = ranks.0.iter().map(Child::id).collect();
+        let r = wait(ranks, Duration::from_secs(180));
+        assert_all_ok(&r, &format!("capture and replay, {n} processes"));
+        assert!(segments_of(&pids).is_empty(), "segments left");
+    }
+    // two declared hosts: TCP links between them, hierarchical executors
+    let dir = tempdir("capture-hosts");
+    let r = wait(
+        spawn(4, "root_info", "capture", &dir, |r| {
+            vec![("HCCL_RS_HOST_ID".into(), format!("host{}", r % 2))]
+        }),
+        Duration::from_secs(180),
+    );
+    assert_all_ok(&r, "capture and replay, 4 processes on two hosts");
+}
+
 /// Ranks declared to be on two hosts: shared memory inside each "host",
 /// TCP between them.
 #[test]

@@ -91,7 +91,13 @@ impl HcclComm {
             join: Notify::new(self.device()),
         });
         let marks = [(stream, stream.mark()), (&bs.side, bs.side.mark())];
+        // on a capturing stream the side stream's part is recorded too, as
+        // a lane of the same graph (platform `stream/graph.rs`)
+        let capturing = stream.is_capturing();
         let run = || -> Result<()> {
+            if capturing {
+                bs.side.join_capture(stream)?;
+            }
             for d in 1..p {
                 let to = (me + d) % p;
                 let from = (me + p - d) % p;
@@ -131,7 +137,11 @@ impl HcclComm {
             }
             Ok(())
         };
-        run().map_err(|e| {
+        let r = run();
+        if capturing {
+            bs.side.leave_capture();
+        }
+        r.map_err(|e| {
             let e = e.rank(me).during("HcclBatchSendRecv");
             for (s, m) in marks {
                 s.rollback(m, &e);

@@ -8,7 +8,9 @@
 //! joining, for the kill test), `guide_allreduce` (registers the executor
 //! guide's bidirectional ring, `hccl_tests::guide_executor`, before joining,
 //! then runs checked f32 allreduces of 1, 1000, 16384 and 300001 elements,
-//! printing `ran <count> <executor>` after each), `soak` (issue 15: see `fn soak`). Prints `OK` or
+//! printing `ran <count> <executor>` after each), `soak` (issue 15: see `fn soak`),
+//! `capture` (issue 17: every primitive captured and replayed 100 times,
+//! `hccl_tests::capture`). Prints `OK` or
 //! `ERROR <code> <message>`.
 //!
 //! Scenario `drill` (the fault drills, `tools/fault-drill.sh`): loops one
@@ -171,6 +173,16 @@ fn run(mode: &str, rank: u32, size: u32, dir: &str, scenario: &str) -> hccl_adap
         }
         "soak" => return soak(&c, &s, rank, size),
         "graph" => return graph(&c, &s, rank, size),
+        "capture" => {
+            // issue 17: every primitive captured, each graph launched 100
+            // times with the inputs rewritten, then all in one graph
+            for n in [7usize, 1003, 70_000] {
+                let cases = hccl_tests::capture::cases(&c, n)?;
+                hccl_tests::capture::capture_and_replay(&c, &cases, false, 100)?;
+                hccl_tests::capture::capture_and_replay(&c, &cases, true, 20)?;
+            }
+            return Ok(());
+        }
         _ => {}
     }
     for n in [1usize, 1000, 300_001] {
