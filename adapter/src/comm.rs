@@ -14,6 +14,9 @@ mod group;
 pub use batch::{SendRecvItem, SendRecvKind};
 pub use group::{group, group_end, group_start, group_status, GROUP_FUSE_MAX_BYTES};
 
+/// An op code's tag, made at its first call: (API name, tag).
+type TagSlot = std::sync::OnceLock<(&'static str, Arc<str>)>;
+
 /// One rank's communicator.
 ///
 /// Cloning gives another handle to the same communicator (ops deferred
@@ -26,7 +29,7 @@ pub struct HcclComm {
     batch: Arc<std::sync::OnceLock<batch::BatchStreams>>,
     /// Op tags by op code (`AllReduce_<comm name>`, ...), built once: a
     /// small op repeated in a loop should not format a string per call.
-    tags: Arc<[std::sync::OnceLock<(&'static str, Arc<str>)>; OpType::CODES]>,
+    tags: Arc<[TagSlot; OpType::CODES]>,
 }
 
 impl HcclComm {
@@ -833,7 +836,7 @@ impl HcclComm {
     pub fn barrier(&self, stream: &Stream) -> Result<()> {
         let buf = self
             .barrier_buf
-            .get_or_init(|| DeviceMem::alloc(8).unwrap_or_else(|_| DeviceMem::null()));
+            .get_or_init(|| DeviceMem::alloc_shareable(8).unwrap_or_else(|_| DeviceMem::null()));
         if buf.is_null() {
             return Err(
                 HcclError::memory("could not allocate the barrier buffer").during("HcclBarrier")

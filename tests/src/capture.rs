@@ -30,7 +30,7 @@ pub struct Case {
 }
 
 fn mem(elems: usize) -> Result<DeviceMem> {
-    DeviceMem::alloc(elems.max(1) * 4)
+    DeviceMem::alloc_shareable(elems.max(1) * 4)
 }
 
 fn write(m: &DeviceMem, data: impl Iterator<Item = i32>) -> Result<()> {
@@ -80,7 +80,9 @@ pub fn cases(comm: &HcclComm, c: usize) -> Result<Vec<Case>> {
         write: Box::new(move |k| write(&s, (0..c).map(|i| value(r, i, k)))),
         issue: Box::new(move |cm, st| cm.all_reduce_raw(&s2, &o2, c as u64, t, ReduceOp::Sum, st)),
         check: Box::new(move |k| {
-            let want = (0..c).map(|i| (0..p).map(|q| value(q, i, k)).sum()).collect();
+            let want = (0..c)
+                .map(|i| (0..p).map(|q| value(q, i, k)).sum())
+                .collect();
             expect("AllReduce", k, &o, want)
         }),
     });
@@ -123,7 +125,12 @@ pub fn cases(comm: &HcclComm, c: usize) -> Result<Vec<Case>> {
         }),
         issue: Box::new(move |cm, st| cm.broadcast_raw(&b2, c as u64, t, root, st)),
         check: Box::new(move |k| {
-            expect("Broadcast", k, &b3, (0..c).map(|i| value(root, i, k)).collect())
+            expect(
+                "Broadcast",
+                k,
+                &b3,
+                (0..c).map(|i| value(root, i, k)).collect(),
+            )
         }),
     });
 
@@ -139,7 +146,9 @@ pub fn cases(comm: &HcclComm, c: usize) -> Result<Vec<Case>> {
             if r != root {
                 return Ok(());
             }
-            let want = (0..c).map(|i| (0..p).map(|q| value(q, i, k)).sum()).collect();
+            let want = (0..c)
+                .map(|i| (0..p).map(|q| value(q, i, k)).sum())
+                .collect();
             expect("Reduce", k, &o, want)
         }),
     });
@@ -188,7 +197,10 @@ pub fn cases(comm: &HcclComm, c: usize) -> Result<Vec<Case>> {
     let sc: Vec<u64> = (0..p).map(|q| n(r, q)).collect();
     let rc: Vec<u64> = (0..p).map(|q| n(q, r)).collect();
     let (sd, rd) = (displs(&sc), displs(&rc));
-    let (stotal, rtotal) = (sc.iter().sum::<u64>() as usize, rc.iter().sum::<u64>() as usize);
+    let (stotal, rtotal) = (
+        sc.iter().sum::<u64>() as usize,
+        rc.iter().sum::<u64>() as usize,
+    );
     let (s, o) = (mem(stotal)?, mem(rtotal)?);
     let (s2, o2) = (s.clone(), o.clone());
     let rc2 = rc.clone();
@@ -221,7 +233,8 @@ pub fn cases(comm: &HcclComm, c: usize) -> Result<Vec<Case>> {
             cm.all_gather_v_raw(&s2, mine as u64, &o2, &counts, &ds, t, st)
         }),
         check: Box::new(move |k| {
-            let want = (0..p).flat_map(|q| (0..counts2[q as usize] as usize).map(move |i| value(q, i, k)));
+            let want =
+                (0..p).flat_map(|q| (0..counts2[q as usize] as usize).map(move |i| value(q, i, k)));
             expect("AllGatherV", k, &o, want.collect())
         }),
     });
@@ -264,7 +277,12 @@ pub fn cases(comm: &HcclComm, c: usize) -> Result<Vec<Case>> {
                 }
             }),
             check: Box::new(move |k| {
-                expect("Send/Recv", k, &o, (0..c).map(|i| value(partner, i, k)).collect())
+                expect(
+                    "Send/Recv",
+                    k,
+                    &o,
+                    (0..c).map(|i| value(partner, i, k)).collect(),
+                )
             }),
         });
     }
@@ -294,7 +312,12 @@ pub fn cases(comm: &HcclComm, c: usize) -> Result<Vec<Case>> {
             write: Box::new(move |k| write(&s, (0..c).map(|i| value(r, i, k)))),
             issue: Box::new(move |cm, st| cm.batch_send_recv(&items, st)),
             check: Box::new(move |k| {
-                expect("BatchSendRecv", k, &o, (0..c).map(|i| value(from, i, k)).collect())
+                expect(
+                    "BatchSendRecv",
+                    k,
+                    &o,
+                    (0..c).map(|i| value(from, i, k)).collect(),
+                )
             }),
         });
     }

@@ -1122,14 +1122,17 @@ fn rank_run<T: CheckElem>(
             return stream.synchronize();
         }
         let mut graphs = graphs.borrow_mut();
-        if !graphs.contains_key(&n) {
-            stream.begin_capture(hccl_adapter::CaptureMode::Global)?;
-            let r = issue(b, n);
-            let g = stream.end_capture();
-            r?;
-            graphs.insert(n, g?);
-        }
-        graphs[&n].launch(&stream)?;
+        let g = match graphs.entry(n) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                stream.begin_capture(hccl_adapter::CaptureMode::Global)?;
+                let r = issue(b, n);
+                let g = stream.end_capture();
+                r?;
+                e.insert(g?)
+            }
+        };
+        g.launch(&stream)?;
         stream.synchronize()
     };
     let warm = setup.and_then(|b| run(&b, args.warmup_iters).map(|_| b));
