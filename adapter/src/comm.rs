@@ -10,6 +10,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 mod batch;
+mod memory;
 pub use batch::{SendRecvItem, SendRecvKind};
 
 /// One rank's communicator.

@@ -43,3 +43,7 @@ pub use hccl_platform::{
     DataType, Device, DeviceBuffer, DeviceMem, Element, HcclError, HcclResult, ReduceOp, Result,
     Stream,
 };
+// Memory peers address: registrations, symmetric windows, the handles
+// peers map memory by, and how peers' buffers were reached.
+pub use hccl_framework::{MemRegistration, SymWindow};
+pub use hccl_platform::{peer_access_stats, MemHandle, PeerAccessStats};
