@@ -46,4 +46,6 @@ pub use hccl_platform::{
 // Memory peers address: registrations, symmetric windows, the handles
 // peers map memory by, and how peers' buffers were reached.
 pub use hccl_framework::{MemRegistration, SymWindow};
-pub use hccl_platform::{peer_access_stats, MemHandle, PeerAccessStats};
+pub use hccl_platform::{
+    imported_regions, imports_mapped, peer_access_stats, MemHandle, PeerAccessStats,
+};

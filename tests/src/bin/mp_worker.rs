@@ -8,7 +8,8 @@
 //! joining, for the kill test), `guide_allreduce` (registers the executor
 //! guide's bidirectional ring, `hccl_tests::guide_executor`, before joining,
 //! then runs checked f32 allreduces of 1, 1000, 16384 and 300001 elements,
-//! printing `ran <count> <executor>` after each), `soak` (issue 15: see `fn soak`). Prints `OK` or
+//! printing `ran <count> <executor>` after each), `soak` (issue 15: see `fn soak`),
+//! `mem_*` (registered memory and symmetric windows: `memory.rs`). Prints `OK` or
 //! `ERROR <code> <message>`.
 //!
 //! Scenario `drill` (the fault drills, `tools/fault-drill.sh`): loops one
@@ -28,6 +29,9 @@
 //! itself taken for a lost peer by slower survivors.
 
 #![forbid(unsafe_code)]
+
+#[path = "mp_worker/memory.rs"]
+mod memory;
 
 use hccl_adapter::{read_root_file, DataType, DeviceMem, HcclComm, ReduceOp};
 use std::time::Duration;
@@ -92,6 +96,9 @@ fn run(mode: &str, rank: u32, size: u32, dir: &str, scenario: &str) -> hccl_adap
     }
     let c = comm(mode, rank, size, dir)?;
     assert_eq!((c.rank(), c.size()), (rank, size));
+    if let Some(what) = scenario.strip_prefix("mem_") {
+        return memory::run(&c, what);
+    }
     let s = c.create_stream();
     let f = DataType::Fp32;
     let p = size as usize;
