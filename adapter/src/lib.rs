@@ -47,5 +47,6 @@ pub use hccl_platform::{
 // peers map memory by, and how peers' buffers were reached.
 pub use hccl_framework::{MemRegistration, SymWindow};
 pub use hccl_platform::{
-    imported_regions, imports_mapped, peer_access_stats, MemHandle, PeerAccessStats,
+    cross_memory_attach_permitted, imported_regions, imports_mapped, peer_access_stats, MemHandle,
+    PeerAccessStats,
 };

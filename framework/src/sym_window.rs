@@ -134,7 +134,8 @@ impl SymWindow {
         .then(|| mem.offset() - l.offset())
     }
 
-    fn same(&self, other: &SymWindow) -> bool {
+    /// Whether both are the same window (clones of one registration).
+    pub fn same_window(&self, other: &SymWindow) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
@@ -349,7 +350,7 @@ impl Communicator {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
-            .any(|w| w.same(win));
+            .any(|w| w.same_window(win));
         if !live {
             return Err(ctx(HcclError::para(
                 "the window is not a live symmetric window of this communicator",
@@ -369,7 +370,7 @@ impl Communicator {
             .windows
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .retain(|w| !w.same(win));
+            .retain(|w| !w.same_window(win));
         win.release(self.domain());
         Ok(())
     }

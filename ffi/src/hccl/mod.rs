@@ -9,8 +9,12 @@ mod collectives;
 mod comm;
 mod config;
 mod memory_ranges;
+mod register;
 mod registration;
+mod sym_win;
 
 pub use collectives::*;
 pub use comm::*;
+pub use register::*;
 pub use registration::*;
+pub use sym_win::*;
