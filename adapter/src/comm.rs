@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 mod batch;
 mod group;
+mod memory;
 pub use batch::{SendRecvItem, SendRecvKind};
 pub use group::{group, group_end, group_start, group_status, GROUP_FUSE_MAX_BYTES};
 

@@ -71,3 +71,10 @@ pub use hccl_platform::{
 // Capture and replay (HCCL's graph mode as ACL graphs reach it): ops
 // issued on a capturing stream are recorded; the graph replays them.
 pub use hccl_platform::{CaptureMode, CaptureStatus, Graph};
+// Memory peers address: registrations, symmetric windows, the handles
+// peers map memory by, and how peers' buffers were reached.
+pub use hccl_framework::{MemRegistration, SymWindow};
+pub use hccl_platform::{
+    cross_memory_attach_permitted, imported_regions, imports_mapped, peer_access_stats, MemHandle,
+    PeerAccessStats,
+};

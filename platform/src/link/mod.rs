@@ -45,6 +45,8 @@ mod consistency;
 mod in_process;
 #[cfg(all(test, loom))]
 mod loom_tests;
+#[cfg(all(test, not(loom)))]
+mod param_mem_tests;
 mod peer;
 mod shm;
 mod tcp;

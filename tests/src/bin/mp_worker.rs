@@ -10,7 +10,7 @@
 //! then runs checked f32 allreduces of 1, 1000, 16384 and 300001 elements,
 //! printing `ran <count> <executor>` after each), `soak` (issue 15: see `fn soak`),
 //! `capture` (issue 17: every primitive captured and replayed 100 times,
-//! `hccl_tests::capture`). Prints `OK` or
+//! `hccl_tests::capture`), `mem_*` (registered memory and symmetric windows: `memory.rs`). Prints `OK` or
 //! `ERROR <code> <message>`.
 //!
 //! Scenario `drill` (the fault drills, `tools/fault-drill.sh`): loops one
@@ -30,6 +30,9 @@
 //! itself taken for a lost peer by slower survivors.
 
 #![forbid(unsafe_code)]
+
+#[path = "mp_worker/memory.rs"]
+mod memory;
 
 use hccl_adapter::{read_root_file, DataType, DeviceMem, HcclComm, ReduceOp};
 use std::time::Duration;
@@ -94,6 +97,9 @@ fn run(mode: &str, rank: u32, size: u32, dir: &str, scenario: &str) -> hccl_adap
     }
     let c = comm(mode, rank, size, dir)?;
     assert_eq!((c.rank(), c.size()), (rank, size));
+    if let Some(what) = scenario.strip_prefix("mem_") {
+        return memory::run(&c, what);
+    }
     let s = c.create_stream();
     let f = DataType::Fp32;
     let p = size as usize;
