@@ -2,8 +2,9 @@
 # Builds the C, C++ and Python examples against an installed tree (see
 # tools/install.sh) with gcc/g++ -Wall -Werror, and runs each, checked:
 #   C threads as ranks (shared and static libhccl, and linked as -lascendcl),
-#   C++ HcclCommInitAll, C under `mpirun -np 4` (if mpicc is present),
-#   Python ctypes across 4 processes.
+#   ACL graphs (captured HCCL calls replayed) with threads as ranks,
+#   C++ HcclCommInitAll, C under `mpirun -np 4` (if mpicc is present; the
+#   ACL-graph example too), Python ctypes across 4 processes.
 # Usage: bash examples/run.sh PREFIX
 set -euo pipefail
 PREFIX=$(realpath "${1:?usage: examples/run.sh PREFIX}")
@@ -31,6 +32,11 @@ gcc "${strict[@]}" $cflags "$here/c/allreduce_threads.c" "$PREFIX/lib/libhccl.a"
   $(pkg-config --libs-only-l --static hccl | sed 's/-lhccl//') -o "$out/threads_static"
 run "$out/threads_static" 4 1000
 
+echo "== C: ACL graphs, threads as ranks (captured calls executed 100 times, checked)"
+gcc "${strict[@]}" -std=c11 $cflags "$here/c/graph_capture.c" $libs -lpthread -o "$out/graph"
+run "$out/graph" 4 1000 100
+run "$out/graph" 3 70000 20
+
 echo "== C++: HcclCommInitAll"
 g++ "${strict[@]}" -std=c++17 $cflags "$here/cpp/allreduce.cpp" $libs -pthread -o "$out/cpp"
 run "$out/cpp" 4 100000
@@ -40,6 +46,10 @@ if command -v mpicc >/dev/null 2>&1; then
   mpicc "${strict[@]}" $cflags "$here/c/allreduce_mpi.c" $libs -o "$out/mpi"
   # root in CI containers; 2 cores for 4 ranks
   run mpirun --allow-run-as-root --oversubscribe -np 4 "$out/mpi" 100000
+  echo "== C: ACL graphs, one rank per process under mpirun -np 4 and -np 2"
+  mpicc "${strict[@]}" $cflags "$here/c/graph_capture_mpi.c" $libs -o "$out/graph_mpi"
+  run mpirun --allow-run-as-root --oversubscribe -np 4 "$out/graph_mpi" 4096 100
+  run mpirun --allow-run-as-root --oversubscribe -np 2 "$out/graph_mpi" 70000 50
 else
   echo "== (mpicc not found: skipping the mpirun example; apt-get install openmpi-bin libopenmpi-dev)"
 fi

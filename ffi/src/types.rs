@@ -36,6 +36,12 @@ pub type aclrtMemMallocPolicy = u32;
 pub type aclrtRunMode = u32;
 /// `aclrtEventRecordedStatus` (a C enum).
 pub type aclrtEventRecordedStatus = u32;
+/// `aclmdlRI`: an opaque model-run-instance handle (a captured graph).
+pub type aclmdlRI = *mut c_void;
+/// `aclmdlRICaptureMode` (a C enum).
+pub type aclmdlRICaptureMode = u32;
+/// `aclmdlRICaptureStatus` (a C enum).
+pub type aclmdlRICaptureStatus = u32;
 
 /// `HCCL_ROOT_INFO_BYTES`.
 pub const HCCL_ROOT_INFO_BYTES: usize = 4108;
@@ -126,6 +132,33 @@ pub const ACL_ERROR_INVALID_RESOURCE_HANDLE: aclError = 200_005;
 pub const ACL_ERROR_INTERNAL_ERROR: aclError = 500_000;
 /// `ACL_ERROR_RT_FAILURE`.
 pub const ACL_ERROR_RT_FAILURE: aclError = 500_003;
+
+/// `ACL_ERROR_RT_MODEL_CAPTURED`: the model run instance is still being
+/// captured.
+pub const ACL_ERROR_RT_MODEL_CAPTURED: aclError = 107_026;
+/// `ACL_ERROR_RT_STREAM_CAPTURED`: the stream is capturing.
+pub const ACL_ERROR_RT_STREAM_CAPTURED: aclError = 107_027;
+/// `ACL_ERROR_RT_STREAM_NOT_CAPTURED`: the stream is not capturing.
+pub const ACL_ERROR_RT_STREAM_NOT_CAPTURED: aclError = 107_029;
+/// `ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT`: the capture's mode forbids
+/// the call.
+pub const ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT: aclError = 107_030;
+/// `ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED`: an error invalidated the
+/// capture.
+pub const ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED: aclError = 507_903;
+
+/// `ACL_MODEL_RI_CAPTURE_MODE_GLOBAL`.
+pub const ACL_MODEL_RI_CAPTURE_MODE_GLOBAL: aclmdlRICaptureMode = 0;
+/// `ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL`.
+pub const ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL: aclmdlRICaptureMode = 1;
+/// `ACL_MODEL_RI_CAPTURE_MODE_RELAXED`.
+pub const ACL_MODEL_RI_CAPTURE_MODE_RELAXED: aclmdlRICaptureMode = 2;
+/// `ACL_MODEL_RI_CAPTURE_STATUS_NONE`.
+pub const ACL_MODEL_RI_CAPTURE_STATUS_NONE: aclmdlRICaptureStatus = 0;
+/// `ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE`.
+pub const ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE: aclmdlRICaptureStatus = 1;
+/// `ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED`.
+pub const ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED: aclmdlRICaptureStatus = 2;
 
 /// `HCCL_DETERMINISTIC`: the one `HcclConfig` option.
 pub const HCCL_DETERMINISTIC: HcclConfig = 0;

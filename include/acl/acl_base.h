@@ -42,6 +42,13 @@ typedef uint16_t aclFloat16;
 #define ACL_ERROR_FAILURE 500001
 #define ACL_ERROR_RT_FAILURE 500003
 
+/* runtime codes of stream capture (rt_error_codes.h) */
+#define ACL_ERROR_RT_MODEL_CAPTURED 107026
+#define ACL_ERROR_RT_STREAM_CAPTURED 107027
+#define ACL_ERROR_RT_STREAM_NOT_CAPTURED 107029
+#define ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT 107030
+#define ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED 507903
+
 /** The name of the (CPU) SoC: "hccl-rs-cpu". */
 ACL_FUNC_VISIBILITY const char *aclrtGetSocName(void);
 

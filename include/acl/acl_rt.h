@@ -84,6 +84,41 @@ ACL_FUNC_VISIBILITY aclError aclrtSynchronizeEvent(aclrtEvent event);
 ACL_FUNC_VISIBILITY aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endEvent);
 ACL_FUNC_VISIBILITY aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event);
 
+/*
+ * Model run instances (ACL graphs): tasks issued on a stream between
+ * aclmdlRICaptureBegin and aclmdlRICaptureEnd (HCCL calls included) are
+ * recorded, not run; aclmdlRIExecuteAsync replays them on a stream of the
+ * same device, as often as wanted. The capture mode limits the "unsafe"
+ * synchronous calls (aclrtMemcpy, aclrtMemset) while a capture is active:
+ * GLOBAL on every thread (the capturing thread may call them after
+ * switching itself to RELAXED, other threads after switching to RELAXED or
+ * THREAD_LOCAL), THREAD_LOCAL on the capturing thread only (unless it
+ * switched to RELAXED), RELAXED nowhere. A capture ends on the thread that
+ * began it unless its mode is RELAXED.
+ */
+typedef void *aclmdlRI;
+
+typedef enum {
+    ACL_MODEL_RI_CAPTURE_MODE_GLOBAL = 0,
+    ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL,
+    ACL_MODEL_RI_CAPTURE_MODE_RELAXED,
+} aclmdlRICaptureMode;
+
+typedef enum {
+    ACL_MODEL_RI_CAPTURE_STATUS_NONE = 0,
+    ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE,
+    ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED,
+} aclmdlRICaptureStatus;
+
+ACL_FUNC_VISIBILITY aclError aclmdlRICaptureBegin(aclrtStream stream, aclmdlRICaptureMode mode);
+ACL_FUNC_VISIBILITY aclError aclmdlRICaptureGetInfo(aclrtStream stream, aclmdlRICaptureStatus *status,
+    aclmdlRI *modelRI);
+ACL_FUNC_VISIBILITY aclError aclmdlRICaptureEnd(aclrtStream stream, aclmdlRI *modelRI);
+ACL_FUNC_VISIBILITY aclError aclmdlRICaptureThreadExchangeMode(aclmdlRICaptureMode *mode);
+ACL_FUNC_VISIBILITY aclError aclmdlRIExecuteAsync(aclmdlRI modelRI, aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError aclmdlRIDestroy(aclmdlRI modelRI);
+ACL_FUNC_VISIBILITY aclError aclmdlRISetName(aclmdlRI modelRI, const char *name);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,7 +1,8 @@
 //! Events: markers recorded in stream order, with host timestamps.
 //!
 //! A record enqueues a host task that stamps the time when the stream
-//! reaches it. `aclrtStreamWaitEvent` between different streams waits on
+//! reaches it (recorded on a capturing stream, it runs on every replay of
+//! the graph, so the event completes when a replay reaches it). `aclrtStreamWaitEvent` between different streams waits on
 //! the host until the event completes (stronger ordering than needed, never
 //! weaker).
 
@@ -120,7 +121,9 @@ pub extern "C" fn aclrtRecordEvent(event: aclrtEvent, stream: aclrtStream) -> ac
             st.recorded
         };
         let state = ev.st.clone();
-        let r = s.current().host_callback(move || {
+        // a host function that may run again: recorded by a capturing
+        // stream, it marks the event reached on every replay
+        let r = s.current().host_fn(move || {
             let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
             if seq > st.done {
                 st.done = seq;

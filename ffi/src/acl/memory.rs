@@ -1,5 +1,6 @@
 //! Memory: allocation, copies and fills ("device" memory is host memory).
 
+use super::graph;
 use super::stream::lookup;
 use crate::guard::{acl, acl_err, AclFail};
 use crate::mem::{self, Arg};
@@ -36,10 +37,35 @@ pub extern "C" fn aclrtMalloc(
     })
 }
 
+/// Refuses to free memory a live model run instance (a captured graph)
+/// still uses: its replays would touch freed memory.
+fn check_not_in_graph(p: *mut c_void) -> Result<(), AclFail> {
+    if p.is_null() {
+        return Ok(()); // mem::free reports it
+    }
+    let m = mem::resolve(&[Arg {
+        what: "devPtr",
+        ptr: p,
+        len: 1,
+    }])?;
+    match graph::used_by_model(&m[0]) {
+        None => Ok(()),
+        Some(who) => Err(acl_err(
+            ACL_ERROR_INVALID_PARAM,
+            format!(
+                "{p:p} is used by {who}: destroy it (aclmdlRIDestroy) before freeing the memory"
+            ),
+        )),
+    }
+}
+
 /// `aclrtFree`.
 #[no_mangle]
 pub extern "C" fn aclrtFree(devPtr: *mut c_void) -> aclError {
-    acl("aclrtFree", || mem::free(devPtr, false))
+    acl("aclrtFree", || {
+        check_not_in_graph(devPtr)?;
+        mem::free(devPtr, false)
+    })
 }
 
 /// `aclrtMallocHost`.
@@ -57,7 +83,10 @@ pub extern "C" fn aclrtMallocHost(hostPtr: *mut *mut c_void, size: usize) -> acl
 /// `aclrtFreeHost`.
 #[no_mangle]
 pub extern "C" fn aclrtFreeHost(hostPtr: *mut c_void) -> aclError {
-    acl("aclrtFreeHost", || mem::free(hostPtr, true))
+    acl("aclrtFreeHost", || {
+        check_not_in_graph(hostPtr)?;
+        mem::free(hostPtr, true)
+    })
 }
 
 fn check_copy(
@@ -85,7 +114,9 @@ fn check_copy(
     Ok(())
 }
 
-/// `aclrtMemcpy`: a synchronous copy (every kind is a host copy).
+/// `aclrtMemcpy`: a synchronous copy (every kind is a host copy). Refused
+/// (`ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT`) where an active capture's mode
+/// forbids it (see `aclmdlRICaptureThreadExchangeMode`).
 #[no_mangle]
 pub extern "C" fn aclrtMemcpy(
     dst: *mut c_void,
@@ -96,6 +127,7 @@ pub extern "C" fn aclrtMemcpy(
 ) -> aclError {
     acl("aclrtMemcpy", || {
         check_copy(dst, destMax, src, count, kind)?;
+        graph::check_unsafe_call("aclrtMemcpy")?;
         if count > 0 {
             mem::copy(dst, src, count);
         }
@@ -140,7 +172,8 @@ pub extern "C" fn aclrtMemcpyAsync(
     })
 }
 
-/// `aclrtMemset`: sets `count` bytes to the low byte of `value`.
+/// `aclrtMemset`: sets `count` bytes to the low byte of `value`. Refused
+/// where an active capture's mode forbids it, as [`aclrtMemcpy`].
 #[no_mangle]
 pub extern "C" fn aclrtMemset(
     devPtr: *mut c_void,
@@ -150,6 +183,7 @@ pub extern "C" fn aclrtMemset(
 ) -> aclError {
     acl("aclrtMemset", || {
         check_set(devPtr, maxCount, count)?;
+        graph::check_unsafe_call("aclrtMemset")?;
         mem::set(devPtr as usize, value as u8, count);
         Ok(())
     })
@@ -182,7 +216,8 @@ pub extern "C" fn aclrtMemsetAsync(
         let s = lookup(stream)
             .map_err(|e| acl_err(ACL_ERROR_INVALID_RESOURCE_HANDLE, e.to_string()))?;
         let addr = devPtr as usize;
-        s.current().host_callback(move || {
+        // may run again: a capturing stream records it for every replay
+        s.current().host_fn(move || {
             mem::set(addr, value as u8, count);
             Ok(())
         })?;

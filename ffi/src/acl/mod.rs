@@ -6,16 +6,23 @@
 //! [`Device`]. When a communicator is created on a thread, the device's
 //! later streams run on the communicator's platform device, so its ops and
 //! the stream's copies and events share one queue; a stream created before
-//! is moved there (after draining) at its first HCCL op.
+//! is moved there (after draining) at its first HCCL op (or when it
+//! begins capturing).
+//!
+//! ACL graphs (`aclmdlRICapture*`, `aclmdlRI*`, `graph.rs`):
+//! tasks issued on a capturing stream are recorded and replayed by
+//! `aclmdlRIExecuteAsync`.
 
 mod device;
 mod event;
+mod graph;
 mod memory;
 mod placement;
 mod stream;
 
 pub use device::*;
 pub use event::*;
+pub use graph::*;
 pub use memory::*;
 pub use stream::*;
 

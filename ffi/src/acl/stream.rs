@@ -57,10 +57,27 @@ pub(crate) fn lookup(h: aclrtStream) -> Result<Arc<AclStream>, HcclError> {
 /// The platform stream an op of a communicator on `dev` enqueues on: the
 /// ACL stream's own if it already runs on `dev`; otherwise the stream is
 /// drained and moved to `dev` (once per stream and communicator device).
+///
+/// A capturing stream cannot move (its capture would be lost): an op of a
+/// communicator on another device is refused, and the capture invalidated
+/// (it would lack the op).
 pub(crate) fn stream_for_op(h: aclrtStream, dev: &Device) -> Result<Stream, HcclError> {
     let s = lookup(h)?;
     let mut cur = s.inner.lock().unwrap_or_else(|e| e.into_inner());
     if cur.device().uid() != dev.uid() {
+        if cur.is_capturing() {
+            let e = HcclError::para(format!(
+                "the stream is capturing on device {} (platform device uid {}), and this call \
+                 belongs to a communicator on device {} (uid {}): a capture records the calls \
+                 of one device",
+                s.device,
+                cur.device().uid(),
+                dev.id(),
+                dev.uid()
+            ));
+            cur.invalidate_capture(&e);
+            return Err(e);
+        }
         cur.synchronize().map_err(|e| {
             e.during("draining the stream before moving it to the communicator's device")
         })?;
@@ -74,16 +91,40 @@ pub(crate) fn stream_for_op(h: aclrtStream, dev: &Device) -> Result<Stream, Hccl
     Ok(cur.clone())
 }
 
-/// Waits for every stream of `device` created through this shim.
+/// The platform stream `s` is to capture on: moved first (drained, then
+/// replaced) to the platform device its ACL device runs new streams on, if
+/// that changed since it was made (a communicator was created on the
+/// device), as its first HCCL call would — a capturing stream cannot move.
+pub(crate) fn prepare_capture(s: &AclStream) -> Result<Stream, AclFail> {
+    let dev = platform_device(s.device);
+    let mut cur = s.inner.lock().unwrap_or_else(|e| e.into_inner());
+    if cur.device().uid() != dev.uid() && !cur.is_capturing() {
+        cur.synchronize()
+            .map_err(|e| e.during("draining the stream before it begins capturing"))?;
+        *cur = Stream::new(&dev);
+    }
+    Ok(cur.clone())
+}
+
+/// Waits for every stream of `device` created through this shim, except
+/// capturing ones (their tasks are recorded, not queued; one cannot be
+/// synchronized until its capture ends).
 pub(crate) fn synchronize_device(device: i32) -> Result<(), AclFail> {
+    let wait = |s: Stream| {
+        if s.is_capturing() {
+            Ok(())
+        } else {
+            s.synchronize()
+        }
+    };
     for s in STREAMS.all() {
         if s.device == device {
-            s.current().synchronize()?;
+            wait(s.current())?;
         }
     }
     DEFAULT
         .with(|m| m.borrow().get(&device).cloned())
-        .map_or(Ok(()), |s| s.current().synchronize())?;
+        .map_or(Ok(()), |s| wait(s.current()))?;
     Ok(())
 }
 
@@ -102,28 +143,48 @@ pub extern "C" fn aclrtCreateStream(stream: *mut aclrtStream) -> aclError {
 }
 
 /// `aclrtDestroyStream`: waits for the stream's tasks, then releases it.
+/// A capturing stream is refused (`ACL_ERROR_RT_STREAM_CAPTURED`): end its
+/// capture first.
 #[no_mangle]
 pub extern "C" fn aclrtDestroyStream(stream: aclrtStream) -> aclError {
     acl("aclrtDestroyStream", || {
-        let s = STREAMS.remove(stream).ok_or_else(|| {
+        let bad = || {
             acl_err(
                 ACL_ERROR_INVALID_RESOURCE_HANDLE,
                 format!("stream handle {stream:p} is not a live aclrtStream"),
             )
-        })?;
+        };
+        if STREAMS
+            .get(stream)
+            .ok_or_else(bad)?
+            .current()
+            .is_capturing()
+        {
+            return Err(acl_err(
+                ACL_ERROR_RT_STREAM_CAPTURED,
+                "the stream is capturing: end its capture (aclmdlRICaptureEnd) before destroying it",
+            ));
+        }
+        let s = STREAMS.remove(stream).ok_or_else(bad)?;
         s.current().synchronize()?;
         Ok(())
     })
 }
 
 /// `aclrtSynchronizeStream`: waits until every task enqueued so far has
-/// run; reports the first failure (e.g. a collective's timeout).
+/// run; reports the first failure (e.g. a collective's timeout). A
+/// capturing stream cannot be synchronized: `ACL_ERROR_RT_STREAM_CAPTURED`,
+/// and its capture is invalidated.
 #[no_mangle]
 pub extern "C" fn aclrtSynchronizeStream(stream: aclrtStream) -> aclError {
     acl("aclrtSynchronizeStream", || {
         let s = lookup(stream)
             .map_err(|e| acl_err(ACL_ERROR_INVALID_RESOURCE_HANDLE, e.to_string()))?;
-        s.current().synchronize()?;
-        Ok(())
+        let cur = s.current();
+        let capturing = cur.is_capturing();
+        cur.synchronize().map_err(|e| match capturing {
+            true => acl_err(ACL_ERROR_RT_STREAM_CAPTURED, e.to_string()),
+            false => e.into(),
+        })
     })
 }

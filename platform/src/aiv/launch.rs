@@ -202,6 +202,10 @@ impl Relaunch for AivRelaunch {
             output: &self.output,
         })
     }
+
+    fn references(&self, m: &DeviceMem) -> bool {
+        self.input.same_region(m) || self.output.same_region(m)
+    }
 }
 
 impl Stream {

@@ -40,7 +40,7 @@
 
 use super::kernel::{Kernel, Relaunch};
 use super::task::{copy_op, link_op, reduce_op, HostFn, Op, OpLabel, Pools, RecOp, TaskKind};
-use super::{ExecMode, Queue, Stream};
+use super::{Device, ExecMode, Queue, Stream};
 use crate::dtype::{DataType, ReduceOp};
 use crate::error::{HcclError, Result};
 use crate::link::{Link, LinkOp, LinkOpState, OpDesc, Verb};
@@ -399,6 +399,7 @@ impl Lane {
 }
 
 struct GraphInner {
+    device: Device,
     device_uid: u64,
     device_id: u32,
     origin: u64,
@@ -509,6 +510,33 @@ impl Graph {
     /// The id of the device the graph was captured on.
     pub fn device_id(&self) -> u32 {
         self.0.device_id
+    }
+
+    /// The device the graph was captured on (and runs on).
+    pub fn device(&self) -> &Device {
+        &self.0.device
+    }
+
+    /// Whether the graph references memory of `m`'s region (then that
+    /// memory must outlive the graph: the C shim refuses to free it).
+    /// Kernels that cannot say what they touch count as referencing it.
+    pub fn references(&self, m: &DeviceMem) -> bool {
+        let g = &*self.0;
+        if g.pools.holds_region(m) {
+            return true;
+        }
+        g.lanes.iter().flat_map(|l| &l.tasks).any(|t| match &t.rec {
+            Rec::Kind(RecKind::Memcpy { dst, src } | RecKind::Reduce { dst, src, .. }) => {
+                dst.same_region(m) || src.same_region(m)
+            }
+            Rec::Kind(RecKind::Link {
+                op: RecLinkOp::Verb { mem: Some(x), .. },
+                ..
+            }) => x.same_region(m),
+            Rec::Launch(k) => k.references(m),
+            Rec::Kernel(k) => k.lock().unwrap_or_else(|p| p.into_inner()).writes(m),
+            _ => false,
+        })
     }
 }
 
@@ -634,6 +662,7 @@ impl Stream {
         let slots = body.pools.slot_counts();
         let lanes: Vec<Lane> = body.lanes.into_iter().map(|l| Lane::of(l, slots)).collect();
         let g = Graph(Arc::new(GraphInner {
+            device: self.device().clone(),
             device_uid: slot.capture.device_uid,
             device_id: self.device().id(),
             origin: self.id(),
@@ -738,8 +767,11 @@ impl Stream {
         }
     }
 
-    /// Invalidates the capture this stream is in (if any) with `e`.
-    pub(crate) fn invalidate_capture(&self, e: &HcclError) {
+    /// Invalidates the capture this stream is in (if any) with `e`: for
+    /// callers whose own failure leaves the capture incomplete (e.g. an op
+    /// that could not be recorded on this stream). No-op when not
+    /// capturing.
+    pub fn invalidate_capture(&self, e: &HcclError) {
         let slot = self.inner.lock_queue().capture.clone();
         if let Some(s) = slot {
             s.capture.invalidate(e);

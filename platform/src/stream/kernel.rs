@@ -134,6 +134,9 @@ pub(crate) trait Launch {
 pub(crate) trait Relaunch: Send + Sync + std::fmt::Debug {
     /// Launches a fresh copy of the kernel on `stream`.
     fn relaunch(&self, stream: &crate::stream::Stream) -> Result<()>;
+
+    /// Whether the kernel reads or writes memory of `m`'s region.
+    fn references(&self, m: &DeviceMem) -> bool;
 }
 
 /// Work a group of kernels may leave behind when its kernels complete,

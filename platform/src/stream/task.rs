@@ -596,6 +596,15 @@ impl Pools {
         t
     }
 
+    /// Whether a task of these pools references `m`'s region.
+    pub(crate) fn holds_region(&self, m: &DeviceMem) -> bool {
+        let key = Arc::as_ptr(m.region()) as usize;
+        self.regions
+            .index
+            .get(&key)
+            .is_some_and(|&s| self.regions.slots[s as usize].uses > 0)
+    }
+
     /// How many link and region slots these pools have made.
     pub(crate) fn slot_counts(&self) -> (usize, usize) {
         (self.links.len(), self.regions.len())
