@@ -941,6 +941,9 @@ fn group_calls_batch_sends_and_fuse_all_reduces() {
         for m in [send, recv, a, b, ao, bo] {
             acl_ok(aclrtFree(m), "aclrtFree");
         }
+    });
+}
+
 const E_NOT_FOUND: u32 = 6;
 
 /// How many times this process read peers' buffers through mappings and
@@ -951,7 +954,14 @@ fn reads() -> (u64, u64) {
 }
 
 /// An AllReduce of `n` f32 (rank r: r + i) from `send` into `recv`, checked.
-fn all_reduce_checked(r: u32, c: HcclComm, s: aclrtStream, send: *mut c_void, recv: *mut c_void, n: usize) {
+fn all_reduce_checked(
+    r: u32,
+    c: HcclComm,
+    s: aclrtStream,
+    send: *mut c_void,
+    recv: *mut c_void,
+    n: usize,
+) {
     let data: Vec<f32> = (0..n).map(|i| (r as usize + i) as f32).collect();
     acl_ok(
         aclrtMemcpy(send, n * 4, data.as_ptr().cast(), n * 4, 1),
@@ -982,8 +992,14 @@ fn registered_memory_through_the_c_api_is_read_through_mappings() {
     per_rank(2, |r, c, s| {
         let (send, recv) = (dev_zeroed(DIRECT_N * 4), dev_zeroed(DIRECT_N * 4));
         let (mut hs, mut hr) = (null_mut(), null_mut());
-        ok(HcclCommRegister(c, send, (DIRECT_N * 4) as u64, &mut hs, 0), "register send");
-        ok(HcclCommRegister(c, recv, (DIRECT_N * 4) as u64, &mut hr, 0), "register recv");
+        ok(
+            HcclCommRegister(c, send, (DIRECT_N * 4) as u64, &mut hs, 0),
+            "register send",
+        );
+        ok(
+            HcclCommRegister(c, recv, (DIRECT_N * 4) as u64, &mut hr, 0),
+            "register recv",
+        );
         let mut peer = [1 - r];
         ok(HcclCommExchangeMem(c, hs, peer.as_mut_ptr(), 1), "exchange");
         all_reduce_checked(r, c, s, send, recv, DIRECT_N);
@@ -995,7 +1011,10 @@ fn registered_memory_through_the_c_api_is_read_through_mappings() {
     });
     let after = reads();
     assert!(after.0 > before.0, "no read through a mapping: {after:?}");
-    assert_eq!(after.1, before.1, "registered buffers read with cross-memory attach");
+    assert_eq!(
+        after.1, before.1,
+        "registered buffers read with cross-memory attach"
+    );
 }
 
 #[test]
@@ -1008,8 +1027,14 @@ fn activated_memory_is_registered_for_the_data_path() {
         let handle = 0x1 as aclrtDrvMemHandle;
         let base = dev_zeroed(2 * DIRECT_N * 4);
         let (send, recv) = (base, (base as usize + DIRECT_N * 4) as *mut c_void);
-        ok(HcclCommSetMemoryRange(c, base, 2 * DIRECT_N * 4, 0, 0), "set");
-        ok(HcclCommActivateCommMemory(c, base, 2 * DIRECT_N * 4, 0, handle, 0), "activate");
+        ok(
+            HcclCommSetMemoryRange(c, base, 2 * DIRECT_N * 4, 0, 0),
+            "set",
+        );
+        ok(
+            HcclCommActivateCommMemory(c, base, 2 * DIRECT_N * 4, 0, handle, 0),
+            "activate",
+        );
         let before = reads();
         all_reduce_checked(r, c, s, send, recv, DIRECT_N);
         ok(HcclBarrier(c, s), "barrier");
@@ -1028,8 +1053,14 @@ fn activated_memory_is_registered_for_the_data_path() {
     let c = counts.into_inner().unwrap();
     let first = c.iter().map(|x| x.0).min().unwrap();
     let last = c.iter().map(|x| x.2).max().unwrap();
-    assert!(last.0 > first.0, "active memory was never read through a mapping: {c:?}");
-    assert!(last.1 > first.1, "deactivated memory was not read with cross-memory attach: {c:?}");
+    assert!(
+        last.0 > first.0,
+        "active memory was never read through a mapping: {c:?}"
+    );
+    assert!(
+        last.1 > first.1,
+        "deactivated memory was not read with cross-memory attach: {c:?}"
+    );
 }
 
 #[test]
@@ -1041,9 +1072,15 @@ fn registration_bad_input_returns_the_documented_codes() {
     acl_ok(aclrtMallocHost(&mut host, 4096), "malloc host");
     let mut own = vec![0u8; 4096];
     let mut h = null_mut();
-    assert_eq!(HcclCommRegister(c0, host, 4096, &mut h, 0), E_PARA, "aclrtMallocHost memory");
+    assert_eq!(
+        HcclCommRegister(c0, host, 4096, &mut h, 0),
+        E_PARA,
+        "aclrtMallocHost memory"
+    );
     assert!(
-        last_error_message().unwrap_or_default().contains("aclrtMalloc allocation"),
+        last_error_message()
+            .unwrap_or_default()
+            .contains("aclrtMalloc allocation"),
         "{:?}",
         last_error_message()
     );
@@ -1052,28 +1089,53 @@ fn registration_bad_input_returns_the_documented_codes() {
         E_PARA,
         "malloc'd memory"
     );
-    assert_eq!(HcclCommRegister(c0, dev, 8193, &mut h, 0), E_PARA, "past the allocation");
+    assert_eq!(
+        HcclCommRegister(c0, dev, 8193, &mut h, 0),
+        E_PARA,
+        "past the allocation"
+    );
     assert_eq!(HcclCommRegister(c0, dev, 4096, &mut h, 1), E_PARA, "flag");
     assert_eq!(HcclCommRegister(c0, dev, 4096, null_mut(), 0), E_PTR);
     assert_eq!(HcclCommRegister(c0, null_mut(), 4096, &mut h, 0), E_PTR);
     ok(HcclCommRegister(c0, dev, 4096, &mut h, 0), "register");
     let mut h2 = null_mut();
     let inner = (dev as usize + 2048) as *mut c_void;
-    assert_eq!(HcclCommRegister(c0, inner, 4096, &mut h2, 0), E_PARA, "overlap");
+    assert_eq!(
+        HcclCommRegister(c0, inner, 4096, &mut h2, 0),
+        E_PARA,
+        "overlap"
+    );
     assert!(
-        last_error_message().unwrap_or_default().contains("overlaps"),
+        last_error_message()
+            .unwrap_or_default()
+            .contains("overlaps"),
         "{:?}",
         last_error_message()
     );
     // the same memory with the other communicator is its own registration
-    ok(HcclCommRegister(c1, inner, 4096, &mut h2, 0), "register with comm 1");
+    ok(
+        HcclCommRegister(c1, inner, 4096, &mut h2, 0),
+        "register with comm 1",
+    );
     assert_eq!(HcclCommDeregister(c1, h), E_PARA, "another comm's handle");
     let mut bad_peers = [0u32];
-    assert_eq!(HcclCommExchangeMem(c0, h, bad_peers.as_mut_ptr(), 1), E_PARA, "self");
+    assert_eq!(
+        HcclCommExchangeMem(c0, h, bad_peers.as_mut_ptr(), 1),
+        E_PARA,
+        "self"
+    );
     let mut bad_peers = [7u32];
-    assert_eq!(HcclCommExchangeMem(c0, h, bad_peers.as_mut_ptr(), 1), E_PARA, "range");
+    assert_eq!(
+        HcclCommExchangeMem(c0, h, bad_peers.as_mut_ptr(), 1),
+        E_PARA,
+        "range"
+    );
     assert_eq!(HcclCommExchangeMem(c0, h, null_mut(), 1), E_PTR);
-    assert_eq!(HcclCommExchangeMem(c0, 0x2e as *mut c_void, null_mut(), 0), E_PARA, "forged");
+    assert_eq!(
+        HcclCommExchangeMem(c0, 0x2e as *mut c_void, null_mut(), 0),
+        E_PARA,
+        "forged"
+    );
     ok(HcclCommDeregister(c0, h), "deregister");
     ok(HcclCommDeregister(c1, h2), "deregister");
     assert_eq!(HcclCommDeregister(c0, null_mut()), E_PTR);
@@ -1090,31 +1152,52 @@ fn symmetric_windows_through_the_c_api() {
     per_rank(2, |r, c, s| {
         let mine = dev_zeroed(size);
         let mut w = null_mut();
-        ok(HcclCommSymWinRegister(c, mine, size as u64, &mut w, 1), "register window");
+        ok(
+            HcclCommSymWinRegister(c, mine, size as u64, &mut w, 1),
+            "register window",
+        );
         let peer = 1 - r;
         let mut p = null_mut();
-        ok(HcclSymWinGetPeerPointer(w, 4 * r as usize, peer, &mut p), "peer pointer");
+        ok(
+            HcclSymWinGetPeerPointer(w, 4 * r as usize, peer, &mut p),
+            "peer pointer",
+        );
         // SAFETY: the peer's window is mapped here while registered, 4096
         // bytes from its start; word r is written only by this rank.
         unsafe { p.cast::<u32>().write_volatile(r * 1000 + peer) };
         ok(HcclBarrier(c, s), "barrier");
         sync(s);
         let got = to_host::<u32>(mine, 2);
-        assert_eq!(got[peer as usize], peer * 1000 + r, "rank {r}: the peer's store");
+        assert_eq!(
+            got[peer as usize],
+            peer * 1000 + r,
+            "rank {r}: the peer's store"
+        );
         let (mut found, mut off) = (null_mut(), 0usize);
         let inner = (mine as usize + 8) as *mut c_void;
-        ok(HcclCommSymWinGet(c, inner, 8, &mut found, &mut off), "window get");
+        ok(
+            HcclCommSymWinGet(c, inner, 8, &mut found, &mut off),
+            "window get",
+        );
         assert_eq!((found, off), (w, 8));
         assert_eq!(
             HcclCommSymWinGet(c, inner, size, &mut found, &mut off),
             E_NOT_FOUND,
             "past the window"
         );
-        assert_eq!(HcclSymWinGetPeerPointer(w, size, peer, &mut p), E_PARA, "offset");
+        assert_eq!(
+            HcclSymWinGetPeerPointer(w, size, peer, &mut p),
+            E_PARA,
+            "offset"
+        );
         assert_eq!(HcclSymWinGetPeerPointer(w, 0, 2, &mut p), E_PARA, "rank");
         assert_eq!(HcclSymWinGetPeerPointer(w, 0, peer, null_mut()), E_PTR);
         ok(HcclCommSymWinDeregister(w), "deregister window");
-        assert_eq!(HcclSymWinGetPeerPointer(w, 0, peer, &mut p), E_PARA, "deregistered");
+        assert_eq!(
+            HcclSymWinGetPeerPointer(w, 0, peer, &mut p),
+            E_PARA,
+            "deregistered"
+        );
         assert_eq!(HcclCommSymWinDeregister(w), E_PARA, "twice");
         // sizes that differ: an error on both ranks
         let other = dev_zeroed(size * (1 + r as usize));
@@ -1124,11 +1207,17 @@ fn symmetric_windows_through_the_c_api() {
             "rank {r}: sizes differ"
         );
         assert!(
-            last_error_message().unwrap_or_default().contains("rank 1: 8192 bytes"),
+            last_error_message()
+                .unwrap_or_default()
+                .contains("rank 1: 8192 bytes"),
             "{:?}",
             last_error_message()
         );
-        assert_eq!(HcclCommSymWinRegister(c, mine, size as u64, &mut w, 2), E_PARA, "flag");
+        assert_eq!(
+            HcclCommSymWinRegister(c, mine, size as u64, &mut w, 2),
+            E_PARA,
+            "flag"
+        );
         acl_ok(aclrtFree(other), "free");
         acl_ok(aclrtFree(mine), "free");
     });

@@ -493,12 +493,14 @@ impl Communicator {
                 self.rank
             ))));
         }
-        let key = (param.send_v.is_none() && param.recv_v.is_none() && forced.is_none()).then_some(PickKey {
-            op: param.op_type,
-            count: param.count,
-            dtype: param.dtype,
-            mode: param.mode,
-        });
+        let key = (param.send_v.is_none() && param.recv_v.is_none() && forced.is_none()).then_some(
+            PickKey {
+                op: param.op_type,
+                count: param.count,
+                dtype: param.dtype,
+                mode: param.mode,
+            },
+        );
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let st = &mut *st;
         if let Some(r) = &st.aborted {

@@ -109,7 +109,12 @@ impl Communicator {
             peers: Vec::new(),
             imports: ImportOwner::new(),
         });
-        tracing::debug!(rank = self.rank(), id, bytes = mem.len(), "memory registered");
+        tracing::debug!(
+            rank = self.rank(),
+            id,
+            bytes = mem.len(),
+            "memory registered"
+        );
         Ok(MemRegistration {
             id,
             mem: mem.clone(),
@@ -167,7 +172,9 @@ impl Communicator {
                 )));
             }
             if peers[..i].contains(&q) {
-                return Err(ctx(HcclError::para(format!("peer rank {q} is listed twice"))));
+                return Err(ctx(HcclError::para(format!(
+                    "peer rank {q} is listed twice"
+                ))));
             }
         }
         let handle = {
@@ -178,9 +185,9 @@ impl Communicator {
                     reg.id
                 )))
             })?;
-            e.mem.share_handle().ok_or_else(|| {
-                ctx(HcclError::internal("registered memory has no handle"))
-            })?
+            e.mem
+                .share_handle()
+                .ok_or_else(|| ctx(HcclError::internal("registered memory has no handle")))?
         };
         let mut record = [0u8; RECORD];
         record[..8].copy_from_slice(&RECORD_MAGIC.to_le_bytes());

@@ -82,9 +82,9 @@ impl SymWindow {
     pub fn peer_mem(&self, rank: u32) -> Result<DeviceMem> {
         let me = self.inner.rank;
         let guard = self.lock();
-        let m = guard.as_ref().ok_or_else(|| {
-            HcclError::para("the symmetric window was deregistered").rank(me)
-        })?;
+        let m = guard
+            .as_ref()
+            .ok_or_else(|| HcclError::para("the symmetric window was deregistered").rank(me))?;
         match m.peers.get(rank as usize) {
             None => Err(HcclError::para(format!(
                 "peer rank {rank} is out of range for {} ranks",
@@ -175,7 +175,10 @@ fn parse(r: &[u8]) -> Record {
         status: u32_at(0),
         seq: u32_at(4),
         size: u64::from_le_bytes(r[8..16].try_into().expect("8 bytes")),
-        handle: r[16..RECORD].try_into().ok().and_then(MemHandle::from_bytes),
+        handle: r[16..RECORD]
+            .try_into()
+            .ok()
+            .and_then(MemHandle::from_bytes),
     }
 }
 
@@ -316,7 +319,9 @@ impl Communicator {
                 seq,
                 rank: me,
                 local: mem.clone(),
-                hosts: (0..self.size()).map(|r| self.host_of(r).to_owned()).collect(),
+                hosts: (0..self.size())
+                    .map(|r| self.host_of(r).to_owned())
+                    .collect(),
                 mapped: Mutex::new(Some(Mapped {
                     peers,
                     marked,
@@ -329,7 +334,12 @@ impl Communicator {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(win.clone());
-        tracing::debug!(rank = me, seq, bytes = mem.len(), "symmetric window registered");
+        tracing::debug!(
+            rank = me,
+            seq,
+            bytes = mem.len(),
+            "symmetric window registered"
+        );
         Ok(win)
     }
 

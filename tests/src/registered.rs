@@ -105,11 +105,11 @@ pub fn sym_window_roundtrip(comm: &HcclComm, size: usize, host_peers: &[u32]) ->
         let theirs = win.peer_mem(q)?;
         let ptr = win.peer_ptr(at, q)?;
         if ptr as u64 != theirs.addr() + at as u64 {
-            return Err(fail(format!("peer pointer of rank {q} is not its mapped window")));
+            return Err(fail(format!(
+                "peer pointer of rank {q} is not its mapped window"
+            )));
         }
-        theirs
-            .range(at, 4)?
-            .copy_from_host(&[r * 1000 + q])?;
+        theirs.range(at, 4)?.copy_from_host(&[r * 1000 + q])?;
     }
     // every rank has written before anyone reads
     comm.barrier(&s)?;

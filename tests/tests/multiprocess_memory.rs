@@ -31,10 +31,8 @@ const CLEARED: &[&str] = &[
 /// with `env(rank)`; returns each rank's stdout, failing the test unless
 /// every rank printed `OK` last and left no /dev/shm segment.
 fn run(n: u32, scenario: &str, env: impl Fn(u32) -> Vec<(String, String)>) -> Vec<String> {
-    let dir = std::env::temp_dir().join(format!(
-        "hccl-mpmem-{scenario}-{n}-{}",
-        std::process::id()
-    ));
+    let dir =
+        std::env::temp_dir().join(format!("hccl-mpmem-{scenario}-{n}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let d = dir.to_string_lossy().into_owned();
@@ -69,7 +67,11 @@ fn run(n: u32, scenario: &str, env: impl Fn(u32) -> Vec<(String, String)>) -> Ve
             "{scenario}, {n} ranks: rank {r} printed:\n{o}"
         );
     }
-    assert!(segments_of(&pids).is_empty(), "segments left: {:?}", segments_of(&pids));
+    assert!(
+        segments_of(&pids).is_empty(),
+        "segments left: {:?}",
+        segments_of(&pids)
+    );
     let _ = std::fs::remove_dir_all(&dir);
     out
 }
@@ -119,11 +121,23 @@ fn direct_executors_on_registered_buffers_read_through_mappings_across_processes
         });
         for (r, o) in out.iter().enumerate() {
             let (mapped, cma) = stats(o, "registered");
-            assert!(mapped > 0, "{op} p={n} rank {r}: no read through a mapping\n{o}");
-            assert_eq!(cma, 0, "{op} p={n} rank {r}: registered buffers read with CMA\n{o}");
+            assert!(
+                mapped > 0,
+                "{op} p={n} rank {r}: no read through a mapping\n{o}"
+            );
+            assert_eq!(
+                cma, 0,
+                "{op} p={n} rank {r}: registered buffers read with CMA\n{o}"
+            );
             let (mapped2, cma2) = stats(o, "unregistered");
-            assert_eq!(mapped2, mapped, "{op} p={n} rank {r}: unregistered buffers mapped\n{o}");
-            assert!(cma2 > 0, "{op} p={n} rank {r}: unregistered buffers not read with CMA\n{o}");
+            assert_eq!(
+                mapped2, mapped,
+                "{op} p={n} rank {r}: unregistered buffers mapped\n{o}"
+            );
+            assert!(
+                cma2 > 0,
+                "{op} p={n} rank {r}: unregistered buffers not read with CMA\n{o}"
+            );
         }
     }
 }
@@ -153,7 +167,10 @@ fn a_window_peer_on_another_declared_host_is_not_supported() {
         vec![
             ("HCCL_RS_HOST_ID".into(), format!("host{host}")),
             ("MEM_HOST_PEERS".into(), peers.into()),
-            ("MEM_OTHER_HOST".into(), (if host == 0 { 2 } else { 0 }).to_string()),
+            (
+                "MEM_OTHER_HOST".into(),
+                (if host == 0 { 2 } else { 0 }).to_string(),
+            ),
         ]
     });
 }

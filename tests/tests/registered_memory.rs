@@ -41,7 +41,10 @@ fn direct_executors_read_registered_buffers_through_their_mapping() {
         direct_on_threads(p, true);
         let after = peer_access_stats();
         assert!(after.mapped_reads > before.mapped_reads, "p={p}: {after:?}");
-        assert_eq!(after.cma_reads, before.cma_reads, "p={p}: no cross-memory read: {after:?}");
+        assert_eq!(
+            after.cma_reads, before.cma_reads,
+            "p={p}: no cross-memory read: {after:?}"
+        );
         // and the same ops on unregistered buffers read with cross-memory attach
         let before = after;
         direct_on_threads(p, false);
@@ -66,10 +69,13 @@ fn symmetric_windows_are_written_through_the_peers_mapping() {
 fn registration_refuses_private_and_overlapping_memory() {
     let comms = comms_with_env(2, &[]);
     let c = &comms[0];
-    let e = c.register_mem(&DeviceMem::alloc(4096).unwrap()).unwrap_err();
+    let e = c
+        .register_mem(&DeviceMem::alloc(4096).unwrap())
+        .unwrap_err();
     assert_eq!(e.code(), HcclResult::EPara);
     assert!(
-        e.to_string().contains("only shareable memory can be registered"),
+        e.to_string()
+            .contains("only shareable memory can be registered"),
         "{e}"
     );
     let m = DeviceMem::alloc_shareable(1 << 16).unwrap();
@@ -152,7 +158,10 @@ fn window_size_mismatch_and_private_windows_fail_on_every_rank() {
             "rank(s) [1] could not register"
         };
         assert!(e.to_string().contains(needle), "rank {r}: {e}");
-        assert!(!c.is_registered(&mem), "rank {r}: a failed window left a registration");
+        assert!(
+            !c.is_registered(&mem),
+            "rank {r}: a failed window left a registration"
+        );
         // nothing corrupted: a good window and a collective work
         sym_window_roundtrip(c, 4096, &[0, 1, 2]).unwrap();
         run_checked(c, "allreduce", 1000, true).unwrap();

@@ -35,7 +35,11 @@ fn pair(n: usize, register: bool) -> (Rank, Rank) {
     let rank = |dev: Device, link: InProcLink, r: u32| {
         let input = DeviceMem::alloc_shareable(n * 4).unwrap();
         input
-            .copy_from_host(&(0..n).map(|i| (r * 1000) as f32 + i as f32).collect::<Vec<_>>())
+            .copy_from_host(
+                &(0..n)
+                    .map(|i| (r * 1000) as f32 + i as f32)
+                    .collect::<Vec<_>>(),
+            )
             .unwrap();
         let output = DeviceMem::alloc_shareable(n * 4).unwrap();
         if register {
@@ -55,13 +59,17 @@ fn pair(n: usize, register: bool) -> (Rank, Rank) {
 
 /// Both ranks tell each other where their buffers are; rank 0 takes rank 1's.
 fn exchange(r0: &Rank, r1: &Rank) {
-    r1.link.expose_param_mem(&r1.input, &r1.output, &r1.s).unwrap();
+    r1.link
+        .expose_param_mem(&r1.input, &r1.output, &r1.s)
+        .unwrap();
     r1.s.synchronize().unwrap();
     r0.link.rx_param_mem(&r0.s).unwrap();
 }
 
 fn want_sum(n: usize, at: usize) -> Vec<f32> {
-    (0..n).map(|i| (at + i) as f32 + (1000 + at + i) as f32).collect()
+    (0..n)
+        .map(|i| (at + i) as f32 + (1000 + at + i) as f32)
+        .collect()
 }
 
 #[test]
@@ -92,15 +100,26 @@ fn registered_buffers_are_read_reduced_and_written_through_the_mapping() {
         .unwrap();
     // write straight into rank 1's user output
     r0.link
-        .tx_async(MemKind::ParamOutput, 8, &r0.input.range(0, 16).unwrap(), &r0.s)
+        .tx_async(
+            MemKind::ParamOutput,
+            8,
+            &r0.input.range(0, 16).unwrap(),
+            &r0.s,
+        )
         .unwrap();
     r0.s.synchronize().unwrap();
     let after = peer_access_stats();
-    assert_eq!(got.to_vec::<f32>(10).unwrap(), (1010..1020).map(|v| v as f32).collect::<Vec<_>>());
+    assert_eq!(
+        got.to_vec::<f32>(10).unwrap(),
+        (1010..1020).map(|v| v as f32).collect::<Vec<_>>()
+    );
     assert_eq!(r0.input.to_vec::<f32>(n).unwrap(), want_sum(n, 0));
     assert_eq!(r1.output.to_vec::<f32>(6).unwrap()[2..], want_sum(4, 0)[..]);
     assert_eq!(after.mapped_reads - before.mapped_reads, 2);
-    assert_eq!(after.mapped_read_bytes - before.mapped_read_bytes, 40 + 4 * n as u64);
+    assert_eq!(
+        after.mapped_read_bytes - before.mapped_read_bytes,
+        40 + 4 * n as u64
+    );
     assert_eq!(after.mapped_writes - before.mapped_writes, 1);
     assert_eq!(after.cma_reads, before.cma_reads, "no cross-memory read");
     // the fused verb counts as reduced bytes, as a reduce task does
@@ -112,7 +131,11 @@ fn registered_buffers_are_read_reduced_and_written_through_the_mapping() {
             .unwrap();
         r0.s.synchronize().unwrap_err()
     };
-    assert!(e.to_string().contains("overruns the peer's PARAM_INPUT buffer"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("overruns the peer's PARAM_INPUT buffer"),
+        "{e}"
+    );
     drop(r1);
 }
 
@@ -140,15 +163,27 @@ fn unregistered_buffers_are_read_with_cross_memory_attach_through_a_bounded_wind
     let after = peer_access_stats();
     assert_eq!(r0.input.to_vec::<f32>(n).unwrap(), want_sum(n, 0));
     assert_eq!(after.mapped_reads, before.mapped_reads);
-    assert_eq!(after.cma_reads - before.cma_reads, (4 * n as u64).div_ceil(256 << 10));
+    assert_eq!(
+        after.cma_reads - before.cma_reads,
+        (4 * n as u64).div_ceil(256 << 10)
+    );
     assert_eq!(after.cma_read_bytes - before.cma_read_bytes, 4 * n as u64);
     // writing into an unmapped peer user buffer is refused, naming why
     r0.link
-        .tx_async(MemKind::ParamOutput, 0, &r0.input.range(0, 8).unwrap(), &r0.s)
+        .tx_async(
+            MemKind::ParamOutput,
+            0,
+            &r0.input.range(0, 8).unwrap(),
+            &r0.s,
+        )
         .unwrap();
     let e = r0.s.synchronize().unwrap_err();
     assert_eq!(e.code(), HcclResult::ENotSupport, "{e}");
-    assert!(e.to_string().contains("PARAM_OUTPUT buffer: it is not mapped"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("PARAM_OUTPUT buffer: it is not mapped"),
+        "{e}"
+    );
     assert_eq!(r1.output.to_vec::<f32>(2).unwrap(), vec![0.0, 0.0]);
 }
 

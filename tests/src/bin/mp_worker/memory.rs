@@ -84,8 +84,16 @@ fn window(c: &HcclComm) -> Result<()> {
     {
         let w = c.sym_win_register(&DeviceMem::alloc_shareable(4096)?)?;
         let e = w.peer_ptr(0, other).unwrap_err();
-        expect(&e, HcclResult::ENotSupport, &format!("rank {other} is on host"))?;
-        expect(&e, HcclResult::ENotSupport, &format!("this rank ({})", c.rank()))?;
+        expect(
+            &e,
+            HcclResult::ENotSupport,
+            &format!("rank {other} is on host"),
+        )?;
+        expect(
+            &e,
+            HcclResult::ENotSupport,
+            &format!("this rank ({})", c.rank()),
+        )?;
         c.sym_win_deregister(&w)?;
     }
     Ok(())
@@ -94,7 +102,11 @@ fn window(c: &HcclComm) -> Result<()> {
 fn bad(c: &HcclComm) -> Result<()> {
     let r = c.rank();
     let e = c.register_mem(&DeviceMem::alloc(4096)?).unwrap_err();
-    expect(&e, HcclResult::EPara, "only shareable memory can be registered")?;
+    expect(
+        &e,
+        HcclResult::EPara,
+        "only shareable memory can be registered",
+    )?;
     let m = DeviceMem::alloc_shareable(1 << 16)?;
     let reg = c.register_mem(&m.range(0, 8192)?)?;
     let e = c.register_mem(&m.range(4096, 8192)?).unwrap_err();
@@ -117,7 +129,11 @@ fn exchange(c: &HcclComm) -> Result<()> {
     let peer = 1 - r;
     let n = 100_000usize;
     let m = DeviceMem::alloc_shareable(2 * n * 4)?;
-    m.copy_from_host(&(0..n).map(|i| (r as usize * n + i) as f32).collect::<Vec<_>>())?;
+    m.copy_from_host(
+        &(0..n)
+            .map(|i| (r as usize * n + i) as f32)
+            .collect::<Vec<_>>(),
+    )?;
     let reg = c.register_mem(&m)?;
     let before = imports_mapped();
     c.exchange_mem(&reg, &[peer])?;
@@ -132,7 +148,9 @@ fn exchange(c: &HcclComm) -> Result<()> {
         }
     };
     if theirs.to_vec::<f32>(1)? != vec![(peer as usize * n) as f32] {
-        return Err(HcclError::internal("the peer's mapped registration holds other data"));
+        return Err(HcclError::internal(
+            "the peer's mapped registration holds other data",
+        ));
     }
     if imports_mapped() != before + 1 {
         return Err(HcclError::internal(format!(
@@ -148,7 +166,10 @@ fn exchange(c: &HcclComm) -> Result<()> {
     s.synchronize()?;
     let got = recv.to_vec::<f32>(n)?;
     if let Some(i) = (0..n).find(|&i| got[i] != (i + n + i) as f32) {
-        return Err(HcclError::internal(format!("allreduce element {i} is {}", got[i])));
+        return Err(HcclError::internal(format!(
+            "allreduce element {i} is {}",
+            got[i]
+        )));
     }
     let after = peer_access_stats();
     if imports_mapped() != before + 1 || after.mapped_reads == stats.mapped_reads {
@@ -230,10 +251,20 @@ fn bench(c: &HcclComm) -> Result<()> {
         // alternate: unregistered, registered, unregistered, registered
         for round in 0..2 {
             let t = best(iters, run)?;
-            report(op, Some(false), t, c.communicator().last_executor().unwrap_or_default());
+            report(
+                op,
+                Some(false),
+                t,
+                c.communicator().last_executor().unwrap_or_default(),
+            );
             let regs = [c.register_mem(&send)?, c.register_mem(&recv)?];
             let t = best(iters, run)?;
-            report(op, Some(true), t, c.communicator().last_executor().unwrap_or_default());
+            report(
+                op,
+                Some(true),
+                t,
+                c.communicator().last_executor().unwrap_or_default(),
+            );
             for reg in &regs {
                 c.deregister_mem(reg)?;
             }
