@@ -43,7 +43,10 @@ fn main() {
     let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/shmem_enabled")
         .unwrap_or_default();
     println!("shmem_enabled: {}", thp.trim());
-    let (a, b) = (DeviceMem::alloc(BYTES).unwrap(), DeviceMem::alloc(BYTES).unwrap());
+    let (a, b) = (
+        DeviceMem::alloc(BYTES).unwrap(),
+        DeviceMem::alloc(BYTES).unwrap(),
+    );
     a.fill_bytes(1).unwrap();
     b.fill_bytes(2).unwrap();
     let anon = gbps(&s, &b, &a);
