@@ -1,5 +1,5 @@
 //! Symmetric windows: `HcclCommSymWinRegister`, `HcclCommSymWinDeregister`,
-//! `HcclCommSymWinGet` (HCCL's `hccl_comm.h`, here in `hccl.h`) and
+//! `HcclCommSymWinGet` (`hccl_comm.h`, as HCCL declares them) and
 //! `HcclSymWinGetPeerPointer` (`hccl_sym_win.h`).
 //!
 //! A window's memory must lie in one `aclrtMalloc` allocation (shareable);
