@@ -1222,3 +1222,40 @@ fn symmetric_windows_through_the_c_api() {
         acl_ok(aclrtFree(mine), "free");
     });
 }
+
+#[test]
+fn a_window_goes_with_its_communicator() {
+    let comms = init_all(1);
+    let c = comms[0] as HcclComm;
+    let mine = dev_zeroed(4096);
+    let mut w = null_mut();
+    ok(
+        HcclCommSymWinRegister(c, mine, 4096, &mut w, 0),
+        "register window",
+    );
+    let mut p = null_mut();
+    ok(HcclSymWinGetPeerPointer(w, 16, 0, &mut p), "own pointer");
+    assert_eq!(
+        p as usize,
+        mine as usize + 16,
+        "a rank's own part is its memory"
+    );
+    let mut h = null_mut();
+    assert_eq!(
+        HcclCommRegister(c, mine, 64, &mut h, 0),
+        E_PARA,
+        "the window registered its memory with the communicator"
+    );
+    ok(HcclCommDestroy(c), "destroy");
+    assert_eq!(
+        HcclCommSymWinDeregister(w),
+        E_PARA,
+        "communicator destroyed"
+    );
+    assert_eq!(
+        HcclSymWinGetPeerPointer(w, 0, 0, &mut p),
+        E_PARA,
+        "window gone"
+    );
+    acl_ok(aclrtFree(mine), "free");
+}

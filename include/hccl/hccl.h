@@ -151,24 +151,6 @@ extern HcclResult HcclCommActivateCommMemory(HcclComm comm, void *virPtr, size_t
 /** Undoes HcclCommActivateCommMemory. */
 extern HcclResult HcclCommDeactivateCommMemory(HcclComm comm, void *virPtr);
 
-/* ---- symmetric windows (HCCL declares these in hccl_comm.h) -------------- */
-
-/**
- * Registers [addr, addr+size) as this rank's part of a symmetric window:
- * collective, every rank with the same size; the memory must come from
- * aclrtMalloc. flag: 0 or HCCL_WIN_COLL_SYMMETRIC (1). The peers' parts on
- * this host are then addressable (HcclSymWinGetPeerPointer, <hccl/hccl_sym_win.h>).
- */
-extern HcclResult HcclCommSymWinRegister(HcclComm comm, void *addr, uint64_t size,
-    HcclCommSymWindow *winHandle, uint32_t flag);
-
-/** Deregisters a symmetric window (collective). */
-extern HcclResult HcclCommSymWinDeregister(HcclCommSymWindow winHandle);
-
-/** The window holding [ptr, ptr+size) on this rank, and the offset of ptr in it. */
-extern HcclResult HcclCommSymWinGet(HcclComm comm, void *ptr, size_t size, HcclCommSymWindow *winHandle,
-    size_t *offset);
-
 /* ---- configuration ------------------------------------------------------ */
 
 /** Fills `config` with its versioned header and "not set" values. */

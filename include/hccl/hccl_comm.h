@@ -6,6 +6,8 @@
 #define HCCL_COMM_H_
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include <hccl/hccl_types.h>
 
@@ -31,6 +33,24 @@ extern HcclResult HcclGroupEnd(void);
 
 /** Whether the calling thread is inside a group. */
 extern HcclResult HcclGroupStatusGet(bool *inGroup);
+
+/* ---- symmetric windows ----------------------------------------------------- */
+
+/**
+ * Registers [addr, addr+size) as this rank's part of a symmetric window:
+ * collective, every rank with the same size; the memory must come from
+ * aclrtMalloc. flag: 0 or HCCL_WIN_COLL_SYMMETRIC (1). The peers' parts on
+ * this host are then addressable (HcclSymWinGetPeerPointer, <hccl/hccl_sym_win.h>).
+ */
+extern HcclResult HcclCommSymWinRegister(HcclComm comm, void *addr, uint64_t size,
+    HcclCommSymWindow *winHandle, uint32_t flag);
+
+/** Deregisters a symmetric window (collective). */
+extern HcclResult HcclCommSymWinDeregister(HcclCommSymWindow winHandle);
+
+/** The window holding [ptr, ptr+size) on this rank, and the offset of ptr in it. */
+extern HcclResult HcclCommSymWinGet(HcclComm comm, void *ptr, size_t size, HcclCommSymWindow *winHandle,
+    size_t *offset);
 
 #ifdef __cplusplus
 }

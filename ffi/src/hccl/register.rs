@@ -69,6 +69,8 @@ pub extern "C" fn HcclCommRegister(
             ))
         })?;
         let reg = c.comm.register_mem(&mem)?;
+        // registrations of destroyed communicators went with them
+        REGS.retain(|e| e.comm.strong_count() > 0);
         let h = REGS.insert(Arc::new(RegEntry {
             comm: Arc::downgrade(&c),
             reg,

@@ -1,5 +1,5 @@
 //! Symmetric windows: `HcclCommSymWinRegister`, `HcclCommSymWinDeregister`,
-//! `HcclCommSymWinGet` (HCCL's `hccl_comm.h`, here in `hccl.h`) and
+//! `HcclCommSymWinGet` (`hccl_comm.h`, as HCCL declares them) and
 //! `HcclSymWinGetPeerPointer` (`hccl_sym_win.h`).
 //!
 //! A window's memory must lie in one `aclrtMalloc` allocation (shareable);
@@ -69,6 +69,8 @@ pub extern "C" fn HcclCommSymWinRegister(
             .remove(0),
         };
         let win = c.comm.sym_win_register(&mem)?;
+        // windows of destroyed communicators went with them
+        WINDOWS.retain(|e| e.comm.strong_count() > 0);
         let h = WINDOWS.insert(Arc::new(WinEntry {
             comm: Arc::downgrade(&c),
             win: win.clone(),
@@ -88,9 +90,12 @@ pub extern "C" fn HcclCommSymWinRegister(
 pub extern "C" fn HcclCommSymWinDeregister(winHandle: HcclCommSymWindow) -> HcclResult {
     hccl("HcclCommSymWinDeregister", || {
         let e = window(winHandle)?;
-        let c = e.comm.upgrade().ok_or_else(|| {
-            HcclError::para("the window's communicator was destroyed (and the window with it)")
-        })?;
+        let Some(c) = e.comm.upgrade() else {
+            WINDOWS.remove(winHandle);
+            return Err(HcclError::para(
+                "the window's communicator was destroyed (and the window with it)",
+            ));
+        };
         c.comm.sym_win_deregister(&e.win)?;
         c.windows
             .lock()

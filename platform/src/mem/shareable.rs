@@ -135,9 +135,11 @@ impl Shareable {
     /// Makes `region` (which this backs) findable by its inode for
     /// handles of this process.
     pub(crate) fn publish(&self, region: &crate::sync::Arc<Region>) {
-        let mut t = local_regions().lock().unwrap_or_else(|p| p.into_inner());
-        t.retain(|_, w| w.strong_count() > 0);
-        t.insert(self.inode, crate::sync::Arc::downgrade(region));
+        // (entries leave when their region drops: see `Drop`)
+        local_regions()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(self.inode, crate::sync::Arc::downgrade(region));
     }
 
     /// Marks `[offset, offset + len)` registered with `domain`; a range
@@ -176,6 +178,14 @@ impl Shareable {
             return false;
         }
         let marks = self.marks.lock().unwrap_or_else(|p| p.into_inner());
+        let (start, end) = (offset, offset + len);
+        // the common case, one mark holding it all, without allocating
+        if marks
+            .iter()
+            .any(|m| m.domain == domain && m.offset <= start && end <= m.offset + m.len)
+        {
+            return true;
+        }
         let mut mine: Vec<(usize, usize)> = marks
             .iter()
             .filter(|m| m.domain == domain)
@@ -183,7 +193,7 @@ impl Shareable {
             .collect();
         drop(marks);
         mine.sort_unstable();
-        let (mut at, end) = (offset, offset + len);
+        let mut at = start;
         for (s, e) in mine {
             if s > at {
                 return false;
