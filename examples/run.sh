@@ -4,7 +4,8 @@
 #   C threads as ranks (shared and static libhccl, and linked as -lascendcl),
 #   ACL graphs (captured HCCL calls replayed) with threads as ranks,
 #   C++ HcclCommInitAll, C under `mpirun -np 4` (if mpicc is present; the
-#   ACL-graph example too), Python ctypes across 4 processes.
+#   ACL-graph example and symmetric windows with registered memory too),
+#   Python ctypes across 4 processes.
 # Usage: bash examples/run.sh PREFIX
 set -euo pipefail
 PREFIX=$(realpath "${1:?usage: examples/run.sh PREFIX}")
@@ -50,6 +51,9 @@ if command -v mpicc >/dev/null 2>&1; then
   mpicc "${strict[@]}" $cflags "$here/c/graph_capture_mpi.c" $libs -o "$out/graph_mpi"
   run mpirun --allow-run-as-root --oversubscribe -np 4 "$out/graph_mpi" 4096 100
   run mpirun --allow-run-as-root --oversubscribe -np 2 "$out/graph_mpi" 70000 50
+  echo "== C: symmetric windows and registered memory under mpirun -np 4"
+  mpicc "${strict[@]}" $cflags "$here/c/sym_window_mpi.c" $libs -o "$out/sym_window"
+  run mpirun --allow-run-as-root --oversubscribe -np 4 "$out/sym_window" 100000
 else
   echo "== (mpicc not found: skipping the mpirun example; apt-get install openmpi-bin libopenmpi-dev)"
 fi

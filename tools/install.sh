@@ -2,7 +2,7 @@
 # Installs libhccl (shared and static), the HCCL and ACL headers and a
 # pkg-config file under PREFIX (default /usr/local):
 #
-#   PREFIX/include/hccl/{hccl.h,hccl_types.h}
+#   PREFIX/include/hccl/{hccl.h,hccl_types.h,hccl_comm.h,hccl_ex.h,hccl_sym_win.h}
 #   PREFIX/include/acl/{acl.h,acl_base.h,acl_rt.h}
 #   PREFIX/lib/libhccl.so, libhccl.a
 #   PREFIX/lib/libascendcl.so, libacl_rt.so  -> libhccl.so (one library, one state)

@@ -10,26 +10,36 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 mod batch;
+mod group;
+mod memory;
 pub use batch::{SendRecvItem, SendRecvKind};
+pub use group::{group, group_end, group_start, group_status, GROUP_FUSE_MAX_BYTES};
+
+/// An op code's tag, made at its first call: (API name, tag).
+type TagSlot = std::sync::OnceLock<(&'static str, Arc<str>)>;
 
 /// One rank's communicator.
-#[derive(Debug)]
+///
+/// Cloning gives another handle to the same communicator (ops deferred
+/// by a [group](crate::group_start) hold one); it is destroyed when the
+/// last handle is dropped.
+#[derive(Clone, Debug)]
 pub struct HcclComm {
-    inner: Communicator,
-    barrier_buf: std::sync::OnceLock<DeviceMem>,
-    batch: std::sync::OnceLock<batch::BatchStreams>,
+    inner: Arc<Communicator>,
+    barrier_buf: Arc<std::sync::OnceLock<DeviceMem>>,
+    batch: Arc<std::sync::OnceLock<batch::BatchStreams>>,
     /// Op tags by op code (`AllReduce_<comm name>`, ...), built once: a
     /// small op repeated in a loop should not format a string per call.
-    tags: [std::sync::OnceLock<(&'static str, Arc<str>)>; OpType::CODES],
+    tags: Arc<[TagSlot; OpType::CODES]>,
 }
 
 impl HcclComm {
     fn wrap(inner: Communicator) -> HcclComm {
         HcclComm {
-            inner,
-            barrier_buf: std::sync::OnceLock::new(),
-            batch: std::sync::OnceLock::new(),
-            tags: Default::default(),
+            inner: Arc::new(inner),
+            barrier_buf: Arc::default(),
+            batch: Arc::default(),
+            tags: Arc::default(),
         }
     }
 
@@ -211,6 +221,59 @@ impl HcclComm {
         }
     }
 
+    /// The mode an op on `input` / `output` runs in. Graph mode (the
+    /// executor runs straight on the user buffers, peers on this host
+    /// reach them by load and store) when the communicator can (every peer
+    /// on this host) and both buffers are registered with it
+    /// ([`register_mem`](Self::register_mem)), or when `stream` is
+    /// capturing: a captured op's buffers are fixed for every replay, so
+    /// capture registers their allocations if they are shareable
+    /// (`DeviceBuffer`, `aclrtMalloc`) and refuses other memory with
+    /// `HCCL_E_PARA` — never a silent staging copy. Elsewhere (peers on
+    /// other hosts, whose links carry the bytes) ops run in op-base mode.
+    fn mode_for(
+        &self,
+        stream: &Stream,
+        input: &DeviceMem,
+        output: &DeviceMem,
+    ) -> Result<WorkflowMode> {
+        if !self.inner.graph_capable() {
+            return Ok(WorkflowMode::OpBase);
+        }
+        let domain = self.device().uid();
+        let registered = |m: &DeviceMem| m.is_empty() || m.is_registered_in(domain);
+        if registered(input) && registered(output) {
+            return Ok(WorkflowMode::Graph);
+        }
+        if !stream.is_capturing() {
+            return Ok(WorkflowMode::OpBase);
+        }
+        for (what, m) in [("sendBuf", input), ("recvBuf", output)] {
+            if registered(m) {
+                continue;
+            }
+            if !m.is_shareable() {
+                return Err(HcclError::para(format!(
+                    "{what} cannot be captured: a captured op runs in graph mode on memory its \
+                     peers map, and this buffer is {} (allocate it with DeviceBuffer, \
+                     DeviceMem::alloc_shareable or aclrtMalloc, or run the op outside the capture)",
+                    describe_memory(m)
+                )));
+            }
+            m.allocation().register_in(domain).map_err(|e| {
+                HcclError::para(format!(
+                    "{what} cannot be captured: registering its allocation failed: {e}"
+                ))
+            })?;
+            tracing::debug!(
+                rank = self.rank(),
+                bytes = m.allocation().len(),
+                "capture registered a buffer's allocation"
+            );
+        }
+        Ok(WorkflowMode::Graph)
+    }
+
     /// Validates a call and hands it to the framework. Nothing is enqueued
     /// unless every check passes.
     fn submit(&self, call: Call<'_>, stream: &Stream) -> Result<()> {
@@ -291,6 +354,7 @@ impl HcclComm {
                 "sendBuf and recvBuf overlap, which this op does not allow"
             })));
         }
+        let mode = self.mode_for(stream, &input, &output).map_err(ctx)?;
         let param = OpParam {
             tag,
             op_type: call.op_type,
@@ -301,11 +365,14 @@ impl HcclComm {
             dtype: call.dtype,
             reduce_op: call.op,
             root: call.root,
-            mode: WorkflowMode::OpBase,
+            mode,
             send_v: call.send_v,
             recv_v: call.recv_v,
             peer: call.peer,
         };
+        if group::defer(self, &param) {
+            return Ok(());
+        }
         self.inner.exec_op(&param)
     }
 
@@ -770,7 +837,7 @@ impl HcclComm {
     pub fn barrier(&self, stream: &Stream) -> Result<()> {
         let buf = self
             .barrier_buf
-            .get_or_init(|| DeviceMem::alloc(8).unwrap_or_else(|_| DeviceMem::null()));
+            .get_or_init(|| DeviceMem::alloc_shareable(8).unwrap_or_else(|_| DeviceMem::null()));
         if buf.is_null() {
             return Err(
                 HcclError::memory("could not allocate the barrier buffer").during("HcclBarrier")
@@ -789,6 +856,16 @@ impl HcclComm {
         )
         .reduce(ReduceOp::Sum);
         self.submit(call, stream)
+    }
+}
+
+/// What kind of memory `m` is, for errors.
+fn describe_memory(m: &DeviceMem) -> &'static str {
+    match m.region_kind() {
+        hccl_platform::RegionKind::Host => "private host memory",
+        hccl_platform::RegionKind::Shared { .. } => "a named shared-memory segment",
+        hccl_platform::RegionKind::External => "memory the caller allocated (not aclrtMalloc)",
+        _ => "memory peers cannot map",
     }
 }
 

@@ -53,7 +53,10 @@ mod comm;
 mod validate;
 
 // Communicators and their ops.
-pub use comm::{HcclComm, SendRecvItem, SendRecvKind};
+pub use comm::{
+    group, group_end, group_start, group_status, HcclComm, SendRecvItem, SendRecvKind,
+    GROUP_FUSE_MAX_BYTES,
+};
 // Making communicators: configuration, threads of this process, and the
 // root info processes share.
 pub use hccl_framework::{launched_as, LaunchedAs};
@@ -68,3 +71,10 @@ pub use hccl_platform::{
 // Capture and replay (HCCL's graph mode as ACL graphs reach it): ops
 // issued on a capturing stream are recorded; the graph replays them.
 pub use hccl_platform::{CaptureMode, CaptureStatus, Graph};
+// Memory peers address: registrations, symmetric windows, the handles
+// peers map memory by, and how peers' buffers were reached.
+pub use hccl_framework::{MemRegistration, SymWindow};
+pub use hccl_platform::{
+    cross_memory_attach_permitted, imported_regions, imports_mapped, peer_access_stats, MemHandle,
+    PeerAccessStats,
+};

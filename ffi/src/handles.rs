@@ -65,6 +65,14 @@ impl<T> Registry<T> {
             .remove(&h)
     }
 
+    /// Unregisters every object `keep` says no to (entries whose owner is
+    /// gone).
+    pub(crate) fn retain(&self, keep: impl Fn(&T) -> bool) {
+        if let Some(m) = self.map.write().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            m.retain(|_, v| keep(v));
+        }
+    }
+
     /// Every live object.
     pub(crate) fn all(&self) -> Vec<Arc<T>> {
         self.map

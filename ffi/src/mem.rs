@@ -1,6 +1,11 @@
 //! "Device" memory of the C ABI: the host allocations `aclrtMalloc` hands
 //! out, and the raw pointers ops receive, turned into [`DeviceMem`] ranges.
 //!
+//! `aclrtMalloc` memory is *shareable* (`DeviceMem::alloc_shareable`: a
+//! memfd, page aligned, zeroed): a communicator can register it, and
+//! peer processes of the host then map it and reach it directly.
+//! `aclrtMallocHost` memory is private host memory.
+//!
 //! Pointers inside an `aclrtMalloc` allocation become ranges of that
 //! allocation's region, so the library's overlap and in-flight checks see
 //! them. Other pointers (the caller's own `malloc`) are wrapped as external
@@ -22,8 +27,9 @@ const ALIGN: usize = 128;
 
 struct Alloc {
     mem: DeviceMem,
-    layout: Layout,
-    host: bool,
+    /// `Some` for `aclrtMallocHost` memory, which this module allocated
+    /// and frees; `aclrtMalloc` memory is owned by `mem` itself.
+    host_layout: Option<Layout>,
 }
 
 static ALLOCS: RwLock<BTreeMap<usize, Alloc>> = RwLock::new(BTreeMap::new());
@@ -35,6 +41,24 @@ pub(crate) fn alloc(size: usize, host: bool) -> std::result::Result<*mut c_void,
             ACL_ERROR_INVALID_PARAM,
             "size must be greater than 0",
         ));
+    }
+    if !host {
+        // shareable memory: mapped pages, so aligned far beyond ALIGN
+        let mem = DeviceMem::alloc_shareable(size).map_err(|e| {
+            acl_err(
+                ACL_ERROR_BAD_ALLOC,
+                format!("out of memory allocating {size} bytes: {e}"),
+            )
+        })?;
+        let p = mem.addr() as usize;
+        ALLOCS.write().unwrap_or_else(|e| e.into_inner()).insert(
+            p,
+            Alloc {
+                mem,
+                host_layout: None,
+            },
+        );
+        return Ok(p as *mut c_void);
     }
     let layout = Layout::from_size_align(size, ALIGN)
         .map_err(|_| acl_err(ACL_ERROR_INVALID_PARAM, format!("size {size} is too large")))?;
@@ -49,10 +73,13 @@ pub(crate) fn alloc(size: usize, host: bool) -> std::result::Result<*mut c_void,
     // SAFETY: `p` is a fresh allocation of `size` bytes that lives until
     // `free` removes this entry, which refuses while tasks still use it.
     let mem = unsafe { DeviceMem::from_raw(p, size) };
-    ALLOCS
-        .write()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(p.as_ptr() as usize, Alloc { mem, layout, host });
+    ALLOCS.write().unwrap_or_else(|e| e.into_inner()).insert(
+        p.as_ptr() as usize,
+        Alloc {
+            mem,
+            host_layout: Some(layout),
+        },
+    );
     Ok(p.as_ptr().cast())
 }
 
@@ -73,7 +100,7 @@ pub(crate) fn free(ptr: *mut c_void, host: bool) -> std::result::Result<(), AclF
             format!("{ptr:p} was not returned by {api} (or was freed already)"),
         )
     })?;
-    if a.host != host {
+    if a.host_layout.is_some() != host {
         return Err(acl_err(
             ACL_ERROR_INVALID_PARAM,
             format!("{ptr:p} was allocated by {other}, not {api}"),
@@ -88,10 +115,25 @@ pub(crate) fn free(ptr: *mut c_void, host: bool) -> std::result::Result<(), AclF
     }
     let a = allocs.remove(&(ptr as usize)).expect("looked up above");
     drop(a.mem);
-    // SAFETY: allocated by `alloc` with this layout; no task references it
-    // (checked above) and the registry no longer hands it out.
-    unsafe { std::alloc::dealloc(ptr.cast(), a.layout) };
+    if let Some(layout) = a.host_layout {
+        // SAFETY: allocated by `alloc` with this layout; no task references
+        // it (checked above) and the registry no longer hands it out.
+        unsafe { std::alloc::dealloc(ptr.cast(), layout) };
+    }
+    // (shareable memory is unmapped with its last handle: a communicator
+    // it is still registered with keeps it until deregistration)
     Ok(())
+}
+
+/// `[p, p + len)` as a range of the `aclrtMalloc` allocation holding it
+/// all (shareable memory), if there is one.
+pub(crate) fn device_range(p: usize, len: usize) -> Option<DeviceMem> {
+    let allocs = ALLOCS.read().unwrap_or_else(|e| e.into_inner());
+    let (&start, a) = allocs.range(..=p).next_back()?;
+    if a.host_layout.is_some() || p.checked_add(len)? > start + a.mem.len() {
+        return None;
+    }
+    a.mem.range(p - start, len).ok()
 }
 
 /// The allocation containing `p`, as (start, its whole handle).

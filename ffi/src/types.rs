@@ -8,6 +8,8 @@ use std::ffi::{c_char, c_int, c_void};
 pub type HcclResult = u32;
 /// `HcclComm`: an opaque handle.
 pub type HcclComm = *mut c_void;
+/// `HcclCommSymWindow`: a symmetric window handle.
+pub type HcclCommSymWindow = *mut c_void;
 /// `HcclDataType` (a C enum).
 pub type HcclDataType = u32;
 /// `HcclReduceOp` (a C enum).

@@ -2,7 +2,7 @@
 //! (this crate) must describe the same C ABI.
 //!
 //! [`check_abi`] runs bindgen over `<hccl/hccl.h>` (which includes
-//! `<acl/acl.h>`) and parses the generated Rust with syn; it parses this
+//! `<acl/acl.h>`), `<hccl/hccl_ex.h>` and `<hccl/hccl_sym_win.h>`, and parses the generated Rust with syn; it parses this
 //! crate's sources with syn as well, and compares, after reducing every type
 //! to its primitive C shape (typedefs / type aliases resolved, `c_int` →
 //! `i32`, `c_char` → the platform's `i8`/`u8`, `*const` and `*mut` kept
@@ -700,11 +700,14 @@ fn include_dir() -> PathBuf {
 /// libclang is loaded once per process; one bindgen run at a time.
 static BINDGEN: Mutex<()> = Mutex::new(());
 
-/// bindgen's view of `<hccl/hccl.h>` under `include`.
+/// bindgen's view of the HCCL headers under `include`.
 fn run_bindgen(include: &Path) -> Result<syn::File, String> {
     let _one = BINDGEN.lock().unwrap_or_else(|e| e.into_inner());
     let bindings = bindgen::Builder::default()
-        .header_contents("abi_guard_wrapper.h", "#include <hccl/hccl.h>\n")
+        .header_contents(
+            "abi_guard_wrapper.h",
+            "#include <hccl/hccl.h>\n#include <hccl/hccl_ex.h>\n#include <hccl/hccl_sym_win.h>\n",
+        )
         .clang_arg(format!("-I{}", include.display()))
         .layout_tests(true)
         .prepend_enum_name(false)

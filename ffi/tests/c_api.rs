@@ -890,3 +890,372 @@ fn memory_registration_follows_hccls_rules() {
     ok(HcclCommDestroy(c), "destroy");
     acl_ok(aclrtFree(base), "free");
 }
+
+#[test]
+fn group_calls_batch_sends_and_fuse_all_reduces() {
+    // outside a group
+    let mut in_group = true;
+    ok(HcclGroupStatusGet(&mut in_group), "HcclGroupStatusGet");
+    assert!(!in_group);
+    assert_eq!(HcclGroupEnd(), E_PARA);
+    let msg = last_error_message().unwrap_or_default();
+    assert!(msg.contains("without a matching HcclGroupStart"), "{msg}");
+    assert_eq!(HcclGroupStatusGet(null_mut()), E_PTR);
+    // every rank sends to its right neighbour before receiving from its
+    // left, and issues two AllReduces, all in one group
+    let p = 3u32;
+    per_rank(p, |r, comm, stream| {
+        let n = 256usize;
+        let mine: Vec<f32> = (0..n).map(|i| (r * 1000) as f32 + i as f32).collect();
+        let send = dev_from(&mine);
+        let recv = dev_zeroed(n * 4);
+        let (a, b) = (dev_from(&[r as f32 + 1.0; 8]), dev_from(&[2.0f32; 3]));
+        let (ao, bo) = (dev_zeroed(32), dev_zeroed(12));
+        ok(HcclGroupStart(), "HcclGroupStart");
+        let mut in_group = false;
+        ok(HcclGroupStatusGet(&mut in_group), "HcclGroupStatusGet");
+        assert!(in_group);
+        ok(
+            HcclSend(send, n as u64, FP32, (r + 1) % p, comm, stream),
+            "HcclSend",
+        );
+        ok(
+            HcclRecv(recv, n as u64, FP32, (r + p - 1) % p, comm, stream),
+            "HcclRecv",
+        );
+        ok(
+            HcclAllReduce(a, ao, 8, FP32, SUM, comm, stream),
+            "HcclAllReduce a",
+        );
+        ok(
+            HcclAllReduce(b, bo, 3, FP32, SUM, comm, stream),
+            "HcclAllReduce b",
+        );
+        ok(HcclGroupEnd(), "HcclGroupEnd");
+        sync(stream);
+        let left = (r + p - 1) % p;
+        let want: Vec<f32> = (0..n).map(|i| (left * 1000) as f32 + i as f32).collect();
+        assert_eq!(to_host::<f32>(recv, n), want, "rank {r}");
+        assert_eq!(to_host::<f32>(ao, 8), vec![6.0; 8], "rank {r}");
+        assert_eq!(to_host::<f32>(bo, 3), vec![6.0; 3], "rank {r}");
+        for m in [send, recv, a, b, ao, bo] {
+            acl_ok(aclrtFree(m), "aclrtFree");
+        }
+    });
+}
+
+const E_NOT_FOUND: u32 = 6;
+
+/// How many times this process read peers' buffers through mappings and
+/// with cross-memory attach.
+fn reads() -> (u64, u64) {
+    let s = hccl_adapter::peer_access_stats();
+    (s.mapped_reads, s.cma_reads)
+}
+
+/// An AllReduce of `n` f32 (rank r: r + i) from `send` into `recv`, checked.
+fn all_reduce_checked(
+    r: u32,
+    c: HcclComm,
+    s: aclrtStream,
+    send: *mut c_void,
+    recv: *mut c_void,
+    n: usize,
+) {
+    let data: Vec<f32> = (0..n).map(|i| (r as usize + i) as f32).collect();
+    acl_ok(
+        aclrtMemcpy(send, n * 4, data.as_ptr().cast(), n * 4, 1),
+        "H2D",
+    );
+    ok(
+        HcclAllReduce(send, recv, n as u64, FP32, SUM, c, s),
+        "HcclAllReduce",
+    );
+    sync(s);
+    let got = to_host::<f32>(recv, n);
+    assert!(
+        (0..n).all(|i| got[i] == (1 + 2 * i) as f32),
+        "rank {r}: allreduce result"
+    );
+}
+
+/// Large enough for the direct-read executor (selected from 256 KiB on
+/// one host when cross-memory attach is permitted).
+const DIRECT_N: usize = 200_000;
+
+#[test]
+fn registered_memory_through_the_c_api_is_read_through_mappings() {
+    if !hccl_adapter::cross_memory_attach_permitted() {
+        return;
+    }
+    let before = reads();
+    per_rank(2, |r, c, s| {
+        let (send, recv) = (dev_zeroed(DIRECT_N * 4), dev_zeroed(DIRECT_N * 4));
+        let (mut hs, mut hr) = (null_mut(), null_mut());
+        ok(
+            HcclCommRegister(c, send, (DIRECT_N * 4) as u64, &mut hs, 0),
+            "register send",
+        );
+        ok(
+            HcclCommRegister(c, recv, (DIRECT_N * 4) as u64, &mut hr, 0),
+            "register recv",
+        );
+        let mut peer = [1 - r];
+        ok(HcclCommExchangeMem(c, hs, peer.as_mut_ptr(), 1), "exchange");
+        all_reduce_checked(r, c, s, send, recv, DIRECT_N);
+        ok(HcclCommDeregister(c, hs), "deregister send");
+        ok(HcclCommDeregister(c, hr), "deregister recv");
+        assert_eq!(HcclCommDeregister(c, hs), E_PARA, "deregistered twice");
+        acl_ok(aclrtFree(send), "free");
+        acl_ok(aclrtFree(recv), "free");
+    });
+    let after = reads();
+    assert!(after.0 > before.0, "no read through a mapping: {after:?}");
+    assert_eq!(
+        after.1, before.1,
+        "registered buffers read with cross-memory attach"
+    );
+}
+
+#[test]
+fn activated_memory_is_registered_for_the_data_path() {
+    if !hccl_adapter::cross_memory_attach_permitted() {
+        return;
+    }
+    let counts = std::sync::Mutex::new(Vec::new());
+    per_rank(2, |r, c, s| {
+        let handle = 0x1 as aclrtDrvMemHandle;
+        let base = dev_zeroed(2 * DIRECT_N * 4);
+        let (send, recv) = (base, (base as usize + DIRECT_N * 4) as *mut c_void);
+        ok(
+            HcclCommSetMemoryRange(c, base, 2 * DIRECT_N * 4, 0, 0),
+            "set",
+        );
+        ok(
+            HcclCommActivateCommMemory(c, base, 2 * DIRECT_N * 4, 0, handle, 0),
+            "activate",
+        );
+        let before = reads();
+        all_reduce_checked(r, c, s, send, recv, DIRECT_N);
+        ok(HcclBarrier(c, s), "barrier");
+        sync(s);
+        let mid = reads();
+        ok(HcclCommDeactivateCommMemory(c, base), "deactivate");
+        all_reduce_checked(r, c, s, send, recv, DIRECT_N);
+        ok(HcclBarrier(c, s), "barrier");
+        sync(s);
+        let end = reads();
+        counts.lock().unwrap().push((before, mid, end));
+        ok(HcclCommUnsetMemoryRange(c, base), "unset");
+        acl_ok(aclrtFree(base), "free");
+    });
+    // the two ranks' counts are one process's: compare the whole span
+    let c = counts.into_inner().unwrap();
+    let first = c.iter().map(|x| x.0).min().unwrap();
+    let last = c.iter().map(|x| x.2).max().unwrap();
+    assert!(
+        last.0 > first.0,
+        "active memory was never read through a mapping: {c:?}"
+    );
+    assert!(
+        last.1 > first.1,
+        "deactivated memory was not read with cross-memory attach: {c:?}"
+    );
+}
+
+#[test]
+fn registration_bad_input_returns_the_documented_codes() {
+    let comms = init_all(2);
+    let (c0, c1) = (comms[0] as HcclComm, comms[1] as HcclComm);
+    let dev = dev_zeroed(8192);
+    let mut host = null_mut();
+    acl_ok(aclrtMallocHost(&mut host, 4096), "malloc host");
+    let mut own = vec![0u8; 4096];
+    let mut h = null_mut();
+    assert_eq!(
+        HcclCommRegister(c0, host, 4096, &mut h, 0),
+        E_PARA,
+        "aclrtMallocHost memory"
+    );
+    assert!(
+        last_error_message()
+            .unwrap_or_default()
+            .contains("aclrtMalloc allocation"),
+        "{:?}",
+        last_error_message()
+    );
+    assert_eq!(
+        HcclCommRegister(c0, own.as_mut_ptr().cast(), 4096, &mut h, 0),
+        E_PARA,
+        "malloc'd memory"
+    );
+    assert_eq!(
+        HcclCommRegister(c0, dev, 8193, &mut h, 0),
+        E_PARA,
+        "past the allocation"
+    );
+    assert_eq!(HcclCommRegister(c0, dev, 4096, &mut h, 1), E_PARA, "flag");
+    assert_eq!(HcclCommRegister(c0, dev, 4096, null_mut(), 0), E_PTR);
+    assert_eq!(HcclCommRegister(c0, null_mut(), 4096, &mut h, 0), E_PTR);
+    ok(HcclCommRegister(c0, dev, 4096, &mut h, 0), "register");
+    let mut h2 = null_mut();
+    let inner = (dev as usize + 2048) as *mut c_void;
+    assert_eq!(
+        HcclCommRegister(c0, inner, 4096, &mut h2, 0),
+        E_PARA,
+        "overlap"
+    );
+    assert!(
+        last_error_message()
+            .unwrap_or_default()
+            .contains("overlaps"),
+        "{:?}",
+        last_error_message()
+    );
+    // the same memory with the other communicator is its own registration
+    ok(
+        HcclCommRegister(c1, inner, 4096, &mut h2, 0),
+        "register with comm 1",
+    );
+    assert_eq!(HcclCommDeregister(c1, h), E_PARA, "another comm's handle");
+    let mut bad_peers = [0u32];
+    assert_eq!(
+        HcclCommExchangeMem(c0, h, bad_peers.as_mut_ptr(), 1),
+        E_PARA,
+        "self"
+    );
+    let mut bad_peers = [7u32];
+    assert_eq!(
+        HcclCommExchangeMem(c0, h, bad_peers.as_mut_ptr(), 1),
+        E_PARA,
+        "range"
+    );
+    assert_eq!(HcclCommExchangeMem(c0, h, null_mut(), 1), E_PTR);
+    assert_eq!(
+        HcclCommExchangeMem(c0, 0x2e as *mut c_void, null_mut(), 0),
+        E_PARA,
+        "forged"
+    );
+    ok(HcclCommDeregister(c0, h), "deregister");
+    ok(HcclCommDeregister(c1, h2), "deregister");
+    assert_eq!(HcclCommDeregister(c0, null_mut()), E_PTR);
+    for c in comms {
+        ok(HcclCommDestroy(c as HcclComm), "destroy");
+    }
+    acl_ok(aclrtFree(dev), "free");
+    acl_ok(aclrtFreeHost(host), "free host");
+}
+
+#[test]
+fn symmetric_windows_through_the_c_api() {
+    let size = 4096usize;
+    per_rank(2, |r, c, s| {
+        let mine = dev_zeroed(size);
+        let mut w = null_mut();
+        ok(
+            HcclCommSymWinRegister(c, mine, size as u64, &mut w, 1),
+            "register window",
+        );
+        let peer = 1 - r;
+        let mut p = null_mut();
+        ok(
+            HcclSymWinGetPeerPointer(w, 4 * r as usize, peer, &mut p),
+            "peer pointer",
+        );
+        // SAFETY: the peer's window is mapped here while registered, 4096
+        // bytes from its start; word r is written only by this rank.
+        unsafe { p.cast::<u32>().write_volatile(r * 1000 + peer) };
+        ok(HcclBarrier(c, s), "barrier");
+        sync(s);
+        let got = to_host::<u32>(mine, 2);
+        assert_eq!(
+            got[peer as usize],
+            peer * 1000 + r,
+            "rank {r}: the peer's store"
+        );
+        let (mut found, mut off) = (null_mut(), 0usize);
+        let inner = (mine as usize + 8) as *mut c_void;
+        ok(
+            HcclCommSymWinGet(c, inner, 8, &mut found, &mut off),
+            "window get",
+        );
+        assert_eq!((found, off), (w, 8));
+        assert_eq!(
+            HcclCommSymWinGet(c, inner, size, &mut found, &mut off),
+            E_NOT_FOUND,
+            "past the window"
+        );
+        assert_eq!(
+            HcclSymWinGetPeerPointer(w, size, peer, &mut p),
+            E_PARA,
+            "offset"
+        );
+        assert_eq!(HcclSymWinGetPeerPointer(w, 0, 2, &mut p), E_PARA, "rank");
+        assert_eq!(HcclSymWinGetPeerPointer(w, 0, peer, null_mut()), E_PTR);
+        ok(HcclCommSymWinDeregister(w), "deregister window");
+        assert_eq!(
+            HcclSymWinGetPeerPointer(w, 0, peer, &mut p),
+            E_PARA,
+            "deregistered"
+        );
+        assert_eq!(HcclCommSymWinDeregister(w), E_PARA, "twice");
+        // sizes that differ: an error on both ranks
+        let other = dev_zeroed(size * (1 + r as usize));
+        assert_eq!(
+            HcclCommSymWinRegister(c, other, (size * (1 + r as usize)) as u64, &mut w, 1),
+            E_PARA,
+            "rank {r}: sizes differ"
+        );
+        assert!(
+            last_error_message()
+                .unwrap_or_default()
+                .contains("rank 1: 8192 bytes"),
+            "{:?}",
+            last_error_message()
+        );
+        assert_eq!(
+            HcclCommSymWinRegister(c, mine, size as u64, &mut w, 2),
+            E_PARA,
+            "flag"
+        );
+        acl_ok(aclrtFree(other), "free");
+        acl_ok(aclrtFree(mine), "free");
+    });
+}
+
+#[test]
+fn a_window_goes_with_its_communicator() {
+    let comms = init_all(1);
+    let c = comms[0] as HcclComm;
+    let mine = dev_zeroed(4096);
+    let mut w = null_mut();
+    ok(
+        HcclCommSymWinRegister(c, mine, 4096, &mut w, 0),
+        "register window",
+    );
+    let mut p = null_mut();
+    ok(HcclSymWinGetPeerPointer(w, 16, 0, &mut p), "own pointer");
+    assert_eq!(
+        p as usize,
+        mine as usize + 16,
+        "a rank's own part is its memory"
+    );
+    let mut h = null_mut();
+    assert_eq!(
+        HcclCommRegister(c, mine, 64, &mut h, 0),
+        E_PARA,
+        "the window registered its memory with the communicator"
+    );
+    ok(HcclCommDestroy(c), "destroy");
+    assert_eq!(
+        HcclCommSymWinDeregister(w),
+        E_PARA,
+        "communicator destroyed"
+    );
+    assert_eq!(
+        HcclSymWinGetPeerPointer(w, 0, 0, &mut p),
+        E_PARA,
+        "window gone"
+    );
+    acl_ok(aclrtFree(mine), "free");
+}

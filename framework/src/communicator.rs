@@ -2,13 +2,14 @@
 
 use crate::config::CommConfig;
 use crate::fabric::{Fabric, InProcFabric};
+use crate::registration::CommMemory;
 use crate::resource_manager::ResourceManager;
 use crate::selector::Selector;
-use hccl_algorithm::OpType;
 use hccl_algorithm::{
     registry, AlgResourceResponse, CollExecutor, DescriptorCache, ExecutorRegistry, OpParam,
     TopoInfo,
 };
+use hccl_algorithm::{OpType, WorkflowMode};
 use hccl_platform::InProcEndpoint;
 use hccl_platform::{
     DataType, Device, DeviceMem, HcclError, LinkHandle, MemKind, OpLabel, Result, Stream,
@@ -125,6 +126,9 @@ impl InProcGroup {
 }
 
 struct CachedOp {
+    /// Whether the executor runs in graph mode (else a graph-mode op
+    /// runs it in op-base mode).
+    graph: bool,
     executor: Box<dyn CollExecutor>,
     res: AlgResourceResponse,
     label: Arc<OpLabel>,
@@ -154,12 +158,17 @@ struct PickKey {
     op: OpType,
     count: u64,
     dtype: DataType,
+    mode: WorkflowMode,
 }
 
 /// One rank's communicator.
 pub struct Communicator {
     rank: u32,
     size: u32,
+    /// Every rank's host, by rank, for messages.
+    hosts: Vec<String>,
+    /// Memory registered with this communicator, and its symmetric windows.
+    memory: CommMemory,
     /// Every rank's TCP listener (see [`Communicator::tcp_listeners`]).
     listeners: Vec<std::net::SocketAddr>,
     name: String,
@@ -180,6 +189,8 @@ impl Drop for Communicator {
         for l in st.resources.links() {
             l.link().close();
         }
+        // registrations end with the communicator
+        self.memory.clear(self.device.uid());
     }
 }
 
@@ -207,9 +218,22 @@ impl Communicator {
         // will support them
         let every_peer =
             |can: &dyn Fn(u32) -> bool| (0..topo.user_rank_size).filter(|&q| q != rank).all(can);
+        let mut hosts = fabric.host_names();
+        if hosts.len() != topo.user_rank_size as usize {
+            hosts = if topo.server_num() > 1 {
+                topo.rank_to_server
+                    .iter()
+                    .map(|s| format!("declared host {s}"))
+                    .collect()
+            } else {
+                vec!["this host".to_owned(); topo.user_rank_size as usize]
+            };
+        }
         Communicator {
             rank,
             size: topo.user_rank_size,
+            hosts,
+            memory: CommMemory::default(),
             listeners: fabric.listeners(),
             name,
             selector: Selector::with_cost(
@@ -405,6 +429,14 @@ impl Communicator {
         err
     }
 
+    /// Whether this communicator's ops can run in graph mode (every peer
+    /// on this host, reachable by load/store or cross-memory attach: the
+    /// direct and AIV executors). Elsewhere a graph-mode op runs in
+    /// op-base mode.
+    pub fn graph_capable(&self) -> bool {
+        self.selector.graph_capable()
+    }
+
     /// The executor that ran the most recent op, if any.
     pub fn last_executor(&self) -> Option<String> {
         self.state
@@ -414,10 +446,43 @@ impl Communicator {
             .clone()
     }
 
+    /// The registration domain of this communicator's memory: its
+    /// device's uid, which link verbs read from the op's stream.
+    pub(crate) fn domain(&self) -> u64 {
+        self.device.uid()
+    }
+
+    /// The memory registered with this communicator and its windows.
+    pub(crate) fn memory(&self) -> &CommMemory {
+        &self.memory
+    }
+
+    /// Rank `r`'s host, for messages.
+    pub(crate) fn host_of(&self, r: u32) -> &str {
+        self.hosts.get(r as usize).map_or("?", String::as_str)
+    }
+
+    /// Whether rank `r` is on this rank's host (its memory can be mapped).
+    pub(crate) fn same_host(&self, r: u32) -> bool {
+        let s = &self.topo.rank_to_server;
+        s.get(r as usize) == s.get(self.rank as usize)
+    }
+
+    /// Runs one op of the library's own (an exchange of registration
+    /// records) with the executor `executor`, whatever `HCCL_RS_EXECUTOR`
+    /// or `HCCL_ALGO` force for user ops.
+    pub(crate) fn exec_internal(&self, param: &OpParam, executor: &str) -> Result<()> {
+        self.exec_op_as(param, Some(executor))
+    }
+
     /// Runs one op: select an executor, get (or reuse) its resources for
     /// the op's tag, and let it orchestrate the op on `param.stream`.
     /// The caller has validated the user arguments.
     pub fn exec_op(&self, param: &OpParam) -> Result<()> {
+        self.exec_op_as(param, None)
+    }
+
+    fn exec_op_as(&self, param: &OpParam, forced: Option<&str>) -> Result<()> {
         let ctx = |e: HcclError| e.rank(self.rank).tag(&**param.tag);
         if param.stream.device().uid() != self.device.uid() {
             return Err(ctx(HcclError::para(format!(
@@ -428,11 +493,14 @@ impl Communicator {
                 self.rank
             ))));
         }
-        let key = (param.send_v.is_none() && param.recv_v.is_none()).then_some(PickKey {
-            op: param.op_type,
-            count: param.count,
-            dtype: param.dtype,
-        });
+        let key = (param.send_v.is_none() && param.recv_v.is_none() && forced.is_none()).then_some(
+            PickKey {
+                op: param.op_type,
+                count: param.count,
+                dtype: param.dtype,
+                mode: param.mode,
+            },
+        );
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let st = &mut *st;
         if let Some(r) = &st.aborted {
@@ -452,8 +520,17 @@ impl Communicator {
         };
         let idx = match repeat {
             Some(i) => i,
-            None => self.find_or_create(st, param, key).map_err(ctx)?,
+            None => self.find_or_create(st, param, key, forced).map_err(ctx)?,
         };
+        if param.mode == WorkflowMode::Graph && !st.ops[idx].graph {
+            // the executor chosen (forced, or the only one for the op)
+            // stages through the CCL buffers: it runs in op-base mode
+            let op_base = OpParam {
+                mode: WorkflowMode::OpBase,
+                ..param.clone()
+            };
+            return self.run_cached(st, idx, &op_base).map_err(ctx);
+        }
         self.run_cached(st, idx, param).map_err(ctx)
     }
 
@@ -464,8 +541,12 @@ impl Communicator {
         st: &mut CommState,
         param: &OpParam,
         key: Option<PickKey>,
+        forced: Option<&str>,
     ) -> Result<usize> {
-        let name = self.selector.select(param, &self.topo, self.registry)?;
+        let name = match forced {
+            Some(n) => n.to_owned(),
+            None => self.selector.select(param, &self.topo, self.registry)?,
+        };
         let find = |ops: &[CachedOp]| {
             ops.iter()
                 .position(|o| *o.label.tag == **param.tag && o.label.algorithm == name)
@@ -474,6 +555,21 @@ impl Communicator {
             Some(i) => i,
             None => {
                 let executor = self.registry.create(&name, &self.topo)?;
+                let graph = executor.supports_graph();
+                if param.mode == WorkflowMode::Graph && !graph {
+                    tracing::debug!(tag = %param.tag, executor = %name, rank = self.rank,
+                        "the executor runs in op-base mode only: this graph-mode op stages through the CCL buffers");
+                }
+                let op_base;
+                let param = if param.mode == WorkflowMode::Graph && !graph {
+                    op_base = OpParam {
+                        mode: WorkflowMode::OpBase,
+                        ..param.clone()
+                    };
+                    &op_base
+                } else {
+                    param
+                };
                 let req = executor.calc_res_request(param, &self.topo)?;
                 let res = st.resources.grant(&req, &param.input, &param.output)?;
                 tracing::debug!(tag = %param.tag, executor = %name, rank = self.rank, "resources granted");
@@ -491,6 +587,7 @@ impl Communicator {
                     }
                 }
                 st.ops.push(CachedOp {
+                    graph,
                     executor,
                     res,
                     label,
@@ -501,7 +598,7 @@ impl Communicator {
             }
         };
         st.last_pick = key.map(|k| (k, idx, Arc::clone(&param.tag)));
-        if st.last_executor.as_deref() != Some(name.as_str()) {
+        if forced.is_none() && st.last_executor.as_deref() != Some(name.as_str()) {
             st.last_executor = Some(name);
         }
         Ok(idx)

@@ -66,6 +66,12 @@ pub(crate) trait Fabric: Send + Sync + std::fmt::Debug {
     fn listeners(&self) -> Vec<std::net::SocketAddr> {
         Vec::new()
     }
+
+    /// Every rank's host name, by rank, for messages (empty when ranks
+    /// are threads of one process).
+    fn host_names(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// Links over TCP to the ranks of a [`RankTable`].
@@ -85,6 +91,14 @@ impl TcpFabric {
 impl Fabric for TcpFabric {
     fn listeners(&self) -> Vec<std::net::SocketAddr> {
         self.table.ranks.iter().map(|r| r.link_addr).collect()
+    }
+
+    fn host_names(&self) -> Vec<String> {
+        self.table
+            .ranks
+            .iter()
+            .map(|r| host_name(r).to_owned())
+            .collect()
     }
 
     fn link(
@@ -148,6 +162,10 @@ impl HostFabric {
 impl Fabric for HostFabric {
     fn listeners(&self) -> Vec<std::net::SocketAddr> {
         self.tcp.listeners()
+    }
+
+    fn host_names(&self) -> Vec<String> {
+        self.tcp.host_names()
     }
 
     fn link(

@@ -21,9 +21,12 @@ mod bootstrap;
 mod communicator;
 mod config;
 mod fabric;
+mod internal_ops;
 mod multi_process;
+mod registration;
 mod resource_manager;
 mod selector;
+mod sym_window;
 mod tuning;
 
 // Communicators: made for ranks that are threads of this process
@@ -31,6 +34,11 @@ mod tuning;
 // hosts (`Communicator::init_root_info`, `init_cluster_info`,
 // `init_from_env`, in `multi_process.rs`).
 pub use communicator::{Communicator, InProcGroup};
+
+// Memory peers address: registrations (`Communicator::register_mem`,
+// `exchange_mem`) and symmetric windows (`Communicator::sym_win_register`).
+pub use registration::MemRegistration;
+pub use sym_window::SymWindow;
 
 // Configuration: from the environment (`HCCL_*`, `HCCL_RS_*`) or any
 // other source of variables; `HCCL_ALGO` parsed.

@@ -21,7 +21,7 @@ use crate::algo_env::AlgoConfig;
 use hccl_algorithm::cost::{Algo, CostParams};
 use hccl_algorithm::{
     best, AlgoTag, Candidate, Estimate, ExecutorRegistry, HierKind, OpParam, OpType, SelectLimits,
-    SelectQuery, TopoInfo,
+    SelectQuery, TopoInfo, WorkflowMode,
 };
 use hccl_platform::{HcclError, Result};
 use std::collections::HashMap;
@@ -48,7 +48,7 @@ pub struct Selector {
 struct SelectionMemo {
     rank_to_server: Vec<u32>,
     registry: (usize, u64),
-    chosen: HashMap<(OpType, u64), Arc<str>>,
+    chosen: HashMap<(OpType, u64, bool), Arc<str>>,
 }
 
 impl SelectionMemo {
@@ -213,11 +213,32 @@ impl Selector {
         topo: &TopoInfo,
         bytes: u64,
         registry: &ExecutorRegistry,
+        graph: bool,
     ) -> (Vec<Candidate>, Option<usize>) {
-        let q = SelectQuery::new(op, topo, bytes, &self.cost, self.limits);
+        let q = SelectQuery::new(op, topo, bytes, &self.cost, self.limits_for(graph));
         let candidates = registry.candidates(&q);
         let i = best(&candidates);
         (candidates, i)
+    }
+
+    /// Whether ops of this communicator can run in graph mode: every peer
+    /// is on this host and its link can reach the peers' user buffers
+    /// (the direct executors are offered).
+    pub fn graph_capable(&self) -> bool {
+        self.limits.direct_min_bytes.is_some()
+    }
+
+    /// The limits of an op in graph mode (`graph`) or op-base mode: in
+    /// graph mode the direct executors serve every size the AIV kernels
+    /// do not (the user buffers are registered: reading them is the
+    /// single copy), and the direct Send / Receive are offered.
+    fn limits_for(&self, graph: bool) -> SelectLimits {
+        let mut limits = self.limits;
+        if graph && self.graph_capable() {
+            limits.direct_min_bytes = Some(0);
+            limits.graph = true;
+        }
+        limits
     }
 
     /// The executor name for `param` on `topo`, checked against `registry`.
@@ -231,6 +252,7 @@ impl Selector {
         let p = topo.user_rank_size;
         let multi_server = topo.server_num() > 1;
         let bytes = model_bytes(param, p);
+        let graph = param.mode == WorkflowMode::Graph;
         let mut ranked_at = None;
         let (name, why) = if let Some(n) = &self.override_name {
             (n.clone(), String::from("HCCL_RS_EXECUTOR"))
@@ -263,12 +285,12 @@ impl Selector {
                 .unwrap_or_else(|p| p.into_inner())
                 .for_topo(topo, generation)
                 .chosen
-                .get(&(op, bytes))
+                .get(&(op, bytes, graph))
                 .cloned();
             if let Some(name) = memoised {
                 return Ok(name.to_string());
             }
-            let (candidates, best) = self.rank(op, topo, bytes, registry);
+            let (candidates, best) = self.rank(op, topo, bytes, registry, graph);
             let i = best.ok_or_else(|| {
                 HcclError::not_support(format!(
                     "no executor implements {op} on {p} ranks ({} hosts): none registered declares it",
@@ -298,7 +320,8 @@ impl Selector {
             if memo.chosen.len() >= MEMO_CAP {
                 memo.chosen.clear();
             }
-            memo.chosen.insert((op, bytes), Arc::from(name.as_str()));
+            memo.chosen
+                .insert((op, bytes, graph), Arc::from(name.as_str()));
         }
         Ok(name)
     }
@@ -313,7 +336,7 @@ impl Selector {
         bytes: u64,
         registry: &ExecutorRegistry,
     ) -> Result<(String, f64, Vec<Considered>)> {
-        let (c, i) = self.rank(op, topo, bytes, registry);
+        let (c, i) = self.rank(op, topo, bytes, registry, false);
         let i = i.ok_or_else(|| HcclError::not_support(format!("no executor implements {op}")))?;
         let all = c
             .iter()

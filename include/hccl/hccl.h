@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include <hccl/hccl_types.h>
+#include <hccl/hccl_comm.h>
 #include <acl/acl.h>
 
 #ifdef __cplusplus

@@ -46,6 +46,9 @@ typedef enum {
 /** Opaque communicator handle. */
 typedef void *HcclComm;
 
+/** Opaque symmetric window handle (HcclCommSymWinRegister). */
+typedef void *HcclCommSymWindow;
+
 /** Reduction operation. */
 typedef enum {
     HCCL_REDUCE_SUM = 0,

@@ -36,6 +36,11 @@ pub use mem::cma::permitted as cross_memory_attach_permitted;
 pub use mem::{
     shm_segment_name, DeviceBuffer, DeviceMem, MemKind, PinnedMem, RegionKind, SHM_PREFIX,
 };
+// Shareable memory: handles peers of the host map it by, the shared
+// cache of mapped peer regions, and how peers' buffers were reached.
+pub use mem::{
+    imported_regions, imports_mapped, peer_access_stats, ImportOwner, MemHandle, PeerAccessStats,
+};
 
 // Streams: ordered asynchronous task queues, their driver, notifies, and
 // the kernel trait a whole-op task implements.

@@ -30,7 +30,7 @@ pub struct Case {
 }
 
 fn mem(elems: usize) -> Result<DeviceMem> {
-    DeviceMem::alloc(elems.max(1) * 4)
+    DeviceMem::alloc_shareable(elems.max(1) * 4)
 }
 
 fn write(m: &DeviceMem, data: impl Iterator<Item = i32>) -> Result<()> {

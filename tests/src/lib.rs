@@ -2,12 +2,16 @@
 //! (from hccl-tools, shared with hccl-test's checker), a way to run one
 //! closure per rank on threads with a watchdog, and the worked example
 //! executor of `docs/writing-an-executor.md` ([`guide_executor`]), which
-//! the multi-process worker registers when asked.
+//! the multi-process worker registers when asked, and the checks of
+//! registered memory and symmetric windows ([`registered`]) that thread
+//! tests and rank processes share.
 
 #![forbid(unsafe_code)]
 
 pub mod capture;
+pub mod graph_cases;
 pub mod guide_executor;
+pub mod registered;
 
 pub use hccl_tools::check::{expected_value, input_value, CheckElem as TestElem};
 use std::time::Duration;

@@ -98,8 +98,8 @@ fn slave_streams_join_the_capture() {
             capture_and_replay(comm, &v, false, 100).unwrap_or_else(|e| panic!("{algo}: {e}"));
             // the AllReduce's graph has a lane per slave stream
             let s = comm.create_stream();
-            let send = DeviceMem::alloc(70_000 * 4).unwrap();
-            let recv = DeviceMem::alloc(70_000 * 4).unwrap();
+            let send = DeviceMem::alloc_shareable(70_000 * 4).unwrap();
+            let recv = DeviceMem::alloc_shareable(70_000 * 4).unwrap();
             s.begin_capture(CaptureMode::Global).unwrap();
             comm.all_reduce_raw(&send, &recv, 70_000, DataType::Int32, ReduceOp::Sum, &s)
                 .unwrap();
@@ -124,7 +124,10 @@ fn slave_streams_join_the_capture() {
 fn refused_calls_while_capturing() {
     on_threads(HcclComm::init_all_with(2, config(&[])).unwrap(), |comm| {
         let s = comm.create_stream();
-        let (a, b) = (DeviceMem::alloc(64).unwrap(), DeviceMem::alloc(64).unwrap());
+        let (a, b) = (
+            DeviceMem::alloc_shareable(64).unwrap(),
+            DeviceMem::alloc_shareable(64).unwrap(),
+        );
         s.begin_capture(CaptureMode::ThreadLocal).unwrap();
         let e = comm
             .all_reduce_raw(&a, &b, 1000, DataType::Int32, ReduceOp::Sum, &s)

@@ -82,6 +82,16 @@ pub struct PerfArgs {
     /// Check results: 1 = yes, 0 = no.
     #[arg(short = 'c', long = "check", default_value_t = 1)]
     pub check: u8,
+    /// Zero copy: 1 = the send and receive buffers are shareable memory
+    /// registered with the communicator, so ops run in graph mode straight
+    /// on them (peers on this host map them); 0 = private buffers, op-base
+    /// mode.
+    #[arg(short = 'z', long = "zero_copy", default_value_t = 0)]
+    pub zero_copy: u8,
+    /// Graph mode: capture the timed loop (and the single op of the spread
+    /// pass) once on the stream and time its replays.
+    #[arg(long = "graph")]
+    pub graph: bool,
     /// Output format.
     #[arg(long = "format", value_enum, default_value_t = Format::Text)]
     pub format: Format,

@@ -1045,15 +1045,29 @@ fn rank_run<T: CheckElem>(
     let value = |r: u32, i: usize| input_value::<T>(rop, r, i);
     let reduced = |i: usize| expected_value::<T>(rop, p as u32, i);
     let stream = comm.create_stream();
+    let shareable = args.zero_copy != 0 || args.graph;
     let setup = (|| {
+        let alloc = |n: usize| {
+            let bytes = (n * std::mem::size_of::<T>()).max(1);
+            if shareable {
+                DeviceMem::alloc_shareable(bytes)
+            } else {
+                DeviceMem::alloc(bytes)
+            }
+        };
         let input: Vec<T> = (0..send_n).map(|i| value(rank, i)).collect();
-        let send = DeviceMem::alloc((send_n * std::mem::size_of::<T>()).max(1))?;
+        let send = alloc(send_n)?;
         send.copy_from_host(&input)?;
-        let recv = DeviceMem::alloc((recv_n * std::mem::size_of::<T>()).max(1))?;
+        let recv = alloc(recv_n)?;
+        if args.zero_copy != 0 {
+            let domain = comm.device().uid();
+            send.register_in(domain)?;
+            recv.register_in(domain)?;
+        }
         Ok::<_, HcclError>((send, recv))
     })();
     let d = T::DTYPE;
-    let run = |(send, recv): &(DeviceMem, DeviceMem), n: u32| -> Result<()> {
+    let issue = |(send, recv): &(DeviceMem, DeviceMem), n: u32| -> Result<()> {
         for _ in 0..n {
             let cc = c as u64;
             match op {
@@ -1098,6 +1112,27 @@ fn rank_run<T: CheckElem>(
                 PerfOp::Barrier => comm.barrier(&stream)?,
             }
         }
+        Ok(())
+    };
+    // --graph: the loop of n ops (and the single op) captured once
+    let graphs = std::cell::RefCell::new(std::collections::HashMap::new());
+    let run = |b: &(DeviceMem, DeviceMem), n: u32| -> Result<()> {
+        if !args.graph {
+            issue(b, n)?;
+            return stream.synchronize();
+        }
+        let mut graphs = graphs.borrow_mut();
+        let g = match graphs.entry(n) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                stream.begin_capture(hccl_adapter::CaptureMode::Global)?;
+                let r = issue(b, n);
+                let g = stream.end_capture();
+                r?;
+                e.insert(g?)
+            }
+        };
+        g.launch(&stream)?;
         stream.synchronize()
     };
     let warm = setup.and_then(|b| run(&b, args.warmup_iters).map(|_| b));

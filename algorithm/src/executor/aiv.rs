@@ -98,6 +98,12 @@ impl CollExecutor for AivExecutor {
         true
     }
 
+    /// The kernel reads the op's input and writes its output; peers meet
+    /// on the boards, never in the CCL buffers.
+    fn supports_graph(&self) -> bool {
+        true
+    }
+
     fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
         let name = self.named.name;
         check_op(name, self.named.op, param)?;

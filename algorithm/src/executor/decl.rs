@@ -48,6 +48,10 @@ pub struct SelectLimits {
     /// Ops of at least this many bytes may read the peers' user buffers
     /// directly (`HCCL_RS_DIRECT_MIN_BYTES`).
     pub direct_min_bytes: Option<u64>,
+    /// The op runs in graph mode (on registered user memory): only
+    /// executors that can are offered where one exists, and the direct
+    /// Send / Receive (which hold the sender until the receiver has read).
+    pub graph: bool,
 }
 
 /// The message size the cost formulas use for an op whose every rank
@@ -380,6 +384,7 @@ impl ExecutorInfo {
         let limits = SelectLimits {
             aiv_max_bytes: Some(u64::MAX),
             direct_min_bytes: Some(0),
+            graph: false,
         };
         let maps: [&[u32]; 5] = [
             &[0, 0],

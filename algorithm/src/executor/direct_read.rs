@@ -44,6 +44,10 @@ pub(crate) const DIRECT_EXECUTORS: &[(&str, OpType)] = &[
     ("ReduceDirectExecutor", OpType::Reduce),
     ("ScatterDirectExecutor", OpType::Scatter),
     ("GatherDirectExecutor", OpType::Gather),
+    ("AllGatherVDirectExecutor", OpType::AllGatherV),
+    ("ReduceScatterVDirectExecutor", OpType::ReduceScatterV),
+    ("SendDirectExecutor", OpType::Send),
+    ("ReceiveDirectExecutor", OpType::Receive),
 ];
 
 /// Bytes of the staging window a reduction reads a peer's block into: small
@@ -83,8 +87,17 @@ impl FlatExecutor for DirectExecutor {
         &self.named
     }
 
-    fn peers(&self, r: u32, n: u32, _: &OpParam) -> Vec<u32> {
-        all_peers(r, n)
+    fn peers(&self, r: u32, n: u32, param: &OpParam) -> Vec<u32> {
+        match self.named.op {
+            OpType::Send | OpType::Receive => vec![param.peer],
+            _ => all_peers(r, n),
+        }
+    }
+
+    /// Every byte is read from the peer's user buffer into its final
+    /// place: graph mode is this executor's natural mode.
+    fn graph(&self) -> bool {
+        true
     }
 
     fn run(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
@@ -103,16 +116,8 @@ impl FlatExecutor for DirectExecutor {
             return Ok(());
         }
         let comm = res.sub_comm(CommPlane::Combine, 0)?;
-        // What peer q sends this rank in the mesh table is what this rank
-        // reads from q's input.
         let from_peer: Vec<Option<Block>> = (0..p)
-            .map(|q| {
-                if q == me {
-                    Ok(None)
-                } else {
-                    Ok(MeshPlan::of(param, p, q)?.sends[me as usize])
-                }
-            })
+            .map(|q| read_from(param, p, me, q))
             .collect::<Result<_>>()?;
         let readers = if all_reduce {
             Readers {
@@ -121,10 +126,14 @@ impl FlatExecutor for DirectExecutor {
             }
         } else {
             Readers {
+                // empty blocks are neither read nor waited for (a V op's
+                // zero counts): both ends must agree on who reads whom
                 reads: (0..p as usize)
-                    .map(|q| plan.recvs[q].is_some() && from_peer[q].is_some())
+                    .map(|q| plan.recvs[q].is_some_and(|b| b.len > 0) && from_peer[q].is_some())
                     .collect(),
-                read_by: (0..p as usize).map(|q| plan.sends[q].is_some()).collect(),
+                read_by: (0..p as usize)
+                    .map(|q| plan.sends[q].is_some_and(|b| b.len > 0))
+                    .collect(),
             }
         };
         let mut links: Vec<Option<&LinkHandle>> = vec![None; p as usize];
@@ -236,6 +245,45 @@ impl FlatExecutor for DirectExecutor {
     }
 }
 
+/// The block of peer `q`'s input that rank `me` reads: what `q` sends
+/// `me` in the mesh table. For the V ops every rank passes the same
+/// count vectors, so `me` works `q`'s block out from its own arguments;
+/// a Receive reads the sender's whole buffer.
+fn read_from(param: &OpParam, p: u32, me: u32, q: u32) -> Result<Option<Block>> {
+    if q == me {
+        return Ok(None);
+    }
+    let vcounts = |v: &Option<crate::op::VCounts>, what: &str| {
+        v.clone().ok_or_else(|| {
+            HcclError::para(format!("{}: the {what} counts are missing", param.op_type))
+        })
+    };
+    Ok(match param.op_type {
+        OpType::AllGatherV => {
+            let rv = vcounts(&param.recv_v, "receive")?;
+            let len = *rv.counts.get(q as usize).unwrap_or(&0);
+            (len > 0).then_some(Block { off: 0, len })
+        }
+        OpType::ReduceScatterV => {
+            let sv = vcounts(&param.send_v, "send")?;
+            let (off, len) = (sv.displs[me as usize], sv.counts[me as usize]);
+            (len > 0).then_some(Block { off, len })
+        }
+        OpType::Receive => (q == param.peer && param.count > 0).then_some(Block {
+            off: 0,
+            len: param.count,
+        }),
+        OpType::Send => None,
+        OpType::AllToAllV => {
+            return Err(HcclError::not_support(
+                "the direct executors do not run AllToAllV: a reader cannot work out the \
+                 sender's displacements from its own arguments",
+            ))
+        }
+        _ => MeshPlan::of(param, p, q)?.sends[me as usize],
+    })
+}
+
 /// `buf`'s byte range of element block `b`.
 fn range(buf: &DeviceMem, b: Block, u: u64) -> Result<DeviceMem> {
     buf.range((b.off * u) as usize, (b.len * u) as usize)
@@ -253,10 +301,13 @@ fn copy_block(s: &Stream, param: &OpParam, src: Block, dst: Block, u: u64) -> Re
     Ok(())
 }
 
-/// `out = own op (peer blocks)`, window by window: each peer's block is read
-/// at its byte offset in that peer's input (`sources`). The first peer's
-/// window is read straight into `out` when `out` is not `own` (then reduced
-/// with `own`), the others into `stage`.
+/// `out = own op (peer blocks)`, window by window (`stage`'s length, so a
+/// window stays in cache across the peers): each peer's block is read at
+/// its byte offset in that peer's input (`sources`). The first peer's
+/// window is read straight into `out` when `out` is not `own` (then
+/// reduced with `own`), the others are reduced straight out of the peers'
+/// buffers (`read_peer_reduce`: one pass over a mapped peer buffer, else
+/// cross-memory reads through the link's staging window).
 fn reduce_into<'a>(
     s: &Stream,
     param: &OpParam,
@@ -270,15 +321,14 @@ fn reduce_into<'a>(
     let mut at = 0;
     while at < out.len() {
         let n = stage.len().min(out.len() - at);
-        let (own_w, out_w, stage_w) = (own.range(at, n)?, out.range(at, n)?, stage.range(0, n)?);
+        let (own_w, out_w) = (own.range(at, n)?, out.range(at, n)?);
         for (i, &(q, off)) in sources.iter().enumerate() {
             let l = link(q)?;
             if i == 0 && !in_place {
                 l.read_peer(MemKind::ParamInput, off + at, &out_w, s)?;
                 s.reduce_async(&out_w, &own_w, dtype, op)?;
             } else {
-                l.read_peer(MemKind::ParamInput, off + at, &stage_w, s)?;
-                s.reduce_async(&out_w, &stage_w, dtype, op)?;
+                l.read_peer_reduce(MemKind::ParamInput, off + at, &out_w, dtype, op, s)?;
             }
         }
         if sources.is_empty() && !in_place {

@@ -48,6 +48,12 @@ pub(crate) trait FlatExecutor: Send {
 
     /// Enqueues the op (HCCL's `Orchestrate`).
     fn run(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()>;
+
+    /// Whether [`run`](Self::run) works in graph mode (see
+    /// [`CollExecutor::supports_graph`]).
+    fn graph(&self) -> bool {
+        false
+    }
 }
 
 impl<T: FlatExecutor> CollExecutor for T {
@@ -57,18 +63,24 @@ impl<T: FlatExecutor> CollExecutor for T {
 
     fn calc_res_request(&self, param: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
         let n = self.named();
+        check_mode(n.name, param, self.graph())?;
         flat_request(n.name, n.op, param, topo, |r, size| {
             self.peers(r, size, param)
         })
     }
 
     fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+        check_mode(self.named().name, param, self.graph())?;
         self.run(param, res)
+    }
+
+    fn supports_graph(&self) -> bool {
+        self.graph()
     }
 }
 
-/// Checks that executor `name`, which runs `want` in op-base mode, was
-/// asked for that.
+/// Checks that executor `name`, which runs `want`, was asked for that
+/// (the mode is checked by [`check_mode`]).
 pub(crate) fn check_op(name: &str, want: OpType, param: &OpParam) -> Result<()> {
     if param.op_type != want {
         return Err(HcclError::not_support(format!(
@@ -76,9 +88,16 @@ pub(crate) fn check_op(name: &str, want: OpType, param: &OpParam) -> Result<()> 
             param.op_type
         )));
     }
-    if param.mode != WorkflowMode::OpBase {
+    Ok(())
+}
+
+/// Checks that executor `name` can run `param`'s mode (`graph`: whether it
+/// runs in graph mode as well as op-base).
+pub(crate) fn check_mode(name: &str, param: &OpParam, graph: bool) -> Result<()> {
+    if param.mode == WorkflowMode::Graph && !graph {
         return Err(HcclError::not_support(format!(
-            "{name} supports op-base mode only; graph mode is not available yet"
+            "{name} runs in op-base mode only (it stages user data through the CCL buffers); \
+             graph mode runs the AIV and direct executors, on one host"
         )));
     }
     Ok(())

@@ -103,4 +103,13 @@ pub trait CollExecutor: Send {
     fn checks_consistency(&self) -> bool {
         false
     }
+
+    /// Whether the executor runs in graph mode (`OpParam::mode` =
+    /// [`WorkflowMode::Graph`](crate::WorkflowMode::Graph)): straight on the
+    /// op's user buffers, with no staging through the CCL buffers and no
+    /// op-base loop. The framework runs an executor that cannot in op-base
+    /// mode instead (and says so in its debug log).
+    fn supports_graph(&self) -> bool {
+        false
+    }
 }

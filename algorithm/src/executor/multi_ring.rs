@@ -29,7 +29,7 @@
 //! ring neighbours (one sub-communicator per channel on the `Combine`
 //! plane, its ranks in ring order).
 
-use super::flat::check_op;
+use super::flat::{check_mode, check_op};
 use super::CollExecutor;
 use crate::op::{OpParam, OpType};
 use crate::resource::{AlgResourceRequest, AlgResourceResponse, SingleSubCommTransport};
@@ -334,6 +334,7 @@ impl CollExecutor for MultiRingExecutor {
     /// first.
     fn calc_res_request(&self, param: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
         check_op(self.name, self.op, param)?;
+        check_mode(self.name, param, false)?;
         let rings = Rings::of(topo)?;
         let mut req = AlgResourceRequest::default();
         if topo.user_rank_size > 1 {

@@ -229,6 +229,10 @@ static BUILTINS: &[Builtin] = &[
     row("ReduceDirectExecutor", Reduce, direct, Direct),
     row("ScatterDirectExecutor", Scatter, direct, Direct),
     row("GatherDirectExecutor", Gather, direct, Direct),
+    row("AllGatherVDirectExecutor", AllGatherV, direct, Direct),
+    row("ReduceScatterVDirectExecutor", ReduceScatterV, direct, Direct),
+    row("SendDirectExecutor", OpType::Send, direct, Direct),
+    row("ReceiveDirectExecutor", Receive, direct, Direct),
     // hierarchical
     row("AllReduceTwoLevelExecutor", AllReduce, hier, Hier(TwoLevel, L1::Ring)),
     row("AllReduceTwoLevelRHDExecutor", AllReduce, hier, Hier(TwoLevel, L1::Rhd)),
@@ -330,7 +334,12 @@ impl Builtin {
                 Some(Estimate::scored(Estimate::DIRECT_SCORE, mesh_micros(q)))
             })
             .serving(|q| {
-                q.one_host_peers() && q.limits.direct_min_bytes.is_some_and(|min| q.bytes >= min)
+                // a direct Send holds the sender until the receiver has
+                // read: only where graph mode asks for it
+                let point_to_point = matches!(q.op, OpType::Send | OpType::Receive);
+                q.one_host_peers()
+                    && q.limits.direct_min_bytes.is_some_and(|min| q.bytes >= min)
+                    && (q.limits.graph || !point_to_point)
             })
             .noting("at least HCCL_RS_DIRECT_MIN_BYTES: peers' buffers read directly"),
             Hier(kind, l1) => {
@@ -846,6 +855,7 @@ mod tests {
                     let limits = SelectLimits {
                         aiv_max_bytes: offered.then_some(1 << 14),
                         direct_min_bytes: offered.then_some(1 << 18),
+                        graph: false,
                     };
                     let c = r.candidates(&SelectQuery::new(op, &topo, bytes, &cost, limits));
                     assert!(!c.is_empty(), "{op} on {:?}", topo.rank_to_server);

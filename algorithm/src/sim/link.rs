@@ -270,6 +270,9 @@ impl Link for SimLink {
     fn reads_peer_param(&self) -> bool {
         self.inner.reads_peer_param()
     }
+    fn maps_peer_param(&self) -> bool {
+        self.inner.maps_peer_param()
+    }
     fn boards(&self) -> Option<(DeviceMem, DeviceMem)> {
         self.inner.boards()
     }

@@ -17,6 +17,8 @@ pub(crate) struct CommEntry {
     pub comm: Comm,
     /// Registered memory (HcclCommSetMemoryRange and friends).
     pub reg: Mutex<Registration>,
+    /// Its live symmetric windows, by handle (`HcclCommSymWinGet`).
+    pub windows: Mutex<Vec<(usize, hccl_adapter::SymWindow)>>,
 }
 
 pub(crate) static COMMS: Registry<CommEntry> = Registry::new(0x1c);
@@ -38,6 +40,7 @@ fn publish(comm: Comm, out: *mut HcclComm) -> Result<()> {
     let h = COMMS.insert(Arc::new(CommEntry {
         comm,
         reg: Mutex::new(Registration::default()),
+        windows: Mutex::new(Vec::new()),
     }));
     // SAFETY: `out` was checked non-null by the caller; it points to an HcclComm.
     unsafe { out.write(h) };
@@ -163,6 +166,7 @@ pub extern "C" fn HcclCommInitAll(
             let h = COMMS.insert(Arc::new(CommEntry {
                 comm: c,
                 reg: Mutex::new(Registration::default()),
+                windows: Mutex::new(Vec::new()),
             }));
             // SAFETY: non-null; the caller provides room for ndev handles.
             unsafe { comms.add(i).write(h) };

@@ -1,11 +1,13 @@
 //! A communicator's registered memory: the ranges set with
 //! `HcclCommSetMemoryRange` and the parts activated in them, with HCCL's
 //! checks (no overlaps, activate only inside a set range, unset only when
-//! nothing in it is active).
+//! nothing in it is active). Active memory that is shareable
+//! (`aclrtMalloc`) is also registered with the communicator for the data
+//! path; each active part keeps that registration.
 //!
 //! The communicator entry holds one; the registration calls change it.
 
-use hccl_adapter::{HcclError, Result};
+use hccl_adapter::{HcclError, MemRegistration, Result};
 use std::collections::BTreeMap;
 
 /// A communicator's registered memory.
@@ -13,20 +15,26 @@ use std::collections::BTreeMap;
 pub(crate) struct Registration {
     /// Set ranges: base → size.
     ranges: BTreeMap<usize, usize>,
-    /// Active memory: address → size.
-    active: BTreeMap<usize, usize>,
+    /// Active memory: address → size, and its registration with the
+    /// communicator when it is shareable.
+    active: BTreeMap<usize, (usize, Option<MemRegistration>)>,
 }
 
-fn overlaps(map: &BTreeMap<usize, usize>, start: usize, len: usize) -> Option<(usize, usize)> {
+fn overlaps<V>(
+    map: &BTreeMap<usize, V>,
+    size: impl Fn(&V) -> usize,
+    start: usize,
+    len: usize,
+) -> Option<(usize, usize)> {
     map.iter()
-        .find(|(&s, &l)| s < start + len && start < s + l)
-        .map(|(&s, &l)| (s, l))
+        .map(|(&s, v)| (s, size(v)))
+        .find(|&(s, l)| s < start + len && start < s + l)
 }
 
 impl Registration {
     /// Records the range `[base, base + size)` (no overlap with set ranges).
     pub(super) fn set(&mut self, base: usize, size: usize) -> Result<()> {
-        if let Some((s, l)) = overlaps(&self.ranges, base, size) {
+        if let Some((s, l)) = overlaps(&self.ranges, |&l| l, base, size) {
             return Err(HcclError::para(format!(
                 "range [{base:#x}, +{size}) overlaps the range [{s:#x}, +{l}) set earlier"
             )));
@@ -40,7 +48,7 @@ impl Registration {
         let size = *self.ranges.get(&base).ok_or_else(|| {
             HcclError::para(format!("{base:#x} is not the base of a set memory range"))
         })?;
-        if let Some((s, l)) = overlaps(&self.active, base, size) {
+        if let Some((s, l)) = overlaps(&self.active, |a| a.0, base, size) {
             return Err(HcclError::para(format!(
                 "memory [{s:#x}, +{l}) in this range is still active; deactivate it first"
             )));
@@ -49,9 +57,9 @@ impl Registration {
         Ok(())
     }
 
-    /// Marks `[ptr, ptr + size)` active (inside one set range, no overlap
-    /// with active memory).
-    pub(super) fn activate(&mut self, ptr: usize, size: usize) -> Result<()> {
+    /// Checks that `[ptr, ptr + size)` may be activated (inside one set
+    /// range, no overlap with active memory).
+    pub(super) fn check_activate(&self, ptr: usize, size: usize) -> Result<()> {
         let inside = self
             .ranges
             .range(..=ptr)
@@ -62,25 +70,40 @@ impl Registration {
                 "[{ptr:#x}, +{size}) is not inside a range set with HcclCommSetMemoryRange"
             )));
         }
-        if let Some((s, l)) = overlaps(&self.active, ptr, size) {
+        if let Some((s, l)) = overlaps(&self.active, |a| a.0, ptr, size) {
             return Err(HcclError::para(format!(
                 "[{ptr:#x}, +{size}) overlaps active memory [{s:#x}, +{l})"
             )));
         }
-        self.active.insert(ptr, size);
         Ok(())
     }
 
-    /// Marks the active memory starting at `ptr` inactive.
-    pub(super) fn deactivate(&mut self, ptr: usize) -> Result<()> {
+    /// Marks `[ptr, ptr + size)` active (checked with
+    /// [`check_activate`](Self::check_activate)), with its registration.
+    pub(super) fn activate(&mut self, ptr: usize, size: usize, reg: Option<MemRegistration>) {
+        self.active.insert(ptr, (size, reg));
+    }
+
+    /// Marks the active memory starting at `ptr` inactive; returns its
+    /// registration, to deregister.
+    pub(super) fn deactivate(&mut self, ptr: usize) -> Result<Option<MemRegistration>> {
         self.active
             .remove(&ptr)
-            .map(|_| ())
+            .map(|(_, reg)| reg)
             .ok_or_else(|| HcclError::para(format!("{ptr:#x} is not the start of active memory")))
     }
 
     /// Bytes of active memory (for tests and logs).
     pub(crate) fn active_bytes(&self) -> usize {
-        self.active.values().sum()
+        self.active.values().map(|a| a.0).sum()
+    }
+
+    /// Bytes of active memory registered for the data path.
+    pub(crate) fn registered_bytes(&self) -> usize {
+        self.active
+            .values()
+            .filter(|a| a.1.is_some())
+            .map(|a| a.0)
+            .sum()
     }
 }

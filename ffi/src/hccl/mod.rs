@@ -8,9 +8,15 @@
 mod collectives;
 mod comm;
 mod config;
+mod group;
 mod memory_ranges;
+mod register;
 mod registration;
+mod sym_win;
 
 pub use collectives::*;
 pub use comm::*;
+pub use group::*;
+pub use register::*;
 pub use registration::*;
+pub use sym_win::*;

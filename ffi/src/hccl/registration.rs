@@ -6,6 +6,10 @@
 //! records, per communicator, which ranges are set and which parts are
 //! active, with HCCL's checks (alignment and flags 0, no overlaps, activate
 //! only inside a set range, unset only when nothing in it is active).
+//! Activated memory that lies in one `aclrtMalloc` allocation (shareable)
+//! is also registered with the communicator: its ops then let peers of
+//! the host read and write it through a mapping instead of with
+//! cross-memory attach. Other memory is recorded only.
 
 use super::comm::lookup;
 use crate::guard::{hccl, non_null};
@@ -81,8 +85,18 @@ pub extern "C" fn HcclCommActivateCommMemory(
             return Err(HcclError::para(format!("size {size} is invalid")));
         }
         let mut reg = c.reg.lock().unwrap_or_else(|e| e.into_inner());
-        reg.activate(virPtr as usize, size)?;
-        tracing::debug!(target: "hccl", bytes = reg.active_bytes(), "communication memory activated");
+        reg.check_activate(virPtr as usize, size)?;
+        let registered = match crate::mem::device_range(virPtr as usize, size) {
+            Some(mem) => Some(c.comm.register_mem(&mem)?),
+            None => None,
+        };
+        reg.activate(virPtr as usize, size, registered);
+        tracing::debug!(
+            target: "hccl",
+            bytes = reg.active_bytes(),
+            registered = reg.registered_bytes(),
+            "communication memory activated"
+        );
         Ok(())
     })
 }
@@ -93,11 +107,14 @@ pub extern "C" fn HcclCommDeactivateCommMemory(comm: HcclComm, virPtr: *mut c_vo
     hccl("HcclCommDeactivateCommMemory", || {
         let c = lookup(comm)?;
         non_null(virPtr, "virPtr")?;
-        let r = c
+        let registered = c
             .reg
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .deactivate(virPtr as usize);
-        r
+            .deactivate(virPtr as usize)?;
+        match registered {
+            Some(r) => c.comm.deregister_mem(&r),
+            None => Ok(()),
+        }
     })
 }

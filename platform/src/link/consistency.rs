@@ -5,6 +5,7 @@
 //! are ([`ParamMem`]); that part is never compared.
 
 use crate::error::HcclError;
+use crate::mem::MemHandle;
 
 /// What an op looks like from one rank; two ranks running the same op
 /// must have equal descriptors.
@@ -29,9 +30,11 @@ pub struct OpDesc {
     pub mem: ParamMem,
 }
 
-/// Where a rank's user buffers of the current op are, in its own address
-/// space: what a peer on the same host needs to read them with
-/// cross-memory attach.
+/// Where a rank's user buffers of the current op are: in its own address
+/// space (what a peer on the same host needs to read them with
+/// cross-memory attach) and, for buffers registered with the op's
+/// communicator, the handles a peer maps them by (then it reads and
+/// writes them with loads and stores instead).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ParamMem {
     /// Address of the op's input buffer.
@@ -42,6 +45,10 @@ pub struct ParamMem {
     pub output_addr: u64,
     /// Bytes of the output buffer.
     pub output_len: u64,
+    /// The input buffer's handle, when it is registered shareable memory.
+    pub input_handle: Option<MemHandle>,
+    /// The output buffer's handle, when it is registered shareable memory.
+    pub output_handle: Option<MemHandle>,
 }
 
 impl OpDesc {
@@ -72,8 +79,10 @@ impl OpDesc {
         Ok(())
     }
 
-    /// Bytes of the wire form.
-    pub const WIRE: usize = 72;
+    /// Bytes of the wire form: the compared fields (40 bytes, the prefix
+    /// the AIV boards carry), the addresses and lengths (32), then the two
+    /// handles ([`MemHandle::WIRE`] each, all zero for none).
+    pub const WIRE: usize = 72 + 2 * MemHandle::WIRE;
 
     /// Wire form (little-endian, [`OpDesc::WIRE`] bytes).
     pub fn to_bytes(&self) -> [u8; OpDesc::WIRE] {
@@ -92,6 +101,12 @@ impl OpDesc {
         {
             b[40 + 8 * i..48 + 8 * i].copy_from_slice(&v.to_le_bytes());
         }
+        const H: usize = MemHandle::WIRE;
+        for (i, h) in [m.input_handle, m.output_handle].into_iter().enumerate() {
+            if let Some(h) = h {
+                b[72 + H * i..72 + H * (i + 1)].copy_from_slice(&h.to_bytes());
+            }
+        }
         b
     }
 
@@ -99,6 +114,9 @@ impl OpDesc {
     pub fn from_bytes(b: &[u8; OpDesc::WIRE]) -> OpDesc {
         let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"));
         let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
+        let handle_at = |o: usize| {
+            MemHandle::from_bytes(b[o..o + MemHandle::WIRE].try_into().expect("a handle"))
+        };
         OpDesc {
             op: u32_at(0),
             dtype: u32_at(4),
@@ -112,6 +130,8 @@ impl OpDesc {
                 input_len: u64_at(48),
                 output_addr: u64_at(56),
                 output_len: u64_at(64),
+                input_handle: handle_at(72),
+                output_handle: handle_at(72 + MemHandle::WIRE),
             },
         }
     }
@@ -146,10 +166,21 @@ mod tests {
                 input_len: 64,
                 output_addr: 0x7f00_0000_2000,
                 output_len: 128,
+                input_handle: None,
+                output_handle: Some(MemHandle {
+                    pid: 4321,
+                    fd: 17,
+                    inode: 99_001,
+                    region_len: 1 << 20,
+                    offset: 4096,
+                    len: 128,
+                }),
             },
             ..Default::default()
         };
         assert!(a.check(&c, 1).is_ok());
         assert_eq!(OpDesc::from_bytes(&c.to_bytes()), c);
+        // the compared prefix the AIV boards carry is unchanged by the rest
+        assert_eq!(c.to_bytes()[..40], a.to_bytes()[..40]);
     }
 }

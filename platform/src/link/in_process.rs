@@ -152,6 +152,10 @@ impl WriteBased for InProcLink {
     fn peer_pid(&self) -> u32 {
         crate::mem::cma::own_pid()
     }
+
+    fn maps_peer_param(&self) -> bool {
+        true
+    }
 }
 
 impl Link for InProcLink {
@@ -165,7 +169,12 @@ impl Link for InProcLink {
         "in-process"
     }
     fn remote_mem_len(&self, kind: MemKind) -> Option<usize> {
-        self.remote_mems[kind.index()].as_ref().map(DeviceMem::len)
+        match kind {
+            // the peer's user buffers of the op, when mapped: their
+            // lengths come with each op (checked when the transfer runs)
+            MemKind::ParamInput | MemKind::ParamOutput => Some(usize::MAX),
+            _ => self.remote_mems[kind.index()].as_ref().map(DeviceMem::len),
+        }
     }
 
     fn poll(&self, op: &LinkOp, state: &mut LinkOpState) -> Poll<Result<()>> {
@@ -207,5 +216,9 @@ impl Link for InProcLink {
 
     fn reads_peer_param(&self) -> bool {
         crate::mem::cma::permitted()
+    }
+
+    fn maps_peer_param(&self) -> bool {
+        true
     }
 }

@@ -27,13 +27,26 @@
 //! ([`Link::reads_peer_param`]): `expose_param_mem` sends where this
 //! rank's user buffers of the op are, `rx_param_mem` receives the peer's,
 //! and `read_peer` copies from the peer's user buffer straight into a
-//! local one (cross-memory attach), one copy in all. The executor's own
-//! acks keep the peer's buffer stable while it is read.
+//! local one, one copy in all; `read_peer_reduce` reduces it straight
+//! into a local one. The executor's own acks keep the peer's buffer
+//! stable while it is read.
+//!
+//! How the peer's buffer is reached: where the link maps peers' memory
+//! ([`Link::maps_peer_param`]: shared memory, in-process) and the peer's
+//! buffers of the op are registered shareable memory, their handles come
+//! with the addresses; the reader maps the peer's region once (a
+//! process-wide cache) and reads with plain loads — no system call per
+//! transfer — and `TxAsync` into the peer's `PARAM_INPUT` /
+//! `PARAM_OUTPUT` writes straight into its user buffer. Otherwise a read
+//! is a cross-memory attach (`process_vm_readv`) of the announced
+//! address, and a reduction reads through a bounded staging window.
 
 mod consistency;
 mod in_process;
 #[cfg(all(test, loom))]
 mod loom_tests;
+#[cfg(all(test, not(loom)))]
+mod param_mem_tests;
 mod peer;
 mod shm;
 mod tcp;
@@ -164,8 +177,25 @@ pub enum LinkOp {
     RxWaitDone,
     /// Receive the peer's next descriptor without checking it and remember
     /// where its user buffers are, for `RxAsync` reads from its
-    /// `ParamInput` / `ParamOutput`.
+    /// `ParamInput` / `ParamOutput` (mapping them when the peer sent
+    /// handles and the link maps peers' memory).
     RxParamMem,
+    /// `dst = dst op peer[src_kind][src_offset..]`, elementwise, straight
+    /// out of the peer's user buffer (`ParamInput` / `ParamOutput`, as
+    /// received by `RxParamMem`): one pass over a mapped buffer, or
+    /// cross-memory reads through a bounded staging window.
+    RxReduce {
+        /// Which of the peer's user buffers.
+        src_kind: MemKind,
+        /// Byte offset in that buffer.
+        src_offset: usize,
+        /// Local destination and first operand.
+        dst: PinnedMem,
+        /// Element type.
+        dtype: DataType,
+        /// Reduction.
+        op: ReduceOp,
+    },
 }
 
 impl LinkOp {
@@ -185,6 +215,7 @@ impl LinkOp {
             LinkOp::RxDesc(_) => "RxDesc (consistency check)",
             LinkOp::RxWaitDone => "RxWaitDone",
             LinkOp::RxParamMem => "RxParamMem",
+            LinkOp::RxReduce { .. } => "RxReduce",
         }
     }
 
@@ -195,7 +226,7 @@ impl LinkOp {
             | LinkOp::TxAfterAck { src, .. }
             | LinkOp::TxWithReduce { src, .. } => src.mem().len(),
             op if op.is_peer_read() => match op {
-                LinkOp::RxAsync { dst, .. } => dst.mem().len(),
+                LinkOp::RxAsync { dst, .. } | LinkOp::RxReduce { dst, .. } => dst.mem().len(),
                 _ => 0,
             },
             _ => 0,
@@ -203,15 +234,15 @@ impl LinkOp {
     }
 
     /// Whether this is a read from the peer's user buffer (an `RxAsync`
-    /// from `ParamInput` / `ParamOutput`), which moves data, rather than
-    /// the receiving half of a write.
+    /// from `ParamInput` / `ParamOutput`, or an `RxReduce`), which moves
+    /// data, rather than the receiving half of a write.
     pub fn is_peer_read(&self) -> bool {
         matches!(
             self,
             LinkOp::RxAsync {
                 src_kind: MemKind::ParamInput | MemKind::ParamOutput,
                 ..
-            }
+            } | LinkOp::RxReduce { .. }
         )
     }
 }
@@ -257,6 +288,15 @@ pub trait Link: Send + Sync + fmt::Debug {
     /// Whether this end can read the peer's user buffers (`read_peer`):
     /// both ranks on this host and cross-memory attach permitted.
     fn reads_peer_param(&self) -> bool {
+        false
+    }
+    /// Whether this end reaches the peer's user buffers by load and store
+    /// when they are registered shareable memory: it imports the handles
+    /// the peer's descriptor carries (`expose_param_mem` sends them only
+    /// over such links), so `read_peer` and `read_peer_reduce` read the
+    /// mapping and `TxAsync` into `PARAM_INPUT` / `PARAM_OUTPUT` writes
+    /// into it. Unregistered buffers still go through cross-memory attach.
+    fn maps_peer_param(&self) -> bool {
         false
     }
     /// This rank's board and the peer's ([`BOARD_BYTES`] each: memory that

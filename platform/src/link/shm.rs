@@ -25,7 +25,9 @@ use std::task::Poll;
 
 const MAGIC: u32 = 0x4853_484d; // "HSHM"
 const HEADER: usize = 4096;
-const SLOT: usize = 2048;
+/// Bytes of a mailbox slot: counters and the abort reason, then the
+/// descriptor ring (descriptors carry buffer handles: 152 bytes each).
+const SLOT: usize = 4096;
 const EPOCH_AT: usize = 128;
 const MAPPED_AT: usize = 256;
 const N_AT: usize = 8;
@@ -404,6 +406,10 @@ impl WriteBased for ShmLink {
     fn peer_pid(&self) -> u32 {
         self.theirs.owner_pid()
     }
+
+    fn maps_peer_param(&self) -> bool {
+        true
+    }
 }
 
 impl Link for ShmLink {
@@ -417,11 +423,21 @@ impl Link for ShmLink {
         "shm"
     }
     fn remote_mem_len(&self, kind: MemKind) -> Option<usize> {
-        matches!(kind, MemKind::CclInput | MemKind::CclOutput).then_some(self.theirs.ccl)
+        match kind {
+            MemKind::CclInput | MemKind::CclOutput => Some(self.theirs.ccl),
+            // the peer's user buffers of the op, when mapped: their
+            // lengths come with each op (checked when the transfer runs)
+            MemKind::ParamInput | MemKind::ParamOutput => Some(usize::MAX),
+            MemKind::Scratch => None,
+        }
     }
 
     fn reads_peer_param(&self) -> bool {
         crate::mem::cma::permitted()
+    }
+
+    fn maps_peer_param(&self) -> bool {
+        true
     }
 
     fn boards(&self) -> Option<(DeviceMem, DeviceMem)> {

@@ -40,7 +40,8 @@ impl Verb {
 
     /// The compact form of `op` with its memory operand and the peer's
     /// offset; `None` for the verbs that keep their public form (the
-    /// descriptor verbs, once per op: not worth a compact form).
+    /// descriptor verbs, once per op: not worth a compact form; the fused
+    /// read-reduce, which moves a whole block per verb).
     pub(crate) fn of(op: &LinkOp) -> Option<(Verb, Option<&PinnedMem>, usize)> {
         Some(match op {
             LinkOp::TxAck => (Verb::TxAck, None, 0),
@@ -75,7 +76,10 @@ impl Verb {
                 Some(src),
                 *dst_offset,
             ),
-            LinkOp::TxDesc(_) | LinkOp::RxDesc(_) | LinkOp::RxParamMem => return None,
+            LinkOp::TxDesc(_)
+            | LinkOp::RxDesc(_)
+            | LinkOp::RxParamMem
+            | LinkOp::RxReduce { .. } => return None,
         })
     }
 

@@ -32,8 +32,10 @@
 //! hccl-platform --release --lib loom_tests` (as `.ci/test` does).
 
 use super::{LinkOp, LinkOpState, OpDesc, ParamMem};
+use crate::dtype::{DataType, ReduceOp};
 use crate::error::{HcclError, Result};
-use crate::mem::{cma, copy_mem, reduce_mem, DeviceMem, MemKind};
+use crate::mem::peer_stats;
+use crate::mem::{cma, copy_mem, reduce_mem, DeviceMem, ImportOwner, MemHandle, MemKind};
 use crate::sync::mutation::{self, Mutation};
 use crate::sync::{AtomicU64, Mutex, Ordering, Word};
 use std::task::Poll;
@@ -128,6 +130,13 @@ pub(crate) trait WriteBased {
     /// The peer's process id (this process's for ranks that are threads),
     /// for reading its user buffers with cross-memory attach.
     fn peer_pid(&self) -> u32;
+    /// Whether this end maps the peer's registered user buffers from the
+    /// handles its descriptors carry ([`Link::maps_peer_param`]).
+    ///
+    /// [`Link::maps_peer_param`]: super::Link::maps_peer_param
+    fn maps_peer_param(&self) -> bool {
+        false
+    }
 }
 
 /// How many raises of each counter this end has consumed.
@@ -142,10 +151,118 @@ pub(crate) struct Taken {
     /// `RxParamMem`). Reads of them run after it in stream order, and the
     /// next op's `RxParamMem` only after they completed (ops on a
     /// communicator are ordered), so one value serves.
-    peer_mem: Mutex<Option<ParamMem>>,
+    peer_mem: Mutex<Option<PeerParam>>,
+    /// The peer regions this end has mapped recently.
+    imports: Mutex<PeerImports>,
+    /// The staging window of reductions read with cross-memory attach,
+    /// allocated at the first one.
+    stage: Mutex<Option<DeviceMem>>,
 }
 
-/// Copies from the peer's user buffer `kind` at `offset` into `dst`.
+/// The peer's user buffers of the current op.
+#[derive(Debug)]
+struct PeerParam {
+    /// Their addresses and lengths (for cross-memory attach).
+    mem: ParamMem,
+    /// The input buffer, mapped, when the peer sent its handle.
+    input: Option<DeviceMem>,
+    /// The output buffer, mapped, when the peer sent its handle.
+    output: Option<DeviceMem>,
+}
+
+/// Peer regions one link end mapped for ops, newest last: the peer's
+/// buffers are usually the same op after op, so a short list finds them
+/// without the process-wide cache's lock; a region pushed out of it is
+/// released (its mapping goes when no other owner holds it), so a peer
+/// that frees and allocates buffers op after op does not pin them all.
+#[derive(Debug, Default)]
+struct PeerImports {
+    owner: ImportOwner,
+    /// (pid, inode) → the whole region (`None`: mapping it failed, so
+    /// reads of it use cross-memory attach without trying again).
+    recent: Vec<((u32, u64), Option<DeviceMem>, MemHandle)>,
+}
+
+/// Regions a link end keeps mapped at most (see [`PeerImports`]).
+const RECENT_IMPORTS: usize = 8;
+
+/// Bytes of the staging window a cross-memory read-reduce goes through.
+const STAGE_BYTES: usize = 256 << 10;
+
+impl PeerImports {
+    /// The range `h` names, mapped (from the list, or imported now).
+    fn resolve(&mut self, h: &MemHandle, peer: u32) -> Option<DeviceMem> {
+        let key = (h.pid, h.inode);
+        let at = match self.recent.iter().position(|(k, _, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                let whole = MemHandle {
+                    offset: 0,
+                    len: h.region_len,
+                    ..*h
+                };
+                let mapped = match self.owner.import(&whole) {
+                    Ok(m) => Some(m),
+                    Err(e) => {
+                        tracing::warn!(peer, error = %e, "could not map the peer's registered buffer; reading it with cross-memory attach");
+                        None
+                    }
+                };
+                if self.recent.len() == RECENT_IMPORTS {
+                    let (_, _, old) = self.recent.remove(0);
+                    self.owner.release(&old);
+                }
+                self.recent.push((key, mapped, whole));
+                self.recent.len() - 1
+            }
+        };
+        let region = self.recent[at].1.as_ref()?;
+        region.range(h.offset as usize, h.len as usize).ok()
+    }
+}
+
+/// The peer's mapped user buffer `kind` at `[offset, offset + len)`, if
+/// the peer sent its handle (`Ok(None)`: use cross-memory attach).
+fn mapped_peer<W: WriteBased>(
+    w: &W,
+    taken: &Taken,
+    kind: MemKind,
+    offset: usize,
+    len: usize,
+) -> Result<(Option<DeviceMem>, u64, u64)> {
+    let guard = taken.peer_mem.lock().unwrap_or_else(|p| p.into_inner());
+    let p = guard.as_ref().ok_or_else(|| {
+        HcclError::internal(format!(
+            "access to the peer's {kind} before the peer's buffers were received (RxParamMem)"
+        ))
+    })?;
+    let (addr, cap, mapped) = match kind {
+        MemKind::ParamInput => (p.mem.input_addr, p.mem.input_len, &p.input),
+        MemKind::ParamOutput => (p.mem.output_addr, p.mem.output_len, &p.output),
+        other => {
+            return Err(HcclError::internal(format!(
+                "{other} is not one of the peer's user buffers"
+            )))
+        }
+    };
+    if (offset as u64)
+        .checked_add(len as u64)
+        .is_none_or(|end| end > cap)
+    {
+        return Err(HcclError::internal(format!(
+            "access of {len} bytes at offset {offset} overruns the peer's {kind} buffer of {cap} bytes"
+        ))
+        .peer(w.peer()));
+    }
+    let range = match mapped {
+        Some(m) => Some(m.range(offset, len)?),
+        None => None,
+    };
+    Ok((range, addr, cap))
+}
+
+/// Copies from the peer's user buffer `kind` at `offset` into `dst`: from
+/// the mapping when there is one, else with cross-memory attach.
 fn read_peer<W: WriteBased>(
     w: &W,
     taken: &Taken,
@@ -153,29 +270,105 @@ fn read_peer<W: WriteBased>(
     offset: usize,
     dst: &DeviceMem,
 ) -> Result<()> {
-    let mem = (*taken.peer_mem.lock().unwrap_or_else(|p| p.into_inner())).ok_or_else(|| {
-        HcclError::internal(format!(
-            "read of the peer's {kind} before the peer's buffers were received (RxParamMem)"
-        ))
-    })?;
-    let (addr, len) = match kind {
-        MemKind::ParamInput => (mem.input_addr, mem.input_len),
-        _ => (mem.output_addr, mem.output_len),
-    };
-    if (offset as u64)
-        .checked_add(dst.len() as u64)
-        .is_none_or(|end| end > len)
-    {
-        return Err(HcclError::internal(format!(
-            "read of {} bytes at offset {offset} overruns the peer's {kind} buffer of {len} bytes",
-            dst.len()
-        ))
-        .peer(w.peer()));
-    }
+    let (mapped, addr, _) = mapped_peer(w, taken, kind, offset, dst.len())?;
     if dst.is_empty() {
         return Ok(());
     }
-    cma::read(w.peer_pid(), addr + offset as u64, dst).map_err(|e| e.peer(w.peer()))
+    match mapped {
+        Some(src) => {
+            copy_mem(dst, &src)?;
+            peer_stats::mapped_read(dst.len());
+            Ok(())
+        }
+        None => {
+            cma::read(w.peer_pid(), addr + offset as u64, dst).map_err(|e| e.peer(w.peer()))?;
+            peer_stats::cma_read(dst.len());
+            Ok(())
+        }
+    }
+}
+
+/// `dst = dst op` the peer's user buffer `kind` at `offset`: one pass over
+/// the mapping, or cross-memory reads into the staging window, each
+/// reduced before the next.
+#[allow(clippy::too_many_arguments)]
+fn read_peer_reduce<W: WriteBased>(
+    w: &W,
+    taken: &Taken,
+    kind: MemKind,
+    offset: usize,
+    dst: &DeviceMem,
+    dtype: DataType,
+    op: ReduceOp,
+) -> Result<()> {
+    let (mapped, addr, _) = mapped_peer(w, taken, kind, offset, dst.len())?;
+    if dst.is_empty() {
+        return Ok(());
+    }
+    if let Some(src) = mapped {
+        reduce_mem(dst, &src, dtype, op)?;
+        peer_stats::mapped_read(dst.len());
+        return Ok(());
+    }
+    let mut stage = taken.stage.lock().unwrap_or_else(|p| p.into_inner());
+    let stage = match &mut *stage {
+        Some(s) => s.clone(),
+        empty => empty.insert(DeviceMem::alloc(STAGE_BYTES)?).clone(),
+    };
+    // whole elements per window (STAGE_BYTES is a multiple of every size)
+    let mut at = 0;
+    while at < dst.len() {
+        let n = STAGE_BYTES.min(dst.len() - at);
+        let window = stage.range(0, n)?;
+        cma::read(w.peer_pid(), addr + (offset + at) as u64, &window)
+            .map_err(|e| e.peer(w.peer()))?;
+        reduce_mem(&dst.range(at, n)?, &window, dtype, op)?;
+        peer_stats::cma_read(n);
+        at += n;
+    }
+    Ok(())
+}
+
+/// The peer's buffer `kind` at `[offset, offset + len)` as a transfer's
+/// destination: its user buffers (`ParamInput` / `ParamOutput`) through
+/// the mapping of this op's (needs the peer's handle), the others as the
+/// transport addresses them.
+fn remote<W: WriteBased>(
+    w: &W,
+    taken: &Taken,
+    kind: MemKind,
+    offset: usize,
+    len: usize,
+) -> Result<DeviceMem> {
+    if !matches!(kind, MemKind::ParamInput | MemKind::ParamOutput) {
+        return w.remote(kind, offset, len);
+    }
+    match mapped_peer(w, taken, kind, offset, len)? {
+        (Some(dst), _, _) => {
+            peer_stats::mapped_write(len);
+            Ok(dst)
+        }
+        (None, _, _) => Err(HcclError::not_support(format!(
+            "cannot write into the peer's {kind} buffer: it is not mapped here (the peer's buffers \
+             of this op must be shareable memory registered with the communicator, on a link \
+             that maps peers' memory)"
+        ))
+        .peer(w.peer())),
+    }
+}
+
+/// Stores the peer's buffers of the op, mapping those it sent handles of.
+fn take_param_mem<W: WriteBased>(w: &W, taken: &Taken, mem: ParamMem) {
+    let (mut input, mut output) = (None, None);
+    if w.maps_peer_param() && (mem.input_handle.is_some() || mem.output_handle.is_some()) {
+        let mut imports = taken.imports.lock().unwrap_or_else(|p| p.into_inner());
+        input = mem.input_handle.and_then(|h| imports.resolve(&h, w.peer()));
+        output = mem
+            .output_handle
+            .and_then(|h| imports.resolve(&h, w.peer()));
+    }
+    *taken.peer_mem.lock().unwrap_or_else(|p| p.into_inner()) =
+        Some(PeerParam { mem, input, output });
 }
 
 /// Which raise of a counter the wait with `state` waits for: the n-th wait
@@ -240,7 +433,7 @@ pub(crate) fn poll<W: WriteBased>(
             src,
         } => match take(w, Counter::Ack, &taken.acks, state) {
             Poll::Ready(Ok(())) => transfer(
-                w.remote(*dst_kind, *dst_offset, src.mem().len())
+                remote(w, taken, *dst_kind, *dst_offset, src.mem().len())
                     .and_then(|dst| copy_mem(&dst, src.mem())),
             ),
             other => other,
@@ -252,7 +445,7 @@ pub(crate) fn poll<W: WriteBased>(
             dst_offset,
             src,
         } => transfer(
-            w.remote(*dst_kind, *dst_offset, src.mem().len())
+            remote(w, taken, *dst_kind, *dst_offset, src.mem().len())
                 .and_then(|dst| copy_mem(&dst, src.mem())),
         ),
         LinkOp::TxWithReduce {
@@ -262,7 +455,7 @@ pub(crate) fn poll<W: WriteBased>(
             dtype,
             op,
         } => transfer(
-            w.remote(*dst_kind, *dst_offset, src.mem().len())
+            remote(w, taken, *dst_kind, *dst_offset, src.mem().len())
                 .and_then(|dst| reduce_mem(&dst, src.mem(), *dtype, *op)),
         ),
         LinkOp::RxAsync {
@@ -272,6 +465,21 @@ pub(crate) fn poll<W: WriteBased>(
         } if op.is_peer_read() => {
             Poll::Ready(read_peer(w, taken, *src_kind, *src_offset, dst.mem()))
         }
+        LinkOp::RxReduce {
+            src_kind,
+            src_offset,
+            dst,
+            dtype,
+            op,
+        } => Poll::Ready(read_peer_reduce(
+            w,
+            taken,
+            *src_kind,
+            *src_offset,
+            dst.mem(),
+            *dtype,
+            *op,
+        )),
         // Write-based: the sender already placed the data, and transfers are
         // synchronous copies, so there is nothing left to wait for.
         LinkOp::RxAsync { .. } | LinkOp::TxWaitDone => Poll::Ready(Ok(())),
@@ -280,8 +488,7 @@ pub(crate) fn poll<W: WriteBased>(
                 let n = state.seq.unwrap_or(1) - 1;
                 Poll::Ready(match w.get_desc(n) {
                     Some(theirs) => {
-                        *taken.peer_mem.lock().unwrap_or_else(|p| p.into_inner()) =
-                            Some(theirs.mem);
+                        take_param_mem(w, taken, theirs.mem);
                         Ok(())
                     }
                     None => Err(HcclError::internal("descriptor signalled but missing")),

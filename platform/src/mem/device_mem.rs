@@ -2,7 +2,9 @@
 
 use crate::dtype::{DataType, Element, ReduceOp};
 use crate::error::{HcclError, Result};
+use crate::mem::import::MemHandle;
 use crate::mem::region::{Region, RegionKind};
+use crate::mem::shareable::Mark;
 use crate::mem::shm::ShmSegment;
 use crate::sync::Arc;
 use std::marker::PhantomData;
@@ -47,6 +49,110 @@ impl DeviceMem {
         Ok(Self::whole(Region::host_sparse(len)?))
     }
 
+    /// `len` zeroed bytes of *shareable* host memory: peer processes of
+    /// this host can map it (through a [`MemHandle`] from
+    /// [`share_handle`](Self::share_handle)) and then read and write it
+    /// directly. Backed by a memfd, which has no name: nothing appears in
+    /// `/dev/shm` and nothing outlives the processes. User buffers
+    /// ([`DeviceBuffer`], the C ABI's `aclrtMalloc`) are shareable; a
+    /// communicator may only register shareable memory.
+    pub fn alloc_shareable(len: usize) -> Result<DeviceMem> {
+        let region = crate::sync::Arc::new(Region::shareable(len)?);
+        if let Some(s) = region.shareable_backing() {
+            s.publish(&region);
+        }
+        Ok(Self::of_region(region))
+    }
+
+    /// The whole of `region`.
+    pub(crate) fn of_region(region: Arc<Region>) -> DeviceMem {
+        let len = region.len();
+        DeviceMem {
+            region,
+            offset: 0,
+            len,
+        }
+    }
+
+    /// Whether peer processes can map this memory
+    /// ([`alloc_shareable`](Self::alloc_shareable)).
+    pub fn is_shareable(&self) -> bool {
+        self.region.shareable_backing().is_some()
+    }
+
+    /// Where this range is, for a peer process of this host that will map
+    /// it ([`MemHandle::import`]); `None` unless the memory is shareable.
+    pub fn share_handle(&self) -> Option<MemHandle> {
+        let s = self.region.shareable_backing()?;
+        Some(MemHandle {
+            pid: std::process::id(),
+            fd: s.fd(),
+            inode: s.inode(),
+            region_len: self.region.len() as u64,
+            offset: self.offset as u64,
+            len: self.len as u64,
+        })
+    }
+
+    /// Registers this range with `domain` (a communicator: the uid of its
+    /// device, [`Device::uid`](crate::Device::uid), which is what link
+    /// verbs check): from then on ops of that communicator on buffers in
+    /// the range send peers its handle, and peers on this host reach it by
+    /// load and store. Errors (`HCCL_E_PARA`, naming why): the memory is
+    /// not shareable; it is empty; it overlaps a range already registered
+    /// with `domain`.
+    pub fn register_in(&self, domain: u64) -> Result<()> {
+        let s = self.region.shareable_backing().ok_or_else(|| {
+            HcclError::para(format!(
+                "only shareable memory can be registered: this buffer of {} bytes is {}                  (allocate with DeviceMem::alloc_shareable, DeviceBuffer or aclrtMalloc)",
+                self.len,
+                describe_kind(self.region.kind())
+            ))
+        })?;
+        if self.len == 0 {
+            return Err(HcclError::para("cannot register an empty buffer"));
+        }
+        s.mark(Mark {
+            offset: self.offset,
+            len: self.len,
+            domain,
+        })
+    }
+
+    /// Undoes [`register_in`](Self::register_in) of exactly this range;
+    /// `HCCL_E_PARA` if it was not registered with `domain`.
+    pub fn deregister_in(&self, domain: u64) -> Result<()> {
+        let m = Mark {
+            offset: self.offset,
+            len: self.len,
+            domain,
+        };
+        match self.region.shareable_backing() {
+            Some(s) if s.unmark(m) => Ok(()),
+            _ => Err(HcclError::para(format!(
+                "[{}, +{}) of this allocation is not registered with this communicator",
+                self.offset, self.len
+            ))),
+        }
+    }
+
+    /// Whether this whole (non-empty) range lies in memory registered with
+    /// `domain`.
+    pub fn is_registered_in(&self, domain: u64) -> bool {
+        self.region
+            .shareable_backing()
+            .is_some_and(|s| s.covered(self.offset, self.len, domain))
+    }
+
+    /// This range's handle if it lies in memory registered with `domain`.
+    pub(crate) fn registered_handle(&self, domain: u64) -> Option<MemHandle> {
+        if self.is_registered_in(domain) {
+            self.share_handle()
+        } else {
+            None
+        }
+    }
+
     /// A zero-length handle: HCCL's null pointer. Ops given it with a non-zero
     /// count fail with `HCCL_E_PTR`.
     pub fn null() -> DeviceMem {
@@ -84,6 +190,15 @@ impl DeviceMem {
             region: Arc::new(region),
             offset: 0,
             len,
+        }
+    }
+
+    /// The whole allocation this handle is a range of.
+    pub fn allocation(&self) -> DeviceMem {
+        DeviceMem {
+            region: self.region.clone(),
+            offset: 0,
+            len: self.region.len(),
         }
     }
 
@@ -268,6 +383,17 @@ impl DeviceMem {
     }
 }
 
+/// "private host memory", ... for messages.
+fn describe_kind(k: &RegionKind) -> &'static str {
+    match k {
+        RegionKind::Host => "private host memory",
+        RegionKind::Shared { .. } => "a shared-memory segment of the library",
+        RegionKind::External => "memory the caller owns (not allocated by hccl-rs)",
+        RegionKind::Shareable => "shareable memory",
+        RegionKind::PeerMapped { .. } => "a peer's memory mapped into this process",
+    }
+}
+
 /// A byte range of a region that something else keeps alive: what a queued
 /// task resolves its memory to when it runs, without touching reference
 /// counts.
@@ -440,13 +566,14 @@ pub struct DeviceBuffer<T: Element> {
 }
 
 impl<T: Element> DeviceBuffer<T> {
-    /// `count` zeroed elements of host memory.
+    /// `count` zeroed elements of shareable host memory
+    /// ([`DeviceMem::alloc_shareable`]: a communicator can register it).
     pub fn alloc(count: usize) -> Result<Self> {
         let bytes = count.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
             HcclError::para(format!("buffer of {count} elements overflows usize"))
         })?;
         Ok(DeviceBuffer {
-            mem: DeviceMem::alloc(bytes)?,
+            mem: DeviceMem::alloc_shareable(bytes)?,
             count,
             _t: PhantomData,
         })

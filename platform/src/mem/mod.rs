@@ -1,4 +1,5 @@
-//! Memory: regions (host, shared, external) and the handles that address them.
+//! Memory: regions (host, shared, external, shareable, peers' mapped) and
+//! the handles that address them.
 //!
 //! Above the platform, memory is a [`DeviceMem`]: a region, an offset and a
 //! length. Peers address each other's memory by [`MemKind`] + offset (HCCL's
@@ -7,13 +8,18 @@
 pub mod cma;
 mod device_mem;
 mod event_words;
+mod import;
 mod kind;
 mod nt_copy;
+pub(crate) mod peer_stats;
 mod region;
+mod shareable;
 mod shm;
 
 pub use device_mem::{DeviceBuffer, DeviceMem, PinnedMem};
+pub use import::{imported_regions, imports_mapped, ImportOwner, MemHandle};
 pub use kind::MemKind;
+pub use peer_stats::{peer_access_stats, PeerAccessStats};
 pub use region::RegionKind;
 pub use shm::{shm_segment_name, SHM_PREFIX};
 

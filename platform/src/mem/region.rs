@@ -1,6 +1,7 @@
 //! A region: one contiguous allocation that tasks read and write.
 
 use crate::error::{HcclError, Result};
+use crate::mem::shareable::Shareable;
 use crate::mem::shm::ShmSegment;
 use crate::sync::{AtomicUsize, OnceLock, Ordering};
 use std::ptr::NonNull;
@@ -17,6 +18,18 @@ pub enum RegionKind {
     },
     /// Memory owned by someone else (e.g. a C caller), borrowed for its lifetime.
     External,
+    /// Host memory that peer processes of this host can map
+    /// ([`DeviceMem::alloc_shareable`](crate::DeviceMem::alloc_shareable):
+    /// a memfd, nameless, so nothing outlives the processes).
+    Shareable,
+    /// A peer process's shareable memory, mapped into this process
+    /// ([`MemHandle::import`](crate::MemHandle::import)).
+    PeerMapped {
+        /// The owner's process id.
+        pid: u32,
+        /// The memory's inode (its identity while the owner lives).
+        inode: u64,
+    },
 }
 
 enum Backing {
@@ -24,6 +37,8 @@ enum Backing {
     Anon(#[allow(dead_code)] memmap2::MmapMut),
     Shared(#[allow(dead_code)] ShmSegment),
     External,
+    Shareable(Shareable),
+    PeerMapped(#[allow(dead_code)] memmap2::MmapMut),
 }
 
 /// One allocation. Tasks access it through raw pointers; the host accesses
@@ -128,6 +143,43 @@ impl Region {
             },
             in_flight: AtomicUsize::new(0),
             _backing: Backing::Shared(seg),
+        }
+    }
+
+    /// `len` zeroed bytes of shareable memory (see `mem/shareable.rs`).
+    pub(crate) fn shareable(len: usize) -> Result<Region> {
+        if len == 0 {
+            return Ok(Region::empty());
+        }
+        let mut backing = Shareable::create(len, len >= HUGE_PAGE_MIN && huge_pages_wanted())?;
+        let ptr = NonNull::new(backing.ptr()).expect("mmap returned null");
+        Ok(Region {
+            ptr,
+            len,
+            kind: RegionKind::Shareable,
+            in_flight: AtomicUsize::new(0),
+            _backing: Backing::Shareable(backing),
+        })
+    }
+
+    /// A peer's shareable memory mapped here (`map`, the whole region).
+    pub(crate) fn peer_mapped(mut map: memmap2::MmapMut, pid: u32, inode: u64) -> Region {
+        let len = map.len();
+        let ptr = NonNull::new(map.as_mut_ptr()).unwrap_or(NonNull::dangling());
+        Region {
+            ptr,
+            len,
+            kind: RegionKind::PeerMapped { pid, inode },
+            in_flight: AtomicUsize::new(0),
+            _backing: Backing::PeerMapped(map),
+        }
+    }
+
+    /// The memfd behind a shareable region.
+    pub(crate) fn shareable_backing(&self) -> Option<&Shareable> {
+        match &self._backing {
+            Backing::Shareable(s) => Some(s),
+            _ => None,
         }
     }
 

@@ -43,8 +43,8 @@ use super::task::{copy_op, link_op, reduce_op, HostFn, Op, OpLabel, Pools, RecOp
 use super::{Device, ExecMode, Queue, Stream};
 use crate::dtype::{DataType, ReduceOp};
 use crate::error::{HcclError, Result};
-use crate::link::{Link, LinkOp, Verb};
-use crate::mem::DeviceMem;
+use crate::link::{Link, LinkOp, LinkOpState, Verb};
+use crate::mem::{DeviceMem, MemKind};
 use crate::notify::Notify;
 use crate::sync::mutation::{self, Mutation};
 use crate::sync::{Arc, Mutex, MutexGuard, Ordering};
@@ -122,12 +122,21 @@ enum RecKind {
     },
 }
 
-/// A transfer verb in its public form (offsets past 4 GiB), without its
-/// pin.
-struct RecLinkOp {
-    verb: Verb,
-    mem: Option<DeviceMem>,
-    remote_off: usize,
+/// A link verb with a memory operand in its public form (transfers at
+/// offsets past 4 GiB, the fused receive-and-reduce), without its pin.
+enum RecLinkOp {
+    Verb {
+        verb: Verb,
+        mem: Option<DeviceMem>,
+        remote_off: usize,
+    },
+    RxReduce {
+        src_kind: MemKind,
+        src_offset: usize,
+        dst: DeviceMem,
+        dtype: DataType,
+        op: ReduceOp,
+    },
 }
 
 impl Rec {
@@ -165,21 +174,45 @@ impl Rec {
                     dtype,
                     op,
                 }),
-                TaskKind::Link { link, op, .. } => match Verb::of(&op) {
-                    Some((verb, mem, remote_off)) => Rec::Kind(RecKind::Link {
-                        link,
-                        op: RecLinkOp {
-                            verb,
-                            mem: mem.map(|m| m.mem().clone()),
-                            remote_off,
+                TaskKind::Link { link, op, .. } => {
+                    let verb =
+                        Verb::of(&op).map(|(v, m, off)| (v, m.map(|m| m.mem().clone()), off));
+                    match (verb, op) {
+                        (Some((verb, mem, remote_off)), _) => Rec::Kind(RecKind::Link {
+                            link,
+                            op: RecLinkOp::Verb {
+                                verb,
+                                mem,
+                                remote_off,
+                            },
+                        }),
+                        (
+                            None,
+                            LinkOp::RxReduce {
+                                src_kind,
+                                src_offset,
+                                dst,
+                                dtype,
+                                op,
+                            },
+                        ) => Rec::Kind(RecKind::Link {
+                            link,
+                            op: RecLinkOp::RxReduce {
+                                src_kind,
+                                src_offset,
+                                dst: dst.mem().clone(),
+                                dtype,
+                                op,
+                            },
+                        }),
+                        // the descriptor verbs: no memory operand, shared
+                        // by every replay
+                        (None, op) => Rec::SharedLink {
+                            link: pools.link(&link),
+                            op: Arc::new(op),
                         },
-                    }),
-                    // the descriptor verbs: no memory operand
-                    None => Rec::SharedLink {
-                        link: pools.link(&link),
-                        op: Arc::new(op),
-                    },
-                },
+                    }
+                }
                 TaskKind::Kernel(kernel) => Self::kernel(kernel)?,
             },
             // built with the capture's pools: its slot is theirs
@@ -216,7 +249,34 @@ impl RecKind {
                 op,
             } => reduce_op(pools, dst, src, *dtype, *op),
             RecKind::Link { link, op } => {
-                link_op(pools, link, op.verb, op.mem.as_ref(), op.remote_off)
+                let public = |op| Op::Other {
+                    kind: Box::new(TaskKind::Link {
+                        link: link.clone(),
+                        op,
+                        state: LinkOpState::default(),
+                    }),
+                    step: 0,
+                };
+                match op {
+                    RecLinkOp::Verb {
+                        verb,
+                        mem,
+                        remote_off,
+                    } => link_op(pools, link, *verb, mem.as_ref(), *remote_off),
+                    RecLinkOp::RxReduce {
+                        src_kind,
+                        src_offset,
+                        dst,
+                        dtype,
+                        op,
+                    } => public(LinkOp::RxReduce {
+                        src_kind: *src_kind,
+                        src_offset: *src_offset,
+                        dst: dst.pin(),
+                        dtype: *dtype,
+                        op: *op,
+                    }),
+                }
             }
         }
     }
@@ -474,7 +534,11 @@ impl Graph {
                 dst.same_region(m) || src.same_region(m)
             }
             Rec::Kind(RecKind::Link {
-                op: RecLinkOp { mem: Some(x), .. },
+                op: RecLinkOp::Verb { mem: Some(x), .. },
+                ..
+            })
+            | Rec::Kind(RecKind::Link {
+                op: RecLinkOp::RxReduce { dst: x, .. },
                 ..
             }) => x.same_region(m),
             Rec::Launch(k) => k.references(m),

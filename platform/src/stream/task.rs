@@ -732,6 +732,11 @@ impl Task {
             Op::Other { kind, .. } => match &**kind {
                 TaskKind::Reduce { dst, .. } => (dst.mem().len() as u64, 0),
                 TaskKind::Memcpy { dst, .. } => (0, dst.mem().len() as u64),
+                // a fused read-reduce out of a peer's buffer reduces too
+                TaskKind::Link {
+                    op: LinkOp::RxReduce { dst, .. },
+                    ..
+                } => (dst.mem().len() as u64, 0),
                 _ => (0, 0),
             },
             _ => (0, 0),

@@ -130,7 +130,13 @@ impl LinkHandle {
     /// Enqueues sending where this rank's user buffers of the op are
     /// (`input`, `output`), for a peer that will read them with
     /// [`read_peer`](Self::read_peer). The peer takes it with
-    /// [`rx_param_mem`](Self::rx_param_mem).
+    /// [`rx_param_mem`](Self::rx_param_mem). Buffers registered with the
+    /// communicator whose device runs `stream` (`DeviceMem::register_in`
+    /// with its uid) go with their handles when the link maps peers'
+    /// memory ([`Link::maps_peer_param`]): the peer then reads (and may
+    /// write, `TxAsync` into `PARAM_INPUT` / `PARAM_OUTPUT`) them directly.
+    ///
+    /// [`Link::maps_peer_param`]: crate::link::Link::maps_peer_param
     pub fn expose_param_mem(
         &self,
         input: &DeviceMem,
@@ -138,11 +144,18 @@ impl LinkHandle {
         stream: &Stream,
     ) -> Result<()> {
         self.require_peer_reads()?;
+        // handles only of buffers registered with this op's communicator
+        // (the stream's device is the communicator's), and only to peers
+        // that map them
+        let (domain, maps) = (stream.device().uid(), self.link().maps_peer_param());
+        let handle = |m: &DeviceMem| maps.then(|| m.registered_handle(domain)).flatten();
         let mem = ParamMem {
             input_addr: input.addr(),
             input_len: input.len() as u64,
             output_addr: output.addr(),
             output_len: output.len() as u64,
+            input_handle: handle(input),
+            output_handle: handle(output),
         };
         self.push(
             stream,
@@ -181,6 +194,44 @@ impl LinkHandle {
                 src_kind,
                 src_offset,
                 dst: dst.pin(),
+            },
+        )
+    }
+
+    /// Enqueues `dst = dst op` the `dst.len()` bytes at `src_offset` of the
+    /// peer's user buffer `src_kind` (`ParamInput` or `ParamOutput`, as the
+    /// peer exposed them for this op), elementwise as `dtype`: one pass
+    /// straight out of the peer's buffer where it is mapped, else
+    /// cross-memory reads through a bounded staging window.
+    pub fn read_peer_reduce(
+        &self,
+        src_kind: MemKind,
+        src_offset: usize,
+        dst: &DeviceMem,
+        dtype: DataType,
+        op: ReduceOp,
+        stream: &Stream,
+    ) -> Result<()> {
+        self.require_peer_reads()?;
+        if !matches!(src_kind, MemKind::ParamInput | MemKind::ParamOutput) {
+            return Err(HcclError::internal(format!(
+                "read_peer_reduce reads the peer's user buffers (PARAM_INPUT, PARAM_OUTPUT), not {src_kind}"
+            )));
+        }
+        if dst.len() % dtype.size() != 0 {
+            return Err(HcclError::internal(format!(
+                "read_peer_reduce of {} bytes is not a whole number of {dtype} elements",
+                dst.len()
+            )));
+        }
+        self.push(
+            stream,
+            LinkOp::RxReduce {
+                src_kind,
+                src_offset,
+                dst: dst.pin(),
+                dtype,
+                op,
             },
         )
     }

@@ -26,9 +26,10 @@
 //!   published through the atomics and locks that loom does check.
 //! - [`OnceLock`]: loom has none; the platform uses it only for
 //!   process-wide caches of the environment, computed once.
-//! - `process`: atomics in `static`s (process-unique ids). Loom's
-//!   atomics cannot be built in a `const` context, and an id counter
-//!   orders nothing.
+//! - `process`: atomics in `static`s (process-unique ids) and the lock
+//!   of the process-wide tables of shareable memory. Loom's atomics and
+//!   locks cannot be built in a `const` context, an id counter orders
+//!   nothing, and those tables are bookkeeping no model runs.
 //! - `mapped`: atomics that live in memory the platform maps or
 //!   allocates as bytes (shared-memory segments, AIV boards) and reaches
 //!   by casting a pointer. Loom can only model atomics it created; those
@@ -83,10 +84,15 @@ pub(crate) fn yield_now() {
 /// Std under loom too (see the module docs).
 pub(crate) use std::sync::{Arc, OnceLock, Weak};
 
-/// Atomics in `static`s: process-unique ids. Std under loom too (loom's
-/// atomics cannot be built in a `const` context; an id orders nothing).
+/// Atomics in `static`s: process-unique ids and counters. Std under loom
+/// too (loom's atomics cannot be built in a `const` context; an id orders
+/// nothing). So is the lock of the process-wide tables of shareable memory
+/// (the regions this process exported and imported, and the registration
+/// marks on them): bookkeeping that loom models never exercise, in
+/// `static`s loom cannot build.
 pub(crate) mod process {
     pub(crate) use std::sync::atomic::AtomicU64;
+    pub(crate) use std::sync::Mutex;
 }
 
 /// Atomics reached by casting a pointer into memory the platform maps or

@@ -10,7 +10,7 @@
 //! then runs checked f32 allreduces of 1, 1000, 16384 and 300001 elements,
 //! printing `ran <count> <executor>` after each), `soak` (issue 15: see `fn soak`),
 //! `capture` (issue 17: every primitive captured and replayed 100 times,
-//! `hccl_tests::capture`). Prints `OK` or
+//! `hccl_tests::capture`), `mem_*` (registered memory and symmetric windows: `memory.rs`). Prints `OK` or
 //! `ERROR <code> <message>`.
 //!
 //! Scenario `drill` (the fault drills, `tools/fault-drill.sh`): loops one
@@ -30,6 +30,9 @@
 //! itself taken for a lost peer by slower survivors.
 
 #![forbid(unsafe_code)]
+
+#[path = "mp_worker/memory.rs"]
+mod memory;
 
 use hccl_adapter::{read_root_file, DataType, DeviceMem, HcclComm, ReduceOp};
 use std::time::Duration;
@@ -94,6 +97,9 @@ fn run(mode: &str, rank: u32, size: u32, dir: &str, scenario: &str) -> hccl_adap
     }
     let c = comm(mode, rank, size, dir)?;
     assert_eq!((c.rank(), c.size()), (rank, size));
+    if let Some(what) = scenario.strip_prefix("mem_") {
+        return memory::run(&c, what);
+    }
     let s = c.create_stream();
     let f = DataType::Fp32;
     let p = size as usize;
@@ -172,6 +178,7 @@ fn run(mode: &str, rank: u32, size: u32, dir: &str, scenario: &str) -> hccl_adap
             return Ok(());
         }
         "soak" => return soak(&c, &s, rank, size),
+        "graph" => return graph(&c, &s, rank, size),
         "capture" => {
             // issue 17: every primitive captured, each graph launched 100
             // times with the inputs rewritten, then all in one graph
@@ -738,5 +745,32 @@ fn soak(c: &HcclComm, s: &hccl_adapter::Stream, rank: u32, size: u32) -> hccl_ad
         let _ = writeln!(out, "SOAK {line}");
         let _ = out.flush();
     }
+    Ok(())
+}
+
+/// Every primitive captured once and replayed 100 times with the inputs
+/// rewritten between launches, each result checked: small (AIV kernels)
+/// and larger (direct executors on mapped peer buffers) blocks. Prints
+/// the peer-buffer accesses by load/store and by cross-memory attach.
+fn graph(c: &HcclComm, s: &hccl_adapter::Stream, rank: u32, size: u32) -> hccl_adapter::Result<()> {
+    use hccl_tests::graph_cases::{GraphCase, GRAPH_OPS};
+    for n in [300usize, 20_000] {
+        for &op in GRAPH_OPS {
+            let case = GraphCase::new(op, c, n)?;
+            s.begin_capture(hccl_adapter::CaptureMode::Global)?;
+            case.issue(c, s)?;
+            let g = s.end_capture()?;
+            for k in 0..100 {
+                case.write_inputs(k)?;
+                g.launch(s)?;
+                s.synchronize()?;
+                if let Err(e) = case.check(k) {
+                    panic!("rank {rank} of {size}: {e}");
+                }
+            }
+        }
+    }
+    let st = hccl_platform::peer_access_stats();
+    println!("mapped {} cma {}", st.mapped_reads, st.cma_reads);
     Ok(())
 }

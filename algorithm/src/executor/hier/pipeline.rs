@@ -26,7 +26,7 @@
 
 use super::hosts::{Hosts, Layout, Split};
 use super::two_level::{hier_request, level0, trivial};
-use crate::executor::flat::{check_op, ring_peers};
+use crate::executor::flat::{check_mode, check_op, ring_peers};
 use crate::executor::CollExecutor;
 use crate::op::{OpParam, OpType};
 use crate::prim::{self, Rx, Tx};
@@ -336,6 +336,7 @@ impl CollExecutor for PipelineExecutor {
 
     fn calc_res_request(&self, param: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
         check_op(&self.name, self.op, param)?;
+        check_mode(&self.name, param, false)?;
         let groups = self
             .regions()
             .map(|k| self.hosts.group(k, Split::Index))

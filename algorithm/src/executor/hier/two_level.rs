@@ -2,7 +2,7 @@
 
 use super::hosts::{overlap, span, Hosts, Layout, Split};
 use super::level1::Level1Algorithm;
-use crate::executor::flat::{check_op, ring_peers};
+use crate::executor::flat::{check_mode, check_op, ring_peers};
 use crate::executor::CollExecutor;
 use crate::op::{OpParam, OpType};
 use crate::prim::{self, Rx, Tx};
@@ -330,6 +330,7 @@ impl CollExecutor for HierExecutor {
 
     fn calc_res_request(&self, param: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
         check_op(&self.name, self.op, param)?;
+        check_mode(&self.name, param, false)?;
         // AHC ReduceScatter ends with a direct write to every host peer
         let mesh = self.kind == HierKind::Ahc && self.op == OpType::ReduceScatter;
         let groups = self

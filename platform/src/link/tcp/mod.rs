@@ -760,6 +760,9 @@ impl Link for TcpLink {
             LinkOp::RxParamMem => Poll::Ready(Err(HcclError::not_support(
                 "the TCP link cannot read the peer's user buffers",
             ))),
+            LinkOp::RxReduce { .. } => Poll::Ready(Err(HcclError::not_support(
+                "the TCP link cannot read the peer's user buffers",
+            ))),
             LinkOp::RxAsync { .. } if op.is_peer_read() => Poll::Ready(Err(
                 HcclError::not_support("the TCP link cannot read the peer's user buffers"),
             )),

@@ -1,0 +1,240 @@
+//! Memory registered with a communicator (HCCL's `HcclCommRegister`,
+//! `HcclCommExchangeMem`): shareable memory whose handles the
+//! communicator's ops send to peers of this host, which then map it and
+//! reach it by load and store — a single copy with no system call per
+//! transfer, reductions straight out of the peer's buffer.
+//!
+//! A registration is a mark on the memory's region under the
+//! communicator's domain (its device's uid, which the link verbs read from
+//! the op's stream: `DeviceMem::register_in`), plus an entry here that
+//! keeps the memory alive while registered and holds the peers'
+//! registrations [`Communicator::exchange_mem`] mapped. Everything is
+//! undone by [`Communicator::deregister_mem`] or when the communicator
+//! goes.
+
+use crate::communicator::Communicator;
+use crate::sym_window::SymWindow;
+use hccl_platform::{DeviceMem, HcclError, ImportOwner, MemHandle, Result};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Memory registered with a communicator ([`Communicator::register_mem`]):
+/// the handle to deregister it by.
+#[derive(Clone, Debug)]
+pub struct MemRegistration {
+    id: u64,
+    mem: DeviceMem,
+}
+
+impl MemRegistration {
+    /// The registered memory.
+    pub fn mem(&self) -> &DeviceMem {
+        &self.mem
+    }
+
+    /// A number that identifies the registration within its communicator.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+/// One registration.
+struct RegEntry {
+    id: u64,
+    mem: DeviceMem,
+    /// The peers' registrations mapped by `exchange_mem`, by rank.
+    peers: Vec<(u32, DeviceMem)>,
+    /// Claims those mappings in the process-wide cache.
+    imports: ImportOwner,
+}
+
+/// A communicator's registered memory and symmetric windows.
+#[derive(Default)]
+pub(crate) struct CommMemory {
+    next: AtomicU64,
+    /// Symmetric windows registered (or tried) so far.
+    window_seq: AtomicU32,
+    regs: Mutex<Vec<RegEntry>>,
+    pub(crate) windows: Mutex<Vec<SymWindow>>,
+}
+
+impl CommMemory {
+    /// A fresh id for a registration or window.
+    pub(crate) fn next_id(&self) -> u64 {
+        self.next.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// The sequence number of the next symmetric window: every rank
+    /// counts its calls alike (registering is collective).
+    pub(crate) fn next_window_seq(&self) -> u32 {
+        self.window_seq.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Drops every registration and window (the communicator is going).
+    pub(crate) fn clear(&self, domain: u64) {
+        let regs = std::mem::take(&mut *self.regs.lock().unwrap_or_else(|p| p.into_inner()));
+        for r in regs {
+            let _ = r.mem.deregister_in(domain);
+        }
+        let wins = std::mem::take(&mut *self.windows.lock().unwrap_or_else(|p| p.into_inner()));
+        for w in wins {
+            w.release(domain);
+        }
+    }
+}
+
+/// Bytes of a registration record: the handle and a marker.
+const RECORD: usize = 8 + MemHandle::WIRE;
+/// "This record holds a handle" ("HREG").
+const RECORD_MAGIC: u64 = 0x4745_5248;
+
+impl Communicator {
+    /// Registers `mem` with this communicator (HCCL's `HcclCommRegister`):
+    /// from now on this communicator's ops on buffers inside it send their
+    /// handles to peers of this host, which map them and read (and write)
+    /// them directly instead of with cross-memory attach. The memory must
+    /// be shareable ([`DeviceMem::alloc_shareable`], `DeviceBuffer`,
+    /// `aclrtMalloc`), non-empty, and must not overlap memory already
+    /// registered with this communicator; otherwise `HCCL_E_PARA` saying
+    /// which. The registration keeps the memory alive until
+    /// [`deregister_mem`](Self::deregister_mem) or the communicator goes.
+    pub fn register_mem(&self, mem: &DeviceMem) -> Result<MemRegistration> {
+        let ctx = |e: HcclError| e.rank(self.rank()).during("registering memory");
+        let mut regs = self.memory().regs.lock().unwrap_or_else(|p| p.into_inner());
+        mem.register_in(self.domain()).map_err(ctx)?;
+        let id = self.memory().next_id();
+        regs.push(RegEntry {
+            id,
+            mem: mem.clone(),
+            peers: Vec::new(),
+            imports: ImportOwner::new(),
+        });
+        tracing::debug!(
+            rank = self.rank(),
+            id,
+            bytes = mem.len(),
+            "memory registered"
+        );
+        Ok(MemRegistration {
+            id,
+            mem: mem.clone(),
+        })
+    }
+
+    /// Undoes [`register_mem`](Self::register_mem) (HCCL's
+    /// `HcclCommDeregister`): later ops read the memory with cross-memory
+    /// attach again, and the peers' registrations mapped by
+    /// [`exchange_mem`](Self::exchange_mem) for it are released.
+    /// `HCCL_E_PARA` if `reg` is not a live registration of this
+    /// communicator.
+    pub fn deregister_mem(&self, reg: &MemRegistration) -> Result<()> {
+        let mut regs = self.memory().regs.lock().unwrap_or_else(|p| p.into_inner());
+        let i = regs.iter().position(|r| r.id == reg.id).ok_or_else(|| {
+            HcclError::para(format!(
+                "registration {} is not a live registration of this communicator (deregistered \
+                 already, or made by another one)",
+                reg.id
+            ))
+            .rank(self.rank())
+        })?;
+        let entry = regs.swap_remove(i);
+        entry.mem.deregister_in(self.domain())?;
+        Ok(())
+    }
+
+    /// Whether all of `mem` lies in memory registered with this
+    /// communicator.
+    pub fn is_registered(&self, mem: &DeviceMem) -> bool {
+        mem.is_registered_in(self.domain())
+    }
+
+    /// Sends the handle of `reg` to each of `peers` and maps theirs
+    /// (HCCL's `HcclCommExchangeMem`): every listed peer must call this
+    /// with this rank among its peers. Mapping now saves the first op
+    /// that reads a peer's registered buffers the mapping (the
+    /// process-wide cache serves it); peers on other hosts send their
+    /// handles but are not mapped. Errors: a peer out of range, this rank
+    /// itself or listed twice (`HCCL_E_PARA`, nothing sent); `reg` not a
+    /// registration of this communicator (`HCCL_E_PARA`); a peer's memory
+    /// that cannot be mapped (naming the peer).
+    pub fn exchange_mem(&self, reg: &MemRegistration, peers: &[u32]) -> Result<()> {
+        let ctx = |e: HcclError| e.rank(self.rank()).during("exchanging registered memory");
+        for (i, &q) in peers.iter().enumerate() {
+            if q >= self.size() {
+                return Err(ctx(HcclError::para(format!(
+                    "peer rank {q} is out of range for {} ranks",
+                    self.size()
+                ))));
+            }
+            if q == self.rank() {
+                return Err(ctx(HcclError::para(
+                    "a rank does not exchange memory with itself",
+                )));
+            }
+            if peers[..i].contains(&q) {
+                return Err(ctx(HcclError::para(format!(
+                    "peer rank {q} is listed twice"
+                ))));
+            }
+        }
+        let handle = {
+            let regs = self.memory().regs.lock().unwrap_or_else(|p| p.into_inner());
+            let e = regs.iter().find(|r| r.id == reg.id).ok_or_else(|| {
+                ctx(HcclError::para(format!(
+                    "registration {} is not a live registration of this communicator",
+                    reg.id
+                )))
+            })?;
+            e.mem
+                .share_handle()
+                .ok_or_else(|| ctx(HcclError::internal("registered memory has no handle")))?
+        };
+        let mut record = [0u8; RECORD];
+        record[..8].copy_from_slice(&RECORD_MAGIC.to_le_bytes());
+        record[8..].copy_from_slice(&handle.to_bytes());
+        let theirs = self
+            .exchange_records("ExchangeMem", &record, peers)
+            .map_err(ctx)?;
+        let mut regs = self.memory().regs.lock().unwrap_or_else(|p| p.into_inner());
+        let e = regs.iter_mut().find(|r| r.id == reg.id).ok_or_else(|| {
+            ctx(HcclError::para(format!(
+                "registration {} was deregistered during the exchange",
+                reg.id
+            )))
+        })?;
+        for (&q, rec) in peers.iter().zip(&theirs) {
+            let magic = u64::from_le_bytes(rec[..8].try_into().expect("8 bytes"));
+            let h = rec[8..]
+                .try_into()
+                .ok()
+                .and_then(MemHandle::from_bytes)
+                .filter(|_| magic == RECORD_MAGIC)
+                .ok_or_else(|| {
+                    ctx(HcclError::internal(format!(
+                        "rank {q} sent no registration handle"
+                    )))
+                })?;
+            if !self.same_host(q) {
+                continue;
+            }
+            let m = e.imports.import(&h).map_err(|err| {
+                ctx(err
+                    .peer(q)
+                    .during(format!("mapping rank {q}'s registered memory")))
+            })?;
+            e.peers.retain(|(r, _)| *r != q);
+            e.peers.push((q, m));
+        }
+        Ok(())
+    }
+
+    /// The peers' registrations mapped for `reg` by
+    /// [`exchange_mem`](Self::exchange_mem), by rank.
+    pub fn exchanged_peers(&self, reg: &MemRegistration) -> Vec<(u32, DeviceMem)> {
+        let regs = self.memory().regs.lock().unwrap_or_else(|p| p.into_inner());
+        regs.iter()
+            .find(|r| r.id == reg.id)
+            .map(|e| e.peers.clone())
+            .unwrap_or_default()
+    }
+}
