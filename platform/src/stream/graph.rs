@@ -43,7 +43,7 @@ use super::task::{copy_op, link_op, reduce_op, HostFn, Op, OpLabel, Pools, RecOp
 use super::{Device, ExecMode, Queue, Stream};
 use crate::dtype::{DataType, ReduceOp};
 use crate::error::{HcclError, Result};
-use crate::link::{Link, LinkOp, LinkOpState, OpDesc, Verb};
+use crate::link::{Link, LinkOp, LinkOpState, Verb};
 use crate::mem::{DeviceMem, MemKind};
 use crate::notify::Notify;
 use crate::sync::mutation::{self, Mutation};
@@ -92,6 +92,12 @@ enum Rec {
     Wait(Notify),
     HostFn(HostFn),
     Kind(RecKind),
+    /// A descriptor verb (no memory operand), queued by every replay as
+    /// the same shared `LinkOp`: no allocation per replay.
+    SharedLink {
+        link: u32,
+        op: Arc<LinkOp>,
+    },
     /// A kernel that copies itself for each replay; the lock only makes
     /// the template shareable (`Kernel` is not `Sync`).
     Kernel(Mutex<Box<dyn Kernel>>),
@@ -116,16 +122,14 @@ enum RecKind {
     },
 }
 
-/// A link verb in its public form, without its pin.
+/// A link verb with a memory operand in its public form (transfers at
+/// offsets past 4 GiB, the fused receive-and-reduce), without its pin.
 enum RecLinkOp {
     Verb {
         verb: Verb,
         mem: Option<DeviceMem>,
         remote_off: usize,
     },
-    TxDesc(OpDesc),
-    RxDesc(OpDesc),
-    RxParamMem,
     RxReduce {
         src_kind: MemKind,
         src_offset: usize,
@@ -137,8 +141,8 @@ enum RecLinkOp {
 
 impl Rec {
     /// The recorded form of `op`, as `make` built it with the capture's
-    /// pools; an error for a task that cannot be replayed.
-    fn of(op: Op) -> Result<Rec> {
+    /// `pools`; an error for a task that cannot be replayed.
+    fn of(op: Op, pools: &mut Pools) -> Result<Rec> {
         if let Some(r) = RecOp::of(&op) {
             return Ok(Rec::Op(r));
         }
@@ -170,12 +174,49 @@ impl Rec {
                     dtype,
                     op,
                 }),
-                TaskKind::Link { link, op, .. } => Rec::Kind(RecKind::Link {
-                    link,
-                    op: RecLinkOp::of(op)?,
-                }),
+                TaskKind::Link { link, op, .. } => {
+                    let verb =
+                        Verb::of(&op).map(|(v, m, off)| (v, m.map(|m| m.mem().clone()), off));
+                    match (verb, op) {
+                        (Some((verb, mem, remote_off)), _) => Rec::Kind(RecKind::Link {
+                            link,
+                            op: RecLinkOp::Verb {
+                                verb,
+                                mem,
+                                remote_off,
+                            },
+                        }),
+                        (
+                            None,
+                            LinkOp::RxReduce {
+                                src_kind,
+                                src_offset,
+                                dst,
+                                dtype,
+                                op,
+                            },
+                        ) => Rec::Kind(RecKind::Link {
+                            link,
+                            op: RecLinkOp::RxReduce {
+                                src_kind,
+                                src_offset,
+                                dst: dst.mem().clone(),
+                                dtype,
+                                op,
+                            },
+                        }),
+                        // the descriptor verbs: no memory operand, shared
+                        // by every replay
+                        (None, op) => Rec::SharedLink {
+                            link: pools.link(&link),
+                            op: Arc::new(op),
+                        },
+                    }
+                }
                 TaskKind::Kernel(kernel) => Self::kernel(kernel)?,
             },
+            // built with the capture's pools: its slot is theirs
+            Op::SharedLink { link, op, .. } => Rec::SharedLink { link, op },
             Op::Copy { .. } | Op::Reduce { .. } | Op::Link { .. } => {
                 return Err(HcclError::internal(
                     "a compact task was not recorded as one",
@@ -193,42 +234,6 @@ impl Rec {
             )));
         }
         Ok(Rec::Kernel(Mutex::new(kernel)))
-    }
-}
-
-impl RecLinkOp {
-    fn of(op: LinkOp) -> Result<RecLinkOp> {
-        if let Some((verb, mem, remote_off)) = Verb::of(&op) {
-            return Ok(RecLinkOp::Verb {
-                verb,
-                mem: mem.map(|m| m.mem().clone()),
-                remote_off,
-            });
-        }
-        Ok(match op {
-            LinkOp::TxDesc(d) => RecLinkOp::TxDesc(*d),
-            LinkOp::RxDesc(d) => RecLinkOp::RxDesc(*d),
-            LinkOp::RxParamMem => RecLinkOp::RxParamMem,
-            LinkOp::RxReduce {
-                src_kind,
-                src_offset,
-                dst,
-                dtype,
-                op,
-            } => RecLinkOp::RxReduce {
-                src_kind,
-                src_offset,
-                dst: dst.mem().clone(),
-                dtype,
-                op,
-            },
-            other => {
-                return Err(HcclError::internal(format!(
-                    "link verb {} has no recorded form",
-                    other.verb()
-                )))
-            }
-        })
     }
 }
 
@@ -258,9 +263,6 @@ impl RecKind {
                         mem,
                         remote_off,
                     } => link_op(pools, link, *verb, mem.as_ref(), *remote_off),
-                    RecLinkOp::TxDesc(d) => public(LinkOp::TxDesc(Box::new(*d))),
-                    RecLinkOp::RxDesc(d) => public(LinkOp::RxDesc(Box::new(*d))),
-                    RecLinkOp::RxParamMem => public(LinkOp::RxParamMem),
                     RecLinkOp::RxReduce {
                         src_kind,
                         src_offset,
@@ -371,14 +373,16 @@ impl Lane {
     fn of(rec: LaneRec, slots: (usize, usize)) -> Lane {
         let (mut links, mut regions) = (vec![0usize; slots.0], vec![0usize; slots.1]);
         for t in &rec.tasks {
-            if let Rec::Op(op) = &t.rec {
-                let (link, mems) = op.slots();
-                if let Some(l) = link {
-                    links[l as usize] += 1;
-                }
-                for m in mems.into_iter().flatten() {
-                    regions[m as usize] += 1;
-                }
+            let (link, mems) = match &t.rec {
+                Rec::Op(op) => op.slots(),
+                Rec::SharedLink { link, .. } => (Some(*link), [None, None]),
+                _ => continue,
+            };
+            if let Some(l) = link {
+                links[l as usize] += 1;
+            }
+            for m in mems.into_iter().flatten() {
+                regions[m as usize] += 1;
             }
         }
         let used = |v: Vec<usize>| {
@@ -531,6 +535,10 @@ impl Graph {
             }
             Rec::Kind(RecKind::Link {
                 op: RecLinkOp::Verb { mem: Some(x), .. },
+                ..
+            })
+            | Rec::Kind(RecKind::Link {
+                op: RecLinkOp::RxReduce { dst: x, .. },
                 ..
             }) => x.same_region(m),
             Rec::Launch(k) => k.references(m),
@@ -802,7 +810,7 @@ impl Stream {
             return Err(c.invalid_error(e));
         }
         let op = make(&mut b.pools);
-        match Rec::of(op) {
+        match Rec::of(op, &mut b.pools) {
             Ok(rec) => {
                 b.lanes[slot.lane].push(rec, q.step, &q.label);
                 Ok(())
@@ -881,6 +889,11 @@ impl Stream {
                     step: 0,
                 },
                 Rec::Kind(k) => k.to_op(&mut q.pools),
+                Rec::SharedLink { link, op } => Op::SharedLink {
+                    link: links[*link as usize],
+                    op: op.clone(),
+                    step: 0,
+                },
                 Rec::Kernel(k) => {
                     let k = k.lock().unwrap_or_else(|p| p.into_inner()).replay();
                     match k {

@@ -372,6 +372,8 @@ fn captured_link_verbs_replay_between_ranks() {
         let t = std::thread::spawn(move || -> Result<()> {
             let s1 = Stream::new(&d1);
             s1.begin_capture(CaptureMode::Global)?;
+            // the consistency handshake: descriptor verbs, shared by replays
+            l1.exchange_desc(OpDesc::default(), &s1)?;
             l1.tx_after_ack(MemKind::CclOutput, 32, &src1, &s1)?;
             l1.tx_wait_done(&s1)?;
             let g = s1.end_capture()?;
@@ -385,6 +387,7 @@ fn captured_link_verbs_replay_between_ranks() {
         });
         let s0 = Stream::new(&d0);
         s0.begin_capture(CaptureMode::Global).unwrap();
+        l0.exchange_desc(OpDesc::default(), &s0).unwrap();
         l0.tx_ack(&s0).unwrap();
         l0.rx_wait_done(&s0).unwrap();
         s0.memcpy_async(&dst0, &out0.range(32, 16).unwrap())

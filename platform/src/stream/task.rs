@@ -147,6 +147,14 @@ pub(crate) enum Op {
         f: HostFn,
         step: u32,
     },
+    /// A link verb in its public form shared by every replay of a graph
+    /// (the descriptor verbs: no memory operand, so nothing to pin); its
+    /// progress lives in the queue as a compact verb's does.
+    SharedLink {
+        link: u32,
+        op: Arc<LinkOp>,
+        step: u32,
+    },
     Other {
         kind: Box<TaskKind>,
         step: u32,
@@ -167,6 +175,7 @@ impl Op {
             | Op::Wait { step, .. }
             | Op::Callback { step, .. }
             | Op::HostFn { step, .. }
+            | Op::SharedLink { step, .. }
             | Op::Other { step, .. }
             | Op::Kernel { step, .. } => step,
         }
@@ -355,6 +364,7 @@ impl Task {
             | Op::Wait { step, .. }
             | Op::Callback { step, .. }
             | Op::HostFn { step, .. }
+            | Op::SharedLink { step, .. }
             | Op::Other { step, .. }
             | Op::Kernel { step, .. } => *step,
         }
@@ -649,6 +659,11 @@ impl Pools {
                     out.links.push(l);
                 }
             }
+            Op::SharedLink { link, .. } => {
+                if let Some(l) = self.links.release(link) {
+                    out.links.push(l);
+                }
+            }
             Op::Record { .. } | Op::Wait { .. } => {}
             // a kernel that drops nothing but pins and reference counts
             // (its resources are kept elsewhere) needs no deferral
@@ -662,7 +677,7 @@ impl Pools {
     /// The link of a link task.
     pub(crate) fn link_of<'a>(&'a self, task: &'a Task) -> Option<&'a Arc<dyn Link>> {
         match &task.op {
-            Op::Link { link, .. } => Some(self.links.get(*link)),
+            Op::Link { link, .. } | Op::SharedLink { link, .. } => Some(self.links.get(*link)),
             Op::Other { kind, .. } => match &**kind {
                 TaskKind::Link { link, .. } => Some(link),
                 TaskKind::Kernel(k) => k.waiting_link(),
@@ -788,6 +803,7 @@ impl Task {
                 None => Poll::Ready(Err(HcclError::internal("host callback polled twice"))),
             },
             Op::HostFn { f, .. } => Poll::Ready(f()),
+            Op::SharedLink { link, op, .. } => pools.links.get(*link).poll(op, &mut head.link),
             Op::Other { kind, .. } => poll_kind(kind),
             Op::Kernel { kernel, .. } => kernel.poll(),
         }
@@ -851,6 +867,15 @@ impl Task {
                     link.transport()
                 )
             }
+            Op::SharedLink { link, op, .. } => {
+                let link = pools.links.get(*link);
+                format!(
+                    "{} with peer rank {} over the {} link",
+                    op.verb(),
+                    link.remote_rank(),
+                    link.transport()
+                )
+            }
             Op::Record { .. } => "notify record".into(),
             Op::Wait { .. } => "notify wait".into(),
             Op::Callback { .. } | Op::HostFn { .. } => "host callback".into(),
@@ -863,6 +888,7 @@ impl Task {
     pub(crate) fn verb(&self) -> Option<&'static str> {
         match &self.op {
             Op::Link { verb, .. } => Some(verb.name()),
+            Op::SharedLink { op, .. } => Some(op.verb()),
             Op::Other { kind, .. } => match &**kind {
                 TaskKind::Link { op, .. } => Some(op.verb()),
                 _ => None,
