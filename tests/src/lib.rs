@@ -9,7 +9,6 @@
 #![forbid(unsafe_code)]
 
 pub mod capture;
-pub mod graph_cases;
 pub mod guide_executor;
 pub mod registered;
 

@@ -1,41 +1,29 @@
-//! Graph mode with ranks as threads: every primitive captured once on a
-//! stream and replayed 100 times, the inputs rewritten between launches,
-//! checked after each; captured ops run on the user buffers (the AIV and
-//! direct executors) and capture refuses memory peers cannot map.
+//! Graph mode with ranks as threads: every primitive (the cases of
+//! `hccl_tests::capture`) captured on its own and replayed 100 times, the
+//! inputs rewritten between launches and checked after each; captured ops
+//! run on the user buffers (the AIV and direct executors, AllToAllV
+//! excepted), and capture refuses memory peers cannot map.
 
 use hccl_adapter::{CaptureMode, DataType, DeviceMem, HcclResult, ReduceOp};
-use hccl_tests::graph_cases::{GraphCase, GRAPH_OPS};
+use hccl_tests::capture::{capture_and_replay, cases};
 use hccl_tests::{comms_with_env, run_ranks};
 use std::time::Duration;
-
-const LAUNCHES: u32 = 100;
 
 fn replay_every_primitive(p: u32, c: usize) {
     let comms = comms_with_env(p, &[]);
     run_ranks(p, Duration::from_secs(150), move |r| {
         let comm = &comms[r as usize];
-        let s = comm.create_stream();
-        for &op in GRAPH_OPS {
-            let case = GraphCase::new(op, comm, c).unwrap();
-            s.begin_capture(CaptureMode::Global).unwrap();
-            case.issue(comm, &s).unwrap();
-            let graph = s.end_capture().unwrap();
-            if op != "send_recv" || r < p - p % 2 {
-                assert!(graph.task_count() > 0, "{op}: nothing captured");
-            }
-            let executor = comm.communicator().last_executor().unwrap_or_default();
+        for case in cases(comm, c).unwrap() {
+            capture_and_replay(comm, std::slice::from_ref(&case), false, 100)
+                .unwrap_or_else(|e| panic!("p={p} c={c}: {e}"));
             // every primitive but AllToAllV runs in graph mode
-            if op != "all_to_all_v" && !(op == "send_recv" && r >= p - p % 2) {
+            let executor = comm.communicator().last_executor().unwrap_or_default();
+            if case.name != "AllToAllV" {
                 assert!(
                     executor.contains("Aiv") || executor.contains("Direct"),
-                    "{op} p={p} c={c}: captured with {executor}"
+                    "{} p={p} c={c} rank {r}: captured with {executor}",
+                    case.name
                 );
-            }
-            for k in 0..LAUNCHES {
-                case.write_inputs(k).unwrap();
-                graph.launch(&s).unwrap();
-                s.synchronize().unwrap();
-                case.check(k).unwrap_or_else(|e| panic!("{e}"));
             }
         }
     });
@@ -57,14 +45,13 @@ fn every_primitive_replayed_small_p4_p8() {
 
 #[test]
 fn every_primitive_replayed_large() {
-    // 70,000 fp32 per block: past the AIV kernels, the direct executors
+    // 70,000 elements per block: past the AIV kernels, the direct executors
     for p in [2, 3, 4] {
         replay_every_primitive(p, 70_000);
     }
 }
 
-/// Capturing an op on private memory is refused, naming the buffer, and
-/// invalidates nothing already recorded.
+/// Capturing an op on private memory is refused, naming the buffer.
 #[test]
 fn capture_refuses_memory_peers_cannot_map() {
     let p = 2;

@@ -29,7 +29,7 @@
 
 use crate::error::{HcclError, Result};
 use crate::mem::region::Region;
-use crate::sync::{process, OnceLock, Weak};
+use crate::sync::{process, OnceLock, Ordering, Weak};
 use rustix::fs::{fstat, memfd_create, MemfdFlags};
 use std::collections::HashMap;
 use std::fs::File;
@@ -57,6 +57,10 @@ pub(crate) struct Shareable {
     file: File,
     inode: u64,
     marks: process::Mutex<Vec<Mark>>,
+    /// How many marks there are (written under `marks`' lock): the op path
+    /// asks every shareable buffer whether it is registered, and most are
+    /// not, so that answer takes no lock.
+    marked: process::AtomicUsize,
 }
 
 impl std::fmt::Debug for Shareable {
@@ -114,6 +118,7 @@ impl Shareable {
             file,
             inode: inode as u64,
             marks: process::Mutex::new(Vec::new()),
+            marked: process::AtomicUsize::new(0),
         })
     }
 
@@ -156,6 +161,7 @@ impl Shareable {
             )));
         }
         marks.push(m);
+        self.marked.store(marks.len(), Ordering::Release);
         Ok(())
     }
 
@@ -165,6 +171,7 @@ impl Shareable {
         match marks.iter().position(|o| *o == m) {
             Some(i) => {
                 marks.swap_remove(i);
+                self.marked.store(marks.len(), Ordering::Release);
                 true
             }
             None => false,
@@ -174,7 +181,7 @@ impl Shareable {
     /// Whether `[offset, offset + len)` (not empty) lies in ranges
     /// registered with `domain` (one range or several adjoining ones).
     pub(crate) fn covered(&self, offset: usize, len: usize, domain: u64) -> bool {
-        if len == 0 {
+        if len == 0 || self.marked.load(Ordering::Acquire) == 0 {
             return false;
         }
         let marks = self.marks.lock().unwrap_or_else(|p| p.into_inner());

@@ -91,7 +91,7 @@ pub(crate) use std::sync::{Arc, OnceLock, Weak};
 /// marks on them): bookkeeping that loom models never exercise, in
 /// `static`s loom cannot build.
 pub(crate) mod process {
-    pub(crate) use std::sync::atomic::AtomicU64;
+    pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize};
     pub(crate) use std::sync::Mutex;
 }
 

@@ -178,7 +178,7 @@ fn run(mode: &str, rank: u32, size: u32, dir: &str, scenario: &str) -> hccl_adap
             return Ok(());
         }
         "soak" => return soak(&c, &s, rank, size),
-        "graph" => return graph(&c, &s, rank, size),
+        "graph" => return graph(&c, rank, size),
         "capture" => {
             // issue 17: every primitive captured, each graph launched 100
             // times with the inputs rewritten, then all in one graph
@@ -748,26 +748,16 @@ fn soak(c: &HcclComm, s: &hccl_adapter::Stream, rank: u32, size: u32) -> hccl_ad
     Ok(())
 }
 
-/// Every primitive captured once and replayed 100 times with the inputs
-/// rewritten between launches, each result checked: small (AIV kernels)
-/// and larger (direct executors on mapped peer buffers) blocks. Prints
-/// the peer-buffer accesses by load/store and by cross-memory attach.
-fn graph(c: &HcclComm, s: &hccl_adapter::Stream, rank: u32, size: u32) -> hccl_adapter::Result<()> {
-    use hccl_tests::graph_cases::{GraphCase, GRAPH_OPS};
+/// Every primitive captured on its own and replayed 100 times with the
+/// inputs rewritten between launches, each result checked (the cases of
+/// `hccl_tests::capture`): small blocks (AIV kernels) and larger ones (the
+/// direct executors on mapped peer buffers). Prints the peer-buffer reads
+/// by load/store and by cross-memory attach.
+fn graph(c: &HcclComm, rank: u32, size: u32) -> hccl_adapter::Result<()> {
     for n in [300usize, 20_000] {
-        for &op in GRAPH_OPS {
-            let case = GraphCase::new(op, c, n)?;
-            s.begin_capture(hccl_adapter::CaptureMode::Global)?;
-            case.issue(c, s)?;
-            let g = s.end_capture()?;
-            for k in 0..100 {
-                case.write_inputs(k)?;
-                g.launch(s)?;
-                s.synchronize()?;
-                if let Err(e) = case.check(k) {
-                    panic!("rank {rank} of {size}: {e}");
-                }
-            }
+        for case in hccl_tests::capture::cases(c, n)? {
+            hccl_tests::capture::capture_and_replay(c, std::slice::from_ref(&case), false, 100)
+                .map_err(|e| e.during(format!("rank {rank} of {size}")))?;
         }
     }
     let st = hccl_platform::peer_access_stats();
