@@ -445,24 +445,39 @@ fn strangers_at_the_root_are_dropped_while_the_communicator_forms() {
 /// times with inputs rewritten, at 2, 3, 4 and 8 ranks, checked each time
 /// (the worker's `graph` scenario); the direct executors read the peers'
 /// registered buffers through mappings, never with cross-memory attach.
+/// With the ring (p=3) and NHR (p=4) forced, AllReduce, AllGather and
+/// Broadcast run those templates on the user buffers, writing into the
+/// peers' mapped outputs.
 #[test]
 fn graph_mode_every_primitive_replayed_across_processes() {
-    for p in [2u32, 3, 4, 8] {
-        let dir = tempdir(&format!("graph{p}"));
-        let ranks = spawn(p, "root_info", "graph", &dir, |_| vec![]);
+    let ring = "allreduce=level0:ring/allgather=level0:ring/broadcast=level0:ring";
+    let nhr = "allreduce=level0:NHR/allgather=level0:NHR/broadcast=level0:NHR";
+    let runs = [(2u32, ""), (3, ""), (4, ""), (8, ""), (3, ring), (4, nhr)];
+    for (p, algo) in runs {
+        let dir = tempdir(&format!("graph{p}{}", algo.len()));
+        let env = |_| match algo {
+            "" => vec![],
+            a => vec![("HCCL_ALGO".to_string(), a.to_string())],
+        };
+        let ranks = spawn(p, "root_info", "graph", &dir, env);
         let results = wait(ranks, Duration::from_secs(150));
         for (r, (code, out, err)) in results.iter().enumerate() {
             let lines: Vec<&str> = out.lines().collect();
             assert!(
                 *code == Some(0) && lines.last() == Some(&"OK"),
-                "p={p} rank {r} exited {code:?}\nstdout: {out}\nstderr: {err}"
+                "p={p} {algo} rank {r} exited {code:?}\nstdout: {out}\nstderr: {err}"
             );
             let stats = lines
                 .iter()
                 .find_map(|l| l.strip_prefix("mapped "))
                 .unwrap_or_else(|| panic!("p={p} rank {r}: no access line in {out}"));
-            let (mapped, cma) = stats.split_once(" cma ").unwrap();
-            let (mapped, cma): (u64, u64) = (mapped.parse().unwrap(), cma.parse().unwrap());
+            let num = |s: &str| -> u64 { s.parse().unwrap_or_else(|_| panic!("{s} in {out}")) };
+            let (mapped, rest) = stats.split_once(" cma ").unwrap();
+            let (cma, wrote) = rest.split_once(" wrote ").unwrap();
+            let (mapped, cma, wrote) = (num(mapped), num(cma), num(wrote));
+            if !algo.is_empty() {
+                assert!(wrote > 0, "p={p} {algo} rank {r}: no mapped write ({out})");
+            }
             assert!(mapped > 0, "p={p} rank {r}: no mapped read ({out})");
             assert_eq!(
                 cma, 0,

@@ -8,7 +8,7 @@
 use super::CollExecutor;
 use crate::op::{OpParam, OpType, WorkflowMode};
 use crate::resource::{AlgResourceRequest, AlgResourceResponse, SingleSubCommTransport};
-use crate::topo::{CommPlane, TopoInfo};
+use crate::topo::{CommPlane, SubCommInfo, TopoInfo};
 use hccl_platform::{HcclError, MemKind, Result};
 
 /// What an executor on the flat plane knows about itself (one type may
@@ -137,4 +137,41 @@ pub(crate) fn ring_peers(r: u32, n: u32) -> Vec<u32> {
 /// Every other rank.
 pub(crate) fn all_peers(_r: u32, n: u32) -> Vec<u32> {
     (0..n).collect()
+}
+
+/// Graph mode's first step: the peers that write into this rank's user
+/// buffers learn where they are, and this rank learns where the peers it
+/// writes into keep theirs (their `ParamInput` / `ParamOutput`, mapped
+/// once per peer by the link). Every rank exchanges with every one of its
+/// executor's peers — a symmetric relation, so both ends of each link
+/// agree — sending all its addresses before waiting for any.
+pub(crate) fn share_user_buffers(param: &OpParam, comm: &SubCommInfo, peers: &[u32]) -> Result<()> {
+    let mut peers = peers.to_vec();
+    peers.sort_unstable();
+    peers.dedup();
+    peers.retain(|&q| q != comm.local_rank);
+    let s = &param.stream;
+    for &q in &peers {
+        comm.link(q)?
+            .expose_param_mem(&param.input, &param.output, s)?;
+    }
+    for &q in &peers {
+        comm.link(q)?.rx_param_mem(s)?;
+    }
+    Ok(())
+}
+
+/// Whether `param` runs in graph mode (on the user buffers).
+pub(crate) fn is_graph(param: &OpParam) -> bool {
+    param.mode == WorkflowMode::Graph
+}
+
+/// Copies the whole user input into the user output (nothing when the op
+/// runs in place): graph-mode executors then work in the output.
+pub(crate) fn input_to_output(param: &OpParam, bytes: usize) -> Result<()> {
+    let (src, dst) = (param.input.range(0, bytes)?, param.output.range(0, bytes)?);
+    if !src.same_range(&dst) && bytes > 0 {
+        param.stream.memcpy_async(&dst, &src)?;
+    }
+    Ok(())
 }

@@ -11,14 +11,14 @@
 //! - **Broadcast**: scatter of the root's data cut into p slices, then
 //!   allgather (seed 002: 2⌈log2 p⌉ steps, 2(p−1)/p of the data per rank).
 
-use super::flat::{FlatExecutor, Named};
+use super::flat::{input_to_output, is_graph, share_user_buffers, FlatExecutor, Named};
 use crate::op::{OpParam, OpType};
 use crate::resource::AlgResourceResponse;
 use crate::template::layout::{
     copy_through, round_capacity, run_op_base_loop, run_per_rank_rounds, slots, Groups, Slice,
 };
 use crate::template::nhr_nb::{
-    all_gather, all_reduce, peers, reduce_scatter, scatter, steps, Family,
+    all_gather, all_reduce, all_reduce_in, peers, reduce_scatter, scatter, steps, Family,
 };
 use crate::topo::{CommPlane, SubCommInfo, TopoInfo};
 use hccl_platform::{DeviceMem, HcclError, MemKind, Result};
@@ -141,6 +141,31 @@ impl NonuniformExecutor {
     }
 
     /// AllReduce and Broadcast: rounds of the message cut into p slices.
+    /// AllGather in graph mode: one round over the whole user output, the
+    /// blocks written straight into the peers' outputs.
+    fn windows_graph(&self, param: &OpParam, comm: &SubCommInfo) -> Result<()> {
+        let s = &param.stream;
+        let (r, p) = (comm.local_rank as u64, comm.local_rank_size as u64);
+        let (c, u) = (param.count, param.dtype.size() as u64);
+        let b = |e: u64| (e * u) as usize;
+        let own = param.input.range(0, b(c))?;
+        let slot = param.output.range(b(r * c), b(c))?;
+        if !own.same_range(&slot) {
+            s.memcpy_async(&slot, &own)?;
+        }
+        let groups = Groups::from_slices(&slots(p, c, u));
+        let out = param.output.range(0, b(p * c))?;
+        all_gather(
+            s,
+            comm,
+            self.fam,
+            &groups,
+            &out,
+            (MemKind::ParamOutput, 0),
+            0,
+        )
+    }
+
     fn sliced(&self, param: &OpParam, comm: &SubCommInfo, res: &AlgResourceResponse) -> Result<()> {
         let s = &param.stream;
         let (r, p) = (comm.local_rank, comm.local_rank_size);
@@ -148,6 +173,21 @@ impl NonuniformExecutor {
         let after = steps(p);
         run_op_base_loop(param, res, round_capacity(res), |chunk, res| {
             let user_out = param.output.range(chunk.offset, chunk.bytes)?;
+            let graph = is_graph(param);
+            if self.named.op == OpType::AllReduce && graph {
+                // on the user output, partials landing in the CCL output
+                let input = param.input.range(chunk.offset, chunk.bytes)?;
+                if !input.same_range(&user_out) {
+                    s.memcpy_async(&user_out, &input)?;
+                }
+                let landing = res.ccl_output.range(0, chunk.bytes)?;
+                let at = (
+                    (MemKind::ParamOutput, chunk.offset),
+                    (MemKind::CclOutput, 0),
+                );
+                let how = (param.dtype, param.reduce_op);
+                return all_reduce_in(s, comm, fam, (&user_out, &landing), at, how);
+            }
             if self.named.op == OpType::AllReduce {
                 let w = res.ccl_input.range(0, chunk.bytes)?;
                 s.memcpy_async(&w, &param.input.range(chunk.offset, chunk.bytes)?)?;
@@ -156,23 +196,22 @@ impl NonuniformExecutor {
                 return s.memcpy_async(&user_out, &w);
             }
             let groups = Groups::from_slices(&Slice::split(chunk.bytes, p as usize));
-            // broadcast: the root's buffer is its input and output
-            let w = res.ccl_output.range(0, chunk.bytes)?;
-            if r == param.root {
+            // broadcast: the root's buffer is its input and output; in
+            // graph mode the blocks travel between the user outputs
+            let (w, at) = if graph {
+                (user_out.clone(), (MemKind::ParamOutput, chunk.offset))
+            } else {
+                (
+                    res.ccl_output.range(0, chunk.bytes)?,
+                    (MemKind::CclOutput, 0),
+                )
+            };
+            if r == param.root && !graph {
                 s.memcpy_async(&w, &user_out)?;
             }
-            scatter(
-                s,
-                comm,
-                fam,
-                &groups,
-                &w,
-                (MemKind::CclOutput, 0),
-                param.root,
-                0,
-            )?;
-            all_gather(s, comm, fam, &groups, &w, (MemKind::CclOutput, 0), after)?;
-            if r != param.root {
+            scatter(s, comm, fam, &groups, &w, at, param.root, 0)?;
+            all_gather(s, comm, fam, &groups, &w, at, after)?;
+            if r != param.root && !graph {
                 s.memcpy_async(&user_out, &w)?;
             }
             Ok(())
@@ -183,6 +222,15 @@ impl NonuniformExecutor {
 impl FlatExecutor for NonuniformExecutor {
     fn named(&self) -> &Named {
         &self.named
+    }
+    /// AllReduce, AllGather and Broadcast run on the user buffers in
+    /// graph mode (ReduceScatter and Scatter stage: their working buffer
+    /// is p blocks, more than the user output holds).
+    fn graph(&self) -> bool {
+        matches!(
+            self.named.op,
+            OpType::AllReduce | OpType::AllGather | OpType::Broadcast
+        )
     }
     fn peers(&self, r: u32, n: u32, _: &OpParam) -> Vec<u32> {
         peers(r, n)
@@ -195,7 +243,17 @@ impl FlatExecutor for NonuniformExecutor {
             return copy_through(param, param.input_bytes() as usize);
         }
         let comm = res.sub_comm(CommPlane::Combine, 0)?;
+        let graph = is_graph(param);
+        if graph {
+            let (r, p) = (comm.local_rank, comm.local_rank_size);
+            share_user_buffers(param, &comm, &peers(r, p))?;
+            if self.named.op == OpType::Broadcast && r == param.root {
+                input_to_output(param, param.input_bytes() as usize)?;
+            }
+        }
         match self.named.op {
+            // one round of the whole op in the user output
+            OpType::AllGather if graph => self.windows_graph(param, &comm),
             OpType::AllGather | OpType::ReduceScatter | OpType::Scatter => {
                 self.windows(param, &comm, res)
             }

@@ -22,7 +22,7 @@
 //! - **Broadcast** / **Reduce**: the binomial trees over the core, per
 //!   op-base round in the CCL input.
 
-use super::flat::{FlatExecutor, Named};
+use super::flat::{is_graph, share_user_buffers, FlatExecutor, Named};
 use crate::op::{OpParam, OpType};
 use crate::prim::{self, Rx, Tx};
 use crate::resource::AlgResourceResponse;
@@ -57,6 +57,10 @@ impl FlatExecutor for AllReduceRhdExecutor {
     fn named(&self) -> &Named {
         &self.0
     }
+    /// Runs on the user buffers in graph mode.
+    fn graph(&self) -> bool {
+        true
+    }
     fn peers(&self, r: u32, n: u32, _: &OpParam) -> Vec<u32> {
         partners(r, n)
     }
@@ -67,10 +71,30 @@ impl FlatExecutor for AllReduceRhdExecutor {
             return copy_through(param, bytes);
         }
         let comm = res.sub_comm(CommPlane::Combine, 0)?;
+        let how = (param.dtype, param.reduce_op);
+        if is_graph(param) {
+            // on the user output (the input copied in once per round),
+            // partials landing in the CCL output: one copy per round
+            // instead of two
+            let (r, p) = (comm.local_rank, comm.local_rank_size);
+            share_user_buffers(param, &comm, &partners(r, p))?;
+            return run_op_base_loop(param, res, round_capacity(res), |chunk, res| {
+                let w = param.output.range(chunk.offset, chunk.bytes)?;
+                let input = param.input.range(chunk.offset, chunk.bytes)?;
+                if !input.same_range(&w) {
+                    s.memcpy_async(&w, &input)?;
+                }
+                let landing = res.ccl_output.range(0, chunk.bytes)?;
+                let at = (
+                    (MemKind::ParamOutput, chunk.offset),
+                    (MemKind::CclOutput, 0),
+                );
+                rhd::all_reduce_in(s, &comm, (&w, &landing), at, how)
+            });
+        }
         run_op_base_loop(param, res, round_capacity(res), |chunk, res| {
             let w = res.ccl_input.range(0, chunk.bytes)?;
             s.memcpy_async(&w, &param.input.range(chunk.offset, chunk.bytes)?)?;
-            let how = (param.dtype, param.reduce_op);
             rhd::all_reduce(s, &comm, (&w, &res.ccl_output, 0), how)?;
             s.memcpy_async(&param.output.range(chunk.offset, chunk.bytes)?, &w)
         })

@@ -24,16 +24,16 @@
 //!   (the destination's position along the chain) of each rank's CCL
 //!   output, p slots per op-base round.
 
-use super::flat::{ring_peers, FlatExecutor, Named};
+use super::flat::{input_to_output, is_graph, ring_peers, share_user_buffers, FlatExecutor, Named};
 use crate::op::{OpParam, OpType};
 use crate::prim::{self, Rx, Tx};
 use crate::resource::AlgResourceResponse;
 use crate::template::layout::{
-    copy_through, round_capacity, run_op_base_loop, run_per_rank_rounds, slots,
+    copy_through, round_capacity, run_op_base_loop, run_per_rank_rounds, slots, Slice,
     PIPELINE_CHUNK_BYTES,
 };
 use crate::template::{chain, ring, RingAllGather, RingReduceScatter};
-use crate::topo::{CommPlane, TopoInfo};
+use crate::topo::{CommPlane, SubCommInfo, TopoInfo};
 use hccl_platform::{HcclError, MemKind, Result};
 
 /// Ring AllReduce over the flat (`Combine`) plane.
@@ -78,6 +78,10 @@ impl FlatExecutor for AllReduceRingExecutor {
     fn named(&self) -> &Named {
         &self.0
     }
+    /// Runs on the user buffers in graph mode.
+    fn graph(&self) -> bool {
+        true
+    }
     fn peers(&self, r: u32, n: u32, _: &OpParam) -> Vec<u32> {
         ring_peers(r, n)
     }
@@ -88,6 +92,9 @@ impl FlatExecutor for AllReduceRingExecutor {
             return copy_through(param, bytes);
         }
         let comm = res.sub_comm(CommPlane::Combine, 0)?;
+        if is_graph(param) {
+            return all_reduce_graph(param, res, &comm);
+        }
         run_op_base_loop(param, res, round_capacity(res), |chunk, res| {
             let cin = res.ccl_input.range(0, chunk.bytes)?;
             let cout = res.ccl_output.range(0, chunk.bytes)?;
@@ -97,6 +104,32 @@ impl FlatExecutor for AllReduceRingExecutor {
             stream.memcpy_async(&param.output.range(chunk.offset, chunk.bytes)?, &cout)
         })
     }
+}
+
+/// The ring AllReduce in graph mode, on the user buffers: the input is
+/// copied into the output once, the reduce-scatter reduces there with the
+/// partials landing in the CCL output (the peer-addressable scratch the
+/// user's buffers do not offer: the input is read-only), and the
+/// allgather writes each reduced slice straight into the neighbour's
+/// output. Per round one copy, against op-base's two copies and the
+/// slice copy between the phases.
+fn all_reduce_graph(param: &OpParam, res: &AlgResourceResponse, comm: &SubCommInfo) -> Result<()> {
+    let s = &param.stream;
+    let (r, p) = (comm.local_rank, comm.local_rank_size);
+    share_user_buffers(param, comm, &ring_peers(r, p))?;
+    let how = (param.dtype, param.reduce_op);
+    run_op_base_loop(param, res, round_capacity(res), |chunk, res| {
+        let w = param.output.range(chunk.offset, chunk.bytes)?;
+        let input = param.input.range(chunk.offset, chunk.bytes)?;
+        if !input.same_range(&w) {
+            s.memcpy_async(&w, &input)?;
+        }
+        let slices = Slice::split(chunk.bytes, p as usize);
+        let landing = res.ccl_output.range(0, chunk.bytes)?;
+        let rs = (w.clone(), landing, slices.clone());
+        RingReduceScatter::new(rs, (MemKind::CclOutput, 0), how).run(s, comm)?;
+        RingAllGather::new((w, slices), (MemKind::ParamOutput, chunk.offset)).run(s, comm)
+    })
 }
 
 /// The op-base frame of the ring AllGather and ReduceScatter: nothing to
@@ -127,6 +160,10 @@ impl FlatExecutor for AllGatherRingExecutor {
     fn named(&self) -> &Named {
         &self.0
     }
+    /// Runs on the user buffers in graph mode.
+    fn graph(&self) -> bool {
+        true
+    }
     fn peers(&self, r: u32, n: u32, _: &OpParam) -> Vec<u32> {
         ring_peers(r, n)
     }
@@ -138,6 +175,21 @@ impl FlatExecutor for AllGatherRingExecutor {
         );
         let (c, u) = (param.count, param.dtype.size() as u64);
         let b = |e: u64| (e * u) as usize;
+        if is_graph(param) && p > 1 && c > 0 {
+            // one round in the user output: each rank's block goes
+            // straight into the neighbour's output, p−1 steps
+            let comm = res.sub_comm(CommPlane::Combine, 0)?;
+            share_user_buffers(param, &comm, &ring_peers(me as u32, p as u32))?;
+            let (own, slot) = (
+                param.input.range(0, b(c))?,
+                param.output.range(b(me * c), b(c))?,
+            );
+            if !own.same_range(&slot) {
+                s.memcpy_async(&slot, &own)?;
+            }
+            let out = (param.output.range(0, b(p * c))?, slots(p, c, u));
+            return RingAllGather::new(out, (MemKind::ParamOutput, 0)).run(s, &comm);
+        }
         ring_rounds(&self.0, param, res, |comm, e0, w| {
             s.memcpy_async(
                 &res.ccl_output.range(b(me * w), b(w))?,
@@ -197,6 +249,10 @@ impl FlatExecutor for BroadcastRingExecutor {
     fn named(&self) -> &Named {
         &self.0
     }
+    /// Runs on the user buffers in graph mode.
+    fn graph(&self) -> bool {
+        true
+    }
     fn peers(&self, r: u32, n: u32, _: &OpParam) -> Vec<u32> {
         ring_peers(r, n)
     }
@@ -210,6 +266,20 @@ impl FlatExecutor for BroadcastRingExecutor {
         let pos = (me + p - param.root) % p;
         let comm = res.sub_comm(CommPlane::Combine, 0)?;
         let links = (comm.link((me + p - 1) % p)?, comm.link((me + 1) % p)?);
+        if is_graph(param) {
+            // the chain runs in the user buffers: the root's input (its
+            // output, if the op is not in place) is passed down segment
+            // by segment straight into each next rank's output
+            share_user_buffers(param, &comm, &ring_peers(me, p))?;
+            if pos == 0 {
+                input_to_output(param, param.input_bytes() as usize)?;
+            }
+            return run_op_base_loop(param, res, PIPELINE_CHUNK_BYTES, |chunk, _| {
+                let user = param.output.range(chunk.offset, chunk.bytes)?;
+                let at = (&user, MemKind::ParamOutput, chunk.offset);
+                chain::run_in(s, (pos, p), links, at, None)
+            });
+        }
         let capacity = res.ccl_input.len().min(PIPELINE_CHUNK_BYTES);
         run_op_base_loop(param, res, capacity, |chunk, res| {
             let w = res.ccl_input.range(0, chunk.bytes)?;

@@ -406,7 +406,18 @@ pub fn simulate(
         let device = Device::with_waker(r, config.clone(), Arc::new(EventCount::counting()));
         let stream = Stream::new(&device);
         let sh = &shapes[r as usize];
-        let input = DeviceMem::alloc(sh.in_elems as usize * u)?;
+        // graph mode runs on user buffers peers map: shareable memory
+        // registered with the rank's device, as a captured op's are
+        let graph = spec.mode == WorkflowMode::Graph;
+        let user_mem = |len: usize| -> hccl_platform::Result<DeviceMem> {
+            if !graph || len == 0 {
+                return DeviceMem::alloc(len);
+            }
+            let m = DeviceMem::alloc_shareable(len)?;
+            m.register_in(device.uid())?;
+            Ok(m)
+        };
+        let input = user_mem(sh.in_elems as usize * u)?;
         if !sh.same_buffer || r == spec.root {
             input.copy_from_host_bytes(&data::input(
                 spec.dtype,
@@ -418,7 +429,7 @@ pub fn simulate(
         let output = if sh.same_buffer {
             input.clone()
         } else {
-            DeviceMem::alloc(sh.out_elems as usize * u)?
+            user_mem(sh.out_elems as usize * u)?
         };
         let param = OpParam {
             tag: Cow::Owned(format!("sim_{}", spec.op_type).into()),

@@ -822,3 +822,80 @@ fn aiv_kernels_of_every_op_for_p_up_to_17() {
         }
     }
 }
+
+/// The template executors that run on the user buffers in graph mode.
+const GRAPH_TEMPLATE_CASES: &[(&str, OpType)] = &[
+    ("AllReduceRingExecutor", OpType::AllReduce),
+    ("AllGatherRingExecutor", OpType::AllGather),
+    ("BroadcastRingExecutor", OpType::Broadcast),
+    ("AllReduceRHDExecutor", OpType::AllReduce),
+    ("AllReduceNHRExecutor", OpType::AllReduce),
+    ("AllGatherNHRExecutor", OpType::AllGather),
+    ("BroadcastNHRExecutor", OpType::Broadcast),
+    ("AllReduceNBExecutor", OpType::AllReduce),
+    ("AllGatherNBExecutor", OpType::AllGather),
+    ("BroadcastNBExecutor", OpType::Broadcast),
+];
+
+/// Graph mode on the template executors (ring, RHD, NHR, NB): every rank
+/// count up to 33, awkward counts, roots in the middle, and CCL buffers
+/// smaller than the data (several rounds, partials landing in the CCL
+/// output, results written straight into the peers' user outputs).
+#[test]
+fn template_executors_in_graph_mode_every_rank_count() {
+    let topo = TopoInfo::new(0, vec![0, 0]).unwrap();
+    for &(name, op) in GRAPH_TEMPLATE_CASES {
+        let exec = registry().create(name, &topo).unwrap();
+        assert!(exec.supports_graph(), "{name} should run in graph mode");
+        for p in 1..=33u32 {
+            for count in [0u64, 1, 7, (p as u64).saturating_sub(1), 300, 5_001] {
+                if count == 5_001 && p > 9 {
+                    continue;
+                }
+                for ccl in [None, Some(4096)] {
+                    let mut spec = SimSpec::op(op, p, count, DataType::Fp32, ReduceOp::Sum);
+                    spec.root = p / 2;
+                    spec.mode = WorkflowMode::Graph;
+                    spec.ccl_buffer_size = ccl;
+                    let before = hccl_platform::peer_access_stats().mapped_write_bytes;
+                    let r = simulate(registry(), name, &spec).unwrap_or_else(|e| {
+                        panic!("{name} graph p={p} count={count} ccl={ccl:?}: {e}")
+                    });
+                    assert!(
+                        r.checked || count == 0 || p == 1,
+                        "{name} p={p}: result not checked"
+                    );
+                    // the results went straight into the peers' user outputs
+                    let wrote = hccl_platform::peer_access_stats().mapped_write_bytes - before;
+                    let (p64, bytes) = (p as u64, count * 4);
+                    if op == OpType::AllGather {
+                        // every block reaches every other rank exactly once
+                        assert_eq!(wrote, p64 * (p64 - 1) * bytes, "{name} p={p} count={count}");
+                    } else if p > 1 && count >= p as u64 {
+                        assert!(wrote > 0, "{name} p={p} count={count}: no mapped writes");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The template executors that stage (ReduceScatter's working buffer is
+/// p blocks, more than its user output holds) refuse graph mode with a
+/// clear error; the framework runs them op-base.
+#[test]
+fn staging_template_executors_refuse_graph_mode() {
+    let topo = TopoInfo::new(0, vec![0, 0]).unwrap();
+    for (name, op) in [
+        ("ReduceScatterRingExecutor", OpType::ReduceScatter),
+        ("ReduceRingExecutor", OpType::Reduce),
+        ("ScatterNHRExecutor", OpType::Scatter),
+    ] {
+        let exec = registry().create(name, &topo).unwrap();
+        assert!(!exec.supports_graph(), "{name}");
+        let mut spec = SimSpec::op(op, 2, 16, DataType::Fp32, ReduceOp::Sum);
+        spec.mode = WorkflowMode::Graph;
+        let e = simulate(registry(), name, &spec).unwrap_err().to_string();
+        assert!(e.contains("runs in op-base mode only"), "{name}: {e}");
+    }
+}

@@ -44,6 +44,19 @@ pub fn run_at(
     } else {
         MemKind::CclInput
     };
+    run_in(s, (pos, p), (up, down), (w, kind, base), reduce)
+}
+
+/// [`run`] with the segments written into the next rank's `kind` buffer
+/// at `base` (plus the segment's offset in `w`): a Broadcast in graph
+/// mode passes them straight into the user output (`ParamOutput`).
+pub fn run_in(
+    s: &Stream,
+    (pos, p): (u32, u32),
+    (up, down): (&LinkHandle, &LinkHandle),
+    (w, kind, base): (&DeviceMem, MemKind, usize),
+    reduce: Option<(&DeviceMem, DataType, ReduceOp)>,
+) -> Result<()> {
     for (k, seg) in Slice::split(w.len(), p as usize).iter().enumerate() {
         s.set_step(k as u32 + pos);
         let piece = seg.of(w)?;

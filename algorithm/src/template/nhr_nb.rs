@@ -255,19 +255,25 @@ pub fn all_reduce(
     (w, landing, base): (&DeviceMem, &DeviceMem, usize),
     how: (DataType, ReduceOp),
 ) -> Result<()> {
+    let at = ((MemKind::CclInput, base), (MemKind::CclOutput, base));
+    all_reduce_in(s, comm, fam, (w, landing), at, how)
+}
+
+/// [`all_reduce`] with `w` and `landing` wherever peers address them
+/// (`w_at`, `landing_at`): in graph mode `w` is the user output
+/// (`ParamOutput`) and the landing the CCL output.
+pub fn all_reduce_in(
+    s: &Stream,
+    comm: &SubCommInfo,
+    fam: Family,
+    (w, landing): (&DeviceMem, &DeviceMem),
+    (w_at, landing_at): (At, At),
+    how: (DataType, ReduceOp),
+) -> Result<()> {
     let p = comm.local_rank_size;
     let groups = Groups::from_slices(&Slice::split(w.len(), p as usize));
-    let landing = (landing, (MemKind::CclOutput, base));
-    reduce_scatter(s, comm, fam, &groups, w, landing, how, 0)?;
-    all_gather(
-        s,
-        comm,
-        fam,
-        &groups,
-        w,
-        (MemKind::CclInput, base),
-        steps(p),
-    )
+    reduce_scatter(s, comm, fam, &groups, w, (landing, landing_at), how, 0)?;
+    all_gather(s, comm, fam, &groups, w, w_at, steps(p))
 }
 
 /// The scatter from `root` over the blocks `groups` of `w` (addressed by

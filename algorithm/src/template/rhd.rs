@@ -44,6 +44,21 @@ pub fn all_reduce(
     (w, landing, base): (&DeviceMem, &DeviceMem, usize),
     how: (DataType, ReduceOp),
 ) -> Result<()> {
+    let at = ((MemKind::CclInput, base), (MemKind::CclOutput, base));
+    all_reduce_in(s, comm, (w, landing), at, how)
+}
+
+/// [`all_reduce`] with `w` and `landing` wherever peers address them
+/// (`w_at`, `landing_at`: buffer and offset of their first byte): in
+/// graph mode `w` is the user output (`ParamOutput`) and the landing the
+/// CCL output.
+pub fn all_reduce_in(
+    s: &Stream,
+    comm: &SubCommInfo,
+    (w, landing): (&DeviceMem, &DeviceMem),
+    ((w_kind, w_base), (landing_kind, landing_base)): ((MemKind, usize), (MemKind, usize)),
+    how: (DataType, ReduceOp),
+) -> Result<()> {
     let (r, p) = (comm.local_rank, comm.local_rank_size);
     if p <= 1 {
         return Ok(());
@@ -55,7 +70,7 @@ pub fn all_reduce(
     s.set_step(0);
     if r >= m {
         let l = comm.link(r - m)?;
-        prim::send(s, Tx::new(l, w, MemKind::CclOutput, base))?;
+        prim::send(s, Tx::new(l, w, landing_kind, landing_base))?;
         // wait for the result to be written back into W
         s.set_step(1 + 2 * log);
         return prim::recv(s, Rx::new(l));
@@ -65,13 +80,13 @@ pub fn all_reduce(
         prim::recv_reduce(s, Rx::new(comm.link(r + m)?), into, how)?;
     }
     let groups = Groups::from_slices(&Slice::split(n, m as usize));
-    let landing_at = (MemKind::CclOutput, base);
+    let landing_at = (landing_kind, landing_base);
     halving(s, comm, m, &groups, w, landing, landing_at, how, 1)?;
-    doubling(s, comm, m, &groups, w, (MemKind::CclInput, base), 1 + log)?;
+    doubling(s, comm, m, &groups, w, (w_kind, w_base), 1 + log)?;
     // fold-out
     s.set_step(1 + 2 * log);
     if r + m < p {
-        prim::send(s, Tx::new(comm.link(r + m)?, w, MemKind::CclInput, base))?;
+        prim::send(s, Tx::new(comm.link(r + m)?, w, w_kind, w_base))?;
     }
     Ok(())
 }

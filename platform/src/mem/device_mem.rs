@@ -104,7 +104,8 @@ impl DeviceMem {
     pub fn register_in(&self, domain: u64) -> Result<()> {
         let s = self.region.shareable_backing().ok_or_else(|| {
             HcclError::para(format!(
-                "only shareable memory can be registered: this buffer of {} bytes is {}                  (allocate with DeviceMem::alloc_shareable, DeviceBuffer or aclrtMalloc)",
+                "only shareable memory can be registered: this buffer of {} bytes is {} \
+                 (allocate with DeviceMem::alloc_shareable, DeviceBuffer or aclrtMalloc)",
                 self.len,
                 describe_kind(self.region.kind())
             ))

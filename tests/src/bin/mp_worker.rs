@@ -761,6 +761,9 @@ fn graph(c: &HcclComm, rank: u32, size: u32) -> hccl_adapter::Result<()> {
         }
     }
     let st = hccl_platform::peer_access_stats();
-    println!("mapped {} cma {}", st.mapped_reads, st.cma_reads);
+    println!(
+        "mapped {} cma {} wrote {}",
+        st.mapped_reads, st.cma_reads, st.mapped_writes
+    );
     Ok(())
 }
