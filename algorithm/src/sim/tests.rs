@@ -899,3 +899,46 @@ fn staging_template_executors_refuse_graph_mode() {
         assert!(e.contains("runs in op-base mode only"), "{name}: {e}");
     }
 }
+
+/// The TwoLevel AllReduce with every built-in level-1 algorithm in graph
+/// mode, on uneven hosts and with CCL buffers smaller than the data: the
+/// level-0 and level-1 gathers write into the peers' user outputs.
+#[test]
+fn two_level_all_reduce_in_graph_mode_on_uneven_hosts() {
+    let mut ran = 0;
+    for (name, op, kind) in crate::executor::hier_executors() {
+        let topo = TopoInfo::new(0, vec![0, 1]).unwrap();
+        let graph = registry().create(&name, &topo).unwrap().supports_graph();
+        let want = op == OpType::AllReduce && kind == crate::executor::HierKind::TwoLevel;
+        assert_eq!(graph, want, "{name}: graph mode");
+        if !graph {
+            continue;
+        }
+        ran += 1;
+        for &hosts in HOSTS {
+            let p: u32 = hosts.iter().sum();
+            for count in [1u64, 7, p as u64 + 3, 300, 5_001] {
+                for ccl in [None, Some(4096)] {
+                    let mut spec =
+                        SimSpec::op(op, p, count, DataType::Int32, ReduceOp::Sum).on_hosts(hosts);
+                    spec.mode = WorkflowMode::Graph;
+                    spec.ccl_buffer_size = ccl;
+                    let before = hccl_platform::peer_access_stats().mapped_write_bytes;
+                    let r = simulate(registry(), &name, &spec).unwrap_or_else(|e| {
+                        panic!("{name} graph hosts={hosts:?} count={count} ccl={ccl:?}: {e}")
+                    });
+                    assert!(r.checked, "{name} {hosts:?}: not checked");
+                    let wrote = hccl_platform::peer_access_stats().mapped_write_bytes - before;
+                    assert!(
+                        wrote > 0 || count < p as u64,
+                        "{name} {hosts:?}: no mapped writes"
+                    );
+                }
+            }
+        }
+    }
+    assert_eq!(
+        ran, 4,
+        "one TwoLevel AllReduce per built-in level-1 algorithm"
+    );
+}

@@ -10,9 +10,9 @@ use crate::cost::{terms, Algo};
 use crate::executor::flat::ring_peers;
 use crate::op::OpType;
 use crate::template::nhr_nb::{self, Family};
-use crate::template::{rhd, ring};
+use crate::template::{rhd, ring, RingAllGather, RingReduceScatter, Slice};
 use crate::topo::SubCommInfo;
-use hccl_platform::{DataType, DeviceMem, MemKind, ReduceOp, Result, Stream};
+use hccl_platform::{DataType, DeviceMem, HcclError, MemKind, ReduceOp, Result, Stream};
 
 /// An allreduce among the ranks of one level-1 group.
 pub trait Level1Algorithm: Send + Sync + std::fmt::Debug {
@@ -42,6 +42,31 @@ pub trait Level1Algorithm: Send + Sync + std::fmt::Debug {
     /// The cost model's (steps, bytes the busiest rank sends, bytes it
     /// reduces) of one such allreduce of `bytes` bytes on `n` ranks.
     fn terms(&self, n: u32, bytes: u64) -> (f64, f64, f64);
+
+    /// Whether [`all_reduce_in`](Self::all_reduce_in) is implemented: the
+    /// TwoLevel AllReduce then runs in graph mode.
+    fn graph(&self) -> bool {
+        false
+    }
+
+    /// Graph mode's allreduce among `comm` of the bytes in `w`, in place:
+    /// `w` is part of the user output, which peers address as `w_at`
+    /// (buffer and offset of its first byte); partials may land in
+    /// `landing` (as long as `w`, addressed as `landing_at`).
+    fn all_reduce_in(
+        &self,
+        stream: &Stream,
+        comm: &SubCommInfo,
+        bufs: (&DeviceMem, &DeviceMem),
+        at: ((MemKind, usize), (MemKind, usize)),
+        how: (DataType, ReduceOp),
+    ) -> Result<()> {
+        let _ = (stream, comm, bufs, at, how);
+        Err(HcclError::not_support(format!(
+            "level-1 algorithm {} has no graph-mode allreduce",
+            self.algo_name()
+        )))
+    }
 }
 
 /// Moves the result of an allreduce that ends in its working buffer (the
@@ -85,6 +110,22 @@ impl Level1Algorithm for RingLevel1 {
     fn terms(&self, n: u32, bytes: u64) -> (f64, f64, f64) {
         terms(Algo::Ring, OpType::AllReduce, n, bytes).unwrap_or_default()
     }
+    fn graph(&self) -> bool {
+        true
+    }
+    fn all_reduce_in(
+        &self,
+        stream: &Stream,
+        comm: &SubCommInfo,
+        (w, landing): (&DeviceMem, &DeviceMem),
+        (w_at, landing_at): ((MemKind, usize), (MemKind, usize)),
+        how: (DataType, ReduceOp),
+    ) -> Result<()> {
+        let slices = Slice::split(w.len(), comm.local_rank_size as usize);
+        let rs = (w.clone(), landing.clone(), slices.clone());
+        RingReduceScatter::new(rs, landing_at, how).run(stream, comm)?;
+        RingAllGather::new((w.clone(), slices), w_at).run(stream, comm)
+    }
 }
 
 /// Level-1 recursive halving/doubling (HCCL's `H-D_R`), for any group size.
@@ -113,6 +154,19 @@ impl Level1Algorithm for RhdLevel1 {
     }
     fn terms(&self, n: u32, bytes: u64) -> (f64, f64, f64) {
         terms(Algo::Rhd, OpType::AllReduce, n, bytes).unwrap_or_default()
+    }
+    fn graph(&self) -> bool {
+        true
+    }
+    fn all_reduce_in(
+        &self,
+        stream: &Stream,
+        comm: &SubCommInfo,
+        bufs: (&DeviceMem, &DeviceMem),
+        at: ((MemKind, usize), (MemKind, usize)),
+        how: (DataType, ReduceOp),
+    ) -> Result<()> {
+        rhd::all_reduce_in(stream, comm, bufs, at, how)
     }
 }
 
@@ -160,6 +214,19 @@ impl Level1Algorithm for NonuniformLevel1 {
             Family::Nb => Algo::Nb,
         };
         terms(algo, OpType::AllReduce, n, bytes).unwrap_or_default()
+    }
+    fn graph(&self) -> bool {
+        true
+    }
+    fn all_reduce_in(
+        &self,
+        stream: &Stream,
+        comm: &SubCommInfo,
+        bufs: (&DeviceMem, &DeviceMem),
+        at: ((MemKind, usize), (MemKind, usize)),
+        how: (DataType, ReduceOp),
+    ) -> Result<()> {
+        nhr_nb::all_reduce_in(stream, comm, self.fam, bufs, at, how)
     }
 }
 

@@ -2,7 +2,7 @@
 
 use super::hosts::{overlap, span, Hosts, Layout, Split};
 use super::level1::Level1Algorithm;
-use crate::executor::flat::{check_mode, check_op, ring_peers};
+use crate::executor::flat::{check_mode, check_op, is_graph, ring_peers, share_user_buffers};
 use crate::executor::CollExecutor;
 use crate::op::{OpParam, OpType};
 use crate::prim::{self, Rx, Tx};
@@ -180,6 +180,50 @@ impl HierExecutor {
         })
     }
 
+    /// AllReduce in graph mode: the same three phases on the user output
+    /// (the input copied in once per round), partials landing in the CCL
+    /// output, every gather writing straight into the peers' outputs.
+    fn all_reduce_graph(&self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+        let s = &param.stream;
+        let (l0, l1) = (level0(res, &self.hosts)?, self.level1_comms(res)?);
+        share_user_buffers(param, &l0, &ring_peers(l0.local_rank, l0.local_rank_size))?;
+        for comm in &l1 {
+            let peers = self.level1.peers(comm.local_rank, comm.local_rank_size);
+            share_user_buffers(param, comm, &peers)?;
+        }
+        let units = self.units();
+        let how = (param.dtype, param.reduce_op);
+        run_op_base_loop(param, res, round_capacity(res), |chunk, res| {
+            let bytes = chunk.bytes;
+            let w = param.output.range(chunk.offset, bytes)?;
+            let input = param.input.range(chunk.offset, bytes)?;
+            if !input.same_range(&w) {
+                s.memcpy_async(&w, &input)?;
+            }
+            let landing = res.ccl_output.range(0, bytes)?;
+            let parts = Slice::split(bytes, self.parts() as usize);
+            let slices = self
+                .hosts
+                .level0_slices(self.hosts.host, &parts, self.split());
+            let bufs = (w.clone(), landing.clone(), slices.clone());
+            RingReduceScatter::new(bufs, (MemKind::CclOutput, 0), how).run(s, &l0)?;
+            for (u, comm) in units.iter().zip(&l1) {
+                let sp = span(&parts, u.clone());
+                let bufs = (
+                    &w.range(sp.offset, sp.len)?,
+                    &landing.range(sp.offset, sp.len)?,
+                );
+                let at = (
+                    (MemKind::ParamOutput, chunk.offset + sp.offset),
+                    (MemKind::CclOutput, sp.offset),
+                );
+                self.level1.all_reduce_in(s, comm, bufs, at, how)?;
+            }
+            let at = (MemKind::ParamOutput, chunk.offset);
+            RingAllGather::new((w.clone(), slices), at).run(s, &l0)
+        })
+    }
+
     /// AllGather, ReduceScatter: rounds of one window per rank block.
     fn blocks(&self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
         let s = &param.stream;
@@ -330,7 +374,7 @@ impl CollExecutor for HierExecutor {
 
     fn calc_res_request(&self, param: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
         check_op(&self.name, self.op, param)?;
-        check_mode(&self.name, param, false)?;
+        check_mode(&self.name, param, self.supports_graph())?;
         // AHC ReduceScatter ends with a direct write to every host peer
         let mesh = self.kind == HierKind::Ahc && self.op == OpType::ReduceScatter;
         let groups = self
@@ -349,11 +393,19 @@ impl CollExecutor for HierExecutor {
         hier_request(&self.hosts, topo.user_rank, mesh, groups, peers)
     }
 
+    /// The TwoLevel AllReduce runs on the user buffers when its level-1
+    /// algorithm has a graph-mode allreduce (every built-in one does).
+    fn supports_graph(&self) -> bool {
+        self.kind == HierKind::TwoLevel && self.op == OpType::AllReduce && self.level1.graph()
+    }
+
     fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+        check_mode(&self.name, param, self.supports_graph())?;
         if let Some(done) = trivial(param, &self.topo) {
             return done;
         }
         match self.op {
+            OpType::AllReduce if is_graph(param) => self.all_reduce_graph(param, res),
             OpType::AllReduce => self.all_reduce(param, res),
             OpType::AllGather | OpType::ReduceScatter => self.blocks(param, res),
             op => Err(HcclError::internal(format!(
