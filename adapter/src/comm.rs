@@ -10,9 +10,11 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 mod batch;
+mod capture_fuse;
 mod group;
 mod memory;
 pub use batch::{SendRecvItem, SendRecvKind};
+pub use capture_fuse::CAPTURE_FUSE_MAX_BYTES;
 pub use group::{group, group_end, group_start, group_status, GROUP_FUSE_MAX_BYTES};
 
 /// An op code's tag, made at its first call: (API name, tag).
@@ -371,6 +373,9 @@ impl HcclComm {
             peer: call.peer,
         };
         if group::defer(self, &param) {
+            return Ok(());
+        }
+        if stream.is_capturing() && capture_fuse::defer(self, &param, stream)? {
             return Ok(());
         }
         self.inner.exec_op(&param)

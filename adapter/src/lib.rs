@@ -55,7 +55,7 @@ mod validate;
 // Communicators and their ops.
 pub use comm::{
     group, group_end, group_start, group_status, HcclComm, SendRecvItem, SendRecvKind,
-    GROUP_FUSE_MAX_BYTES,
+    CAPTURE_FUSE_MAX_BYTES, GROUP_FUSE_MAX_BYTES,
 };
 // Making communicators: configuration, threads of this process, and the
 // root info processes share.

@@ -151,8 +151,13 @@ pub fn exchange(s: &Stream, from: &[Rx<'_>], to: &[Tx<'_>]) -> Result<()> {
         }
     }
     for r in from {
-        if let Some((landing, kind, off)) = r.landing {
-            r.link.rx_async(kind, off, landing, s)?;
+        match r.landing {
+            // a landing in this rank's own user buffer (graph mode): the
+            // sender writes it through its mapping; an RxAsync naming a
+            // user buffer is a *read* of the peer's (`read_peer`), which
+            // would race the peer's own progress
+            Some((_, MemKind::ParamInput | MemKind::ParamOutput, _)) | None => {}
+            Some((landing, kind, off)) => r.link.rx_async(kind, off, landing, s)?,
         }
     }
     for r in from {

@@ -51,7 +51,7 @@ pub use stream::{
 };
 // Capture and replay: tasks recorded on a capturing stream, replayed as a
 // graph (ACL graphs' `aclmdlRI`).
-pub use stream::{CaptureMode, CaptureStatus, Graph};
+pub use stream::{CaptureDeferred, CaptureMode, CaptureStatus, Graph};
 
 // Links: HCCL's transport verbs and the transports that implement them.
 // A transport implements [`Link`]; algorithms enqueue verbs through

@@ -135,3 +135,96 @@ fn template_executors_replayed_in_graph_mode() {
         }
     }
 }
+
+/// Consecutive small AllReduces on a capturing stream are recorded as one
+/// (gradient bucketing): 64 AllReduces of 16 KiB make a graph of one op,
+/// whose replays reduce every tensor (checked, fresh inputs each launch).
+#[test]
+fn captured_small_all_reduces_are_fused() {
+    for p in [2u32, 4] {
+        let comms = comms_with_env(p, &[]);
+        run_ranks(p, Duration::from_secs(60), move |r| {
+            let comm = &comms[r as usize];
+            let s = comm.create_stream();
+            let n = 4096; // 16 KiB of f32
+            let bufs: Vec<(DeviceMem, DeviceMem)> = (0..64)
+                .map(|_| {
+                    let a = DeviceMem::alloc_shareable(n * 4).unwrap();
+                    let b = DeviceMem::alloc_shareable(n * 4).unwrap();
+                    (a, b)
+                })
+                .collect();
+            s.begin_capture(CaptureMode::Global).unwrap();
+            for (a, b) in &bufs {
+                comm.all_reduce_raw(a, b, n as u64, DataType::Fp32, ReduceOp::Sum, &s)
+                    .unwrap();
+            }
+            let g = s.end_capture().unwrap();
+            assert_eq!(g.op_count(), 1, "p={p}: 64 AllReduces fused into one op");
+            for launch in 0..10u32 {
+                for (t, (a, _)) in bufs.iter().enumerate() {
+                    let v: Vec<f32> = (0..n)
+                        .map(|i| (r * 1000 + t as u32 * 10 + launch + (i % 7) as u32) as f32)
+                        .collect();
+                    a.copy_from_host(&v).unwrap();
+                }
+                g.launch(&s).unwrap();
+                s.synchronize().unwrap();
+                for (t, (_, b)) in bufs.iter().enumerate() {
+                    let got = b.to_vec::<f32>(n).unwrap();
+                    for (i, g) in got.iter().enumerate().step_by(61) {
+                        let want: u32 = (0..p)
+                            .map(|q| q * 1000 + t as u32 * 10 + launch + (i % 7) as u32)
+                            .sum();
+                        assert_eq!(*g, want as f32, "p={p} tensor {t} launch {launch} [{i}]");
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// What a fused run must not swallow: a copy between two AllReduces
+/// (recorded in its place, after the first), and an AllReduce whose input
+/// is the previous one's output (it needs that result: a run of its own).
+#[test]
+fn capture_fusion_keeps_stream_order() {
+    let p = 2u32;
+    let comms = comms_with_env(p, &[]);
+    run_ranks(p, Duration::from_secs(60), move |r| {
+        let comm = &comms[r as usize];
+        let s = comm.create_stream();
+        let n = 1000;
+        let m: Vec<DeviceMem> = (0..5)
+            .map(|_| DeviceMem::alloc_shareable(n * 4).unwrap())
+            .collect();
+        let (f, sum) = (DataType::Fp32, ReduceOp::Sum);
+        s.begin_capture(CaptureMode::Global).unwrap();
+        comm.all_reduce_raw(&m[0], &m[1], n as u64, f, sum, &s)
+            .unwrap();
+        s.memcpy_async(&m[2], &m[1]).unwrap();
+        comm.all_reduce_raw(&m[2], &m[3], n as u64, f, sum, &s)
+            .unwrap();
+        comm.all_reduce_raw(&m[3], &m[4], n as u64, f, sum, &s)
+            .unwrap();
+        let g = s.end_capture().unwrap();
+        assert_eq!(
+            g.op_count(),
+            3,
+            "three runs: the copy and the dependency split them"
+        );
+        for launch in 0..5 {
+            let v: Vec<f32> = (0..n)
+                .map(|i| (r + 1 + launch + i as u32 % 3) as f32)
+                .collect();
+            m[0].copy_from_host(&v).unwrap();
+            g.launch(&s).unwrap();
+            s.synchronize().unwrap();
+            let got = m[4].to_vec::<f32>(n).unwrap();
+            for (i, g) in got.iter().enumerate() {
+                let base: u32 = (0..p).map(|q| q + 1 + launch + i as u32 % 3).sum();
+                assert_eq!(*g, (base * p * p) as f32, "launch {launch} [{i}]");
+            }
+        }
+    });
+}

@@ -29,10 +29,21 @@ use super::batch::{SendRecvItem, SendRecvKind};
 /// in a group; larger ones already run at bandwidth on their own.
 pub const GROUP_FUSE_MAX_BYTES: usize = 1 << 20;
 
-/// One op deferred to the end of its group, with owned arguments.
-struct Deferred {
-    comm: HcclComm,
-    param: OpParam<'static>,
+/// One op deferred to the end of its group (or held back in a capture),
+/// with owned arguments.
+pub(super) struct Deferred {
+    pub(super) comm: HcclComm,
+    pub(super) param: OpParam<'static>,
+}
+
+impl Deferred {
+    /// `param` of `comm`, owned.
+    pub(super) fn of(comm: &HcclComm, param: &OpParam<'_>) -> Self {
+        Deferred {
+            comm: comm.clone(),
+            param: owned(param),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -98,10 +109,7 @@ pub(super) fn defer(comm: &HcclComm, param: &OpParam<'_>) -> bool {
         if g.depth == 0 {
             return false;
         }
-        g.pending.push(Deferred {
-            comm: comm.clone(),
-            param: owned(param),
-        });
+        g.pending.push(Deferred::of(comm, param));
         true
     })
 }
@@ -206,12 +214,17 @@ fn launch(pending: Vec<Deferred>) -> Result<()> {
 /// One AllReduce for several: pack the inputs into one buffer, reduce it
 /// in place, unpack into the outputs (all in stream order on their
 /// common stream).
-fn fused_all_reduce(run: &[Deferred]) -> Result<()> {
+pub(super) fn fused_all_reduce(run: &[Deferred]) -> Result<()> {
     let first = &run[0];
     let s: &Stream = &first.param.stream;
     let dtype = first.param.dtype;
     let total: usize = run.iter().map(|d| d.param.input.len()).sum();
-    let packed = DeviceMem::alloc(total)?;
+    // a captured op runs on memory its peers map
+    let packed = if s.is_capturing() {
+        DeviceMem::alloc_shareable(total)?
+    } else {
+        DeviceMem::alloc(total)?
+    };
     let mut at = 0;
     for d in run {
         let n = d.param.input.len();
@@ -228,10 +241,6 @@ fn fused_all_reduce(run: &[Deferred]) -> Result<()> {
         s.memcpy_async(&d.param.output.range(0, n)?, &packed.range(at, n)?)?;
         at += n;
     }
-    tracing::debug!(
-        ops = run.len(),
-        bytes = total,
-        "group: AllReduces fused into one"
-    );
+    tracing::debug!(ops = run.len(), bytes = total, "AllReduces fused into one");
     Ok(())
 }

@@ -319,6 +319,10 @@ struct Body {
 /// A capture in progress, shared by the streams recording into it.
 pub(crate) struct Capture {
     body: Mutex<Body>,
+    /// Work held back to merge with what follows (see
+    /// [`CaptureDeferred`]); its own lock, because flushing it records
+    /// tasks into `body`.
+    deferred: Mutex<Option<Box<dyn CaptureDeferred>>>,
     mode: CaptureMode,
     thread: ThreadId,
     /// The capturing stream's id.
@@ -326,7 +330,26 @@ pub(crate) struct Capture {
     device_uid: u64,
 }
 
+/// Work a capture holds back so that what is issued next can merge with
+/// it (the adapter's consecutive small AllReduces, fused into one): it is
+/// flushed — recorded — before any other task is recorded on the capture,
+/// on any of its streams, and before the capture ends, so stream order
+/// is kept.
+pub trait CaptureDeferred: Send {
+    /// Records the held-back work (on the capture's streams).
+    fn flush(self: Box<Self>) -> Result<()>;
+    /// The concrete type, for the owner to extend the work it deferred.
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any;
+}
+
 impl Capture {
+    fn take_deferred(&self) -> Option<Box<dyn CaptureDeferred>> {
+        self.deferred
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    }
+
     fn lock(&self) -> MutexGuard<'_, Body> {
         self.body.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -574,6 +597,7 @@ impl Stream {
                 pools: Pools::recording(),
                 notes: Vec::new(),
             }),
+            deferred: Mutex::new(None),
             mode,
             thread: std::thread::current().id(),
             origin: self.id(),
@@ -620,6 +644,10 @@ impl Stream {
     /// one that began it. If an error invalidated the capture, the capture
     /// ends and that error is returned, with no graph.
     pub fn end_capture(&self) -> Result<Graph> {
+        // held-back work belongs in the graph (an error invalidates it)
+        if let Err(e) = self.flush_capture_deferred() {
+            self.invalidate_capture(&e);
+        }
         let slot = {
             let mut q = self.inner.lock_queue();
             let Some(slot) = &q.capture else {
@@ -762,6 +790,46 @@ impl Stream {
         {
             q.capture = None;
             self.inner.capturing.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// Holds `work` back in the capture this stream is in, to be flushed
+    /// before anything else is recorded on it (see [`CaptureDeferred`]).
+    /// Work deferred before is flushed first. `HCCL_E_PARA` (and `work`
+    /// dropped) when the stream is not capturing.
+    pub fn capture_defer(&self, work: Box<dyn CaptureDeferred>) -> Result<()> {
+        self.flush_capture_deferred()?;
+        let slot = self.inner.lock_queue().capture.clone();
+        let Some(slot) = slot else {
+            return Err(HcclError::para(format!(
+                "stream {} is not capturing: there is no capture to defer work in",
+                self.id()
+            )));
+        };
+        *slot
+            .capture
+            .deferred
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(work);
+        Ok(())
+    }
+
+    /// Takes the work deferred in this stream's capture back (to extend
+    /// it and defer it again), if any.
+    pub fn take_capture_deferred(&self) -> Option<Box<dyn CaptureDeferred>> {
+        let slot = self.inner.lock_queue().capture.clone()?;
+        slot.capture.take_deferred()
+    }
+
+    /// Records the work deferred in this stream's capture now, if any
+    /// (every enqueue on a capturing stream does this first).
+    pub fn flush_capture_deferred(&self) -> Result<()> {
+        if !self.is_capturing() {
+            return Ok(());
+        }
+        match self.take_capture_deferred() {
+            Some(work) => work.flush(),
+            None => Ok(()),
         }
     }
 

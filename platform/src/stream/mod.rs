@@ -27,7 +27,7 @@ mod task;
 mod verbs;
 
 pub use device::{BlockedTask, Device, DeviceConfig, DeviceStats, ExecMode};
-pub use graph::{CaptureMode, CaptureStatus, Graph};
+pub use graph::{CaptureDeferred, CaptureMode, CaptureStatus, Graph};
 pub use kernel::{Kernel, Settle};
 pub(crate) use kernel::{Launch, Relaunch};
 pub use task::{HostCallback, HostFn, OpLabel};
@@ -605,6 +605,8 @@ impl Stream {
     /// Enqueues the task `make` builds with the queue's pools (or, while
     /// the stream is capturing, records it: see `graph.rs`).
     pub(crate) fn push(&self, make: impl FnOnce(&mut Pools) -> Op) -> Result<()> {
+        // work a capture held back goes before this task
+        self.flush_capture_deferred()?;
         // enqueued is bumped under the queue lock so a synchronizer never
         // waits for a count that no queued task will complete.
         {
@@ -737,6 +739,7 @@ impl Stream {
     /// While the stream is capturing, the kernel is recorded instead (its
     /// [`Launch::capture`] form, launched again by every replay).
     pub(crate) fn launch(&self, mut kernel: impl Launch) -> Result<()> {
+        self.flush_capture_deferred()?;
         if self.is_capturing() && self.record_launch(|| kernel.capture())? {
             return Ok(());
         }
