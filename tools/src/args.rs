@@ -88,10 +88,23 @@ pub struct PerfArgs {
     /// mode.
     #[arg(short = 'z', long = "zero_copy", default_value_t = 0)]
     pub zero_copy: u8,
+    /// Symmetric memory: 1 = the send and receive buffers lie in one
+    /// symmetric window (`HcclCommSymWinRegister`: every rank registers a
+    /// buffer of the same size, peers on this host address it directly),
+    /// so ops run in graph mode on it; 0 = as `-z` says.
+    #[arg(short = 'm', long = "symmetric", default_value_t = 0)]
+    pub symmetric: u8,
     /// Graph mode: capture the timed loop (and the single op of the spread
-    /// pass) once on the stream and time its replays.
+    /// pass) once on the stream and time its replays. Consecutive small
+    /// AllReduces of a capture are fused into one op.
     #[arg(long = "graph")]
     pub graph: bool,
+    /// Gradient bucketing: each op of the loop is this many ops of the
+    /// message size on as many separate buffers (as a model's gradients
+    /// are); times and bandwidth are per op of the bucket. With `--graph`
+    /// a bucket of small AllReduces is captured as one fused op.
+    #[arg(long = "bucket", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub bucket: u32,
     /// Output format.
     #[arg(long = "format", value_enum, default_value_t = Format::Text)]
     pub format: Format,

@@ -21,7 +21,7 @@ use std::cell::Cell;
 
 /// A run's packed buffer holds at most this many bytes (the inputs of
 /// the AllReduces fused into one).
-pub const CAPTURE_FUSE_MAX_BYTES: usize = 32 << 20;
+pub const CAPTURE_FUSE_MAX_BYTES: usize = 4 << 20;
 
 thread_local! {
     /// Set while a run is being recorded: its own AllReduce (and the
