@@ -972,3 +972,49 @@ fn process_rows_name_the_measured_ops_executor() {
         }
     }
 }
+
+/// The zero-copy flags across processes: `-z 1`, `-m 1` (symmetric
+/// windows) and `--graph --bucket 8` (eight AllReduces per loop op,
+/// captured and fused) check every row; the graph-mode ones run the
+/// user-buffer executors (AIV below its limit, direct above it).
+#[test]
+fn zero_copy_symmetric_and_bucketed_graph_runs_check_every_row() {
+    for extra in [
+        &["-z", "1"][..],
+        &["-m", "1"][..],
+        &["--graph", "--bucket", "8"][..],
+    ] {
+        for op in ["all_reduce", "all_gather"] {
+            let mut args = vec![
+                op,
+                "-p",
+                "3",
+                "--transport",
+                "process",
+                "-b",
+                "1K",
+                "-e",
+                "1M",
+                "-f",
+                "32",
+                "-n",
+                "3",
+                "-w",
+                "1",
+                "--format",
+                "json",
+            ];
+            args.extend_from_slice(extra);
+            let out = hccl_test(&args);
+            let what = format!("{op} {extra:?}");
+            for row in json_rows(&out, 3, &what) {
+                assert_eq!(row["check"], "success", "{what}: {row}");
+                let algo = row["algorithm"].as_str().unwrap_or_default();
+                assert!(
+                    algo.contains("Aiv") || algo.contains("Direct"),
+                    "{what}: ran {algo} ({row})"
+                );
+            }
+        }
+    }
+}
