@@ -202,6 +202,19 @@ impl HcclComm {
         &self.inner
     }
 
+    /// Writes this rank's flight-recorder dump (its last ops and their
+    /// states, JSON: [`crate::FrDump`]) to `path`, noting `reason`.
+    /// `HCCL_E_NOT_SUPPORT` when recording is off
+    /// (`HCCL_RS_FR_BUFFER_SIZE=0`).
+    pub fn dump_flight_recorder(&self, path: &std::path::Path, reason: &str) -> Result<()> {
+        match self.inner.flight_recorder() {
+            Some(fr) => fr.dump_to(path, reason),
+            None => Err(HcclError::not_support(
+                "the flight recorder is off (HCCL_RS_FR_BUFFER_SIZE=0)",
+            )),
+        }
+    }
+
     /// The op tag of `call`: HCCL's `<Op>_<communicator name>`, plus the
     /// peer for a send or receive.
     fn tag(&self, call: &Call<'_>) -> Cow<'_, Arc<str>> {

@@ -57,6 +57,12 @@ pub use comm::{
     group, group_end, group_start, group_status, HcclComm, SendRecvItem, SendRecvKind,
     CAPTURE_FUSE_MAX_BYTES, GROUP_FUSE_MAX_BYTES,
 };
+// The flight recorder: each communicator's last ops, dumped as JSON
+// (`HCCL_RS_FR_DUMP_DIR`, `SIGUSR1`, `HcclComm::dump_flight_recorder`).
+pub use hccl_framework::{
+    dump_flight_recorders, FlightRecorder, FrDump, FrEntry, FrWait, DEFAULT_FR_BUFFER_SIZE,
+    FR_DUMP_VERSION,
+};
 // Making communicators: configuration, threads of this process, and the
 // root info processes share.
 pub use hccl_framework::{launched_as, LaunchedAs};

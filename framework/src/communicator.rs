@@ -2,6 +2,7 @@
 
 use crate::config::CommConfig;
 use crate::fabric::{Fabric, InProcFabric};
+use crate::flight::FlightRecorder;
 use crate::registration::CommMemory;
 use crate::resource_manager::ResourceManager;
 use crate::selector::Selector;
@@ -178,6 +179,8 @@ pub struct Communicator {
     selector: Selector,
     registry: &'static ExecutorRegistry,
     state: Mutex<CommState>,
+    /// The last ops, for dumps (`None`: `HCCL_RS_FR_BUFFER_SIZE=0`).
+    flight: Option<Arc<FlightRecorder>>,
 }
 
 impl Drop for Communicator {
@@ -229,7 +232,15 @@ impl Communicator {
                 vec!["this host".to_owned(); topo.user_rank_size as usize]
             };
         }
+        let flight = FlightRecorder::new(
+            config.fr_buffer_size,
+            &name,
+            (rank, topo.user_rank_size),
+            &device,
+            config.fr_dump_dir.clone(),
+        );
         Communicator {
+            flight,
             rank,
             size: topo.user_rank_size,
             hosts,
@@ -333,6 +344,18 @@ impl Communicator {
             l.link().shutdown(reason);
         }
         tracing::warn!(rank = self.rank, comm = %self.name, reason, "communicator aborted");
+        drop(st);
+        if let Some(fr) = &self.flight {
+            fr.dump_auto(&format!("communicator aborted: {reason}"));
+        }
+    }
+
+    /// This communicator's flight recorder (`None` when
+    /// `HCCL_RS_FR_BUFFER_SIZE=0`): its last ops, dumped on request
+    /// ([`FlightRecorder::dump_to`]) and, with `HCCL_RS_FR_DUMP_DIR`, on a
+    /// stream failure, an abort or `SIGUSR1`.
+    pub fn flight_recorder(&self) -> Option<&Arc<FlightRecorder>> {
+        self.flight.as_ref()
     }
 
     /// HCCL's `HcclCreateSubCommConfig`: the ranks `rank_ids` (parent ranks,
@@ -630,6 +653,10 @@ impl Communicator {
         // lanes of their own for the op's orchestration, so the graph holds
         // the whole op and replays each part on its stream.
         let capturing = param.stream.is_capturing();
+        let fr_start = self
+            .flight
+            .as_ref()
+            .map(|_| param.stream.progress().enqueued);
         // Consistency check: before any data moves, every peer this op talks
         // to compares its op descriptor with ours.
         let run = (|| {
@@ -658,6 +685,9 @@ impl Communicator {
             if run.is_ok() {
                 param.stream.capture_note(&op.label);
             }
+        }
+        if let (Some(fr), Some(start), true) = (&self.flight, fr_start, run.is_ok()) {
+            fr.record(param, &op.label, start);
         }
         run.map_err(|e| {
             let e = e.rank(self.rank).tag(&**param.tag);

@@ -46,6 +46,12 @@ pub(crate) const DEFAULT_EXEC_TIMEOUT_S: u64 = 1836;
 /// How a communicator is set up.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CommConfig {
+    /// Entries of the flight recorder's ring (`HCCL_RS_FR_BUFFER_SIZE`;
+    /// 0 = off; see `flight.rs`).
+    pub fr_buffer_size: usize,
+    /// Where the flight recorder dumps on a stream failure, an abort or
+    /// `SIGUSR1` (`HCCL_RS_FR_DUMP_DIR`); `None`: only on request.
+    pub fr_dump_dir: Option<std::path::PathBuf>,
     /// Size of each of the CCL input and output buffers, bytes (`HCCL_BUFFSIZE` MB).
     pub buffer_size: usize,
     /// Bound on every wait (`HCCL_EXEC_TIMEOUT`; `None` = 0 = never).
@@ -128,6 +134,8 @@ impl Default for CommConfig {
             buffer_size: (DEFAULT_BUFFSIZE_MB as usize) << 20,
             exec_timeout: Some(Duration::from_secs(DEFAULT_EXEC_TIMEOUT_S)),
             executor_override: None,
+            fr_buffer_size: crate::flight::DEFAULT_FR_BUFFER_SIZE,
+            fr_dump_dir: None,
             direct_min_bytes: Some(DEFAULT_DIRECT_MIN_BYTES),
             aiv_max_bytes: Some(hccl_algorithm::AIV_MAX_BYTES as u64),
             exec_mode: ExecMode::Inline,
@@ -279,6 +287,24 @@ impl CommConfig {
                     }
                 },
             };
+        }
+        if let Some(v) = env.get("HCCL_RS_FR_BUFFER_SIZE") {
+            c.fr_buffer_size = match v.trim().parse::<usize>() {
+                Ok(n) if n <= 1 << 20 => n,
+                _ => {
+                    return Err(bad(
+                        "HCCL_RS_FR_BUFFER_SIZE",
+                        &v,
+                        "expected a number of entries up to 1048576 (0 = off)",
+                    ))
+                }
+            };
+        }
+        if let Some(v) = env.get("HCCL_RS_FR_DUMP_DIR") {
+            let v = v.trim();
+            if !v.is_empty() {
+                c.fr_dump_dir = Some(std::path::PathBuf::from(v));
+            }
         }
         if let Some(v) = env.get("HCCL_RS_EXECUTOR") {
             let v = v.trim();

@@ -21,6 +21,8 @@ mod bootstrap;
 mod communicator;
 mod config;
 mod fabric;
+mod flight;
+mod flight_signal;
 mod internal_ops;
 mod multi_process;
 mod registration;
@@ -34,6 +36,11 @@ mod tuning;
 // hosts (`Communicator::init_root_info`, `init_cluster_info`,
 // `init_from_env`, in `multi_process.rs`).
 pub use communicator::{Communicator, InProcGroup};
+// The flight recorder: the last ops of each communicator, dumped as JSON.
+pub use flight::{
+    dump_all as dump_flight_recorders, FlightRecorder, FrDump, FrEntry, FrWait,
+    DEFAULT_FR_BUFFER_SIZE, FR_DUMP_VERSION,
+};
 
 // Memory peers address: registrations (`Communicator::register_mem`,
 // `exchange_mem`) and symmetric windows (`Communicator::sym_win_register`).

@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 mod aiv;
+mod clock;
 mod dtype;
 mod error;
 mod link;
@@ -46,8 +47,8 @@ pub use mem::{
 // the kernel trait a whole-op task implements.
 pub use notify::Notify;
 pub use stream::{
-    BlockedTask, Device, DeviceConfig, DeviceStats, EnqueueMark, ExecMode, HostCallback, HostFn,
-    Kernel, OpLabel, Stream,
+    BlockedTask, Device, DeviceConfig, DeviceStats, EnqueueMark, ExecMode, FailureHook,
+    HostCallback, HostFn, Kernel, OpLabel, Stream, StreamProgress,
 };
 // Capture and replay: tasks recorded on a capturing stream, replayed as a
 // graph (ACL graphs' `aclmdlRI`).
@@ -71,3 +72,5 @@ pub use reduce::{
     reduce_in_place, reduce_into, reduce_slice_in_place, reduce_slice_into, Reducible,
 };
 pub use sync::{EventCount, Waiter};
+// A cheap clock for per-op timestamps (flight recorder).
+pub use clock::{init_clock, stamp, Stamp, StampClock};

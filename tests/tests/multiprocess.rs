@@ -486,3 +486,111 @@ fn graph_mode_every_primitive_replayed_across_processes() {
         }
     }
 }
+
+/// Issue 20: one of 4 processes never calls the 3rd AllReduce. The others
+/// time out and their stream failures dump their flight recorders
+/// (`HCCL_RS_FR_DUMP_DIR`); the missing rank dumps on `SIGUSR1`. Every
+/// rank's dump is written, and hccl-trace's analysis names the missing
+/// rank and the op.
+#[test]
+fn flight_recorder_names_the_rank_that_never_joined() {
+    let dir = tempdir("fr_missing");
+    let frdir = format!("{dir}/fr");
+    let env = |_| {
+        vec![
+            ("HCCL_RS_FR_DUMP_DIR".to_string(), frdir.clone()),
+            ("HCCL_EXEC_TIMEOUT".to_string(), "3".to_string()),
+        ]
+    };
+    let ranks = spawn(4, "root_info", "fr_missing", &dir, env);
+    // the three that time out dump on their own
+    let dumped = |r: u32| {
+        std::path::Path::new(&frdir)
+            .read_dir()
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .ends_with(&format!("_rank{r}.json"))
+            })
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while ![0, 1, 3].iter().all(|&r| dumped(r)) {
+        assert!(Instant::now() < deadline, "ranks 0, 1, 3 did not dump");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // rank 2 dumps on request
+    let pid = ranks.0[2].id().to_string();
+    let sent = Command::new("kill").args(["-USR1", &pid]).status().unwrap();
+    assert!(sent.success(), "SIGUSR1 to rank 2");
+    let results = wait(ranks, Duration::from_secs(60));
+    for (r, (code, out, err)) in results.iter().enumerate() {
+        let want = if r == 2 { Some(0) } else { Some(2) };
+        assert_eq!(*code, want, "rank {r}: {out} {err}");
+    }
+    let dumps = hccl_tools::trace::load_dumps(&[frdir.clone().into()]).unwrap();
+    assert_eq!(dumps.len(), 4, "every rank's dump");
+    let reports = hccl_tools::trace::analyse(&dumps);
+    assert_eq!(reports.len(), 1);
+    let rep = &reports[0];
+    assert_eq!(rep.never_entered, vec![2], "{rep:?}");
+    let (seq, what) = rep.stuck_op.clone().unwrap();
+    assert_eq!(seq, 3, "{what}");
+    assert!(what.starts_with("AllReduce count 4096 fp32 sum"), "{what}");
+    for s in rep.ranks.iter().filter(|s| s.rank != 2) {
+        assert_eq!(s.state, "failed", "{s:?}");
+        assert!(s.error.is_some(), "{s:?}");
+    }
+    let text = hccl_tools::trace::render(&reports);
+    assert!(
+        text.contains("first op not completed everywhere: #3 AllReduce"),
+        "{text}"
+    );
+    assert!(text.contains("never entered by rank 2"), "{text}");
+    assert!(
+        text.contains("rank 2: never entered it (issued 2 ops)"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 20: an op whose count differs between the ranks: both fail the
+/// consistency check and dump, and hccl-trace names both sides'
+/// arguments.
+#[test]
+fn flight_recorder_shows_both_sides_of_a_mismatched_op() {
+    let dir = tempdir("fr_mismatch");
+    let frdir = format!("{dir}/fr");
+    let env = |_| vec![("HCCL_RS_FR_DUMP_DIR".to_string(), frdir.clone())];
+    let results = wait(
+        spawn(2, "root_info", "count_mismatch", &dir, env),
+        Duration::from_secs(60),
+    );
+    for (r, (code, out, err)) in results.iter().enumerate() {
+        assert_eq!(*code, Some(2), "rank {r} must fail: {out} {err}");
+    }
+    let dumps = hccl_tools::trace::load_dumps(&[frdir.clone().into()]).unwrap();
+    assert_eq!(dumps.len(), 2);
+    let reports = hccl_tools::trace::analyse(&dumps);
+    let m = &reports[0].mismatches;
+    assert_eq!(m.len(), 1, "{reports:?}");
+    assert_eq!(m[0].seq, 1);
+    let sides: Vec<&str> = m[0].sides.iter().map(|(s, _)| s.as_str()).collect();
+    assert!(
+        sides.contains(&"AllReduce count 16512 fp32 sum"),
+        "{sides:?}"
+    );
+    assert!(
+        sides.contains(&"AllReduce count 8320 fp32 sum"),
+        "{sides:?}"
+    );
+    let text = hccl_tools::trace::render(&reports);
+    assert!(
+        text.contains("mismatched op #1: rank 0: AllReduce count 16512 fp32 sum vs rank 1: AllReduce count 8320 fp32 sum")
+            || text.contains("mismatched op #1: rank 1: AllReduce count 8320 fp32 sum vs rank 0: AllReduce count 16512 fp32 sum"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -19,6 +19,9 @@ mod strays;
 // a small vocabulary of its own, so a public module.
 pub mod check;
 
+// `hccl-trace`: the flight-recorder dumps of all ranks, analysed.
+pub mod trace;
+
 // Test hosts as network namespaces (`hccl-test --netns`), also what the
 // integration tests make their hosts with.
 pub mod netns;

@@ -156,6 +156,9 @@ pub(crate) struct DeviceInner {
     park_hooks: Mutex<Vec<Weak<dyn crate::link::ParkHook>>>,
     /// Raised by a park hook that gathered frames to write after the round.
     flush: crate::link::FlushRequest,
+    /// Told when a stream of this device fails (see
+    /// [`Device::on_stream_failure`]).
+    failure_hooks: Mutex<Vec<FailureHook>>,
     /// Peer processes on this host, watched while a wait lasts (see the
     /// module docs), whether or not this rank has a link to them.
     watched: Mutex<Vec<Arc<PeerProcess>>>,
@@ -196,6 +199,20 @@ impl std::fmt::Debug for Device {
 static NEXT_UID: process::AtomicU64 = process::AtomicU64::new(1);
 
 impl Device {
+    /// Calls `hook` whenever a stream of this device fails (a task's
+    /// error, a timeout, a lost peer), with the stream's id and the error,
+    /// on the thread that found the failure — after the stream has failed,
+    /// so `Stream::progress` shows it. For recorders that dump what was in
+    /// flight (the framework's flight recorder); a hook must not wait on
+    /// the device's streams.
+    pub fn on_stream_failure(&self, hook: FailureHook) {
+        self.0
+            .failure_hooks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(hook);
+    }
+
     /// A device with logical id `id` (HCCL's device / rank index).
     pub fn new(id: u32, config: DeviceConfig) -> Device {
         Self::with_waker(id, config, Arc::new(EventCount::new()))
@@ -211,6 +228,7 @@ impl Device {
             park_hooks: Mutex::new(Vec::new()),
             flush: Default::default(),
             watched: Mutex::new(Vec::new()),
+            failure_hooks: Mutex::new(Vec::new()),
             id,
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
             config,
@@ -359,7 +377,23 @@ impl Device {
     }
 }
 
+/// What [`Device::on_stream_failure`] calls: the failed stream's id and
+/// its error.
+pub type FailureHook = std::sync::Arc<dyn Fn(u64, &HcclError) + Send + Sync>;
+
 impl DeviceInner {
+    /// Calls the failure hooks for stream `stream`, failed with `e`.
+    pub(crate) fn stream_failed(&self, stream: u64, e: &HcclError) {
+        let hooks: Vec<FailureHook> = self
+            .failure_hooks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        for h in hooks {
+            h(stream, e);
+        }
+    }
+
     /// Tells every registered link's peer that this rank failed.
     pub(crate) fn abort_links(&self, reason: &str) {
         let links: Vec<_> = self
@@ -449,7 +483,7 @@ impl DeviceInner {
             let mut released = super::task::Released::default();
             s.lock_queue().pop(&mut released);
             drop(released);
-            s.fail(e);
+            s.fail(e, self);
         }
         self.abort_links(&first.unwrap_or_else(|| lost.to_string()));
         self.done.notify();

@@ -26,7 +26,7 @@ mod kernel;
 mod task;
 mod verbs;
 
-pub use device::{BlockedTask, Device, DeviceConfig, DeviceStats, ExecMode};
+pub use device::{BlockedTask, Device, DeviceConfig, DeviceStats, ExecMode, FailureHook};
 pub use graph::{CaptureDeferred, CaptureMode, CaptureStatus, Graph};
 pub use kernel::{Kernel, Settle};
 pub(crate) use kernel::{Launch, Relaunch};
@@ -52,6 +52,10 @@ pub(crate) struct StreamInner {
     enqueued: AtomicU64,
     completed: AtomicU64,
     error: Mutex<Option<HcclError>>,
+    /// The `completed` count when the stream failed (`u64::MAX`: it has
+    /// not): tasks up to it completed, the one after it failed, the rest
+    /// were discarded (see [`StreamProgress`]).
+    failed_at: AtomicU64,
     /// Whether `error` may hold an error: `synchronize` reads this flag
     /// instead of locking the mutex on every call.
     has_error: AtomicBool,
@@ -407,20 +411,25 @@ impl StreamInner {
                 link.abort(&e.to_string());
             }
             dev.abort_links(&e.to_string());
-            self.fail(e);
+            self.fail(e, dev);
             return true;
         }
         done > 0
     }
 
-    fn fail(&self, e: HcclError) {
+    /// Fails the stream with `e` (the first error is kept), discards its
+    /// queued tasks, and tells `dev`'s failure hooks.
+    fn fail(&self, e: HcclError, dev: &device::DeviceInner) {
         {
             let mut err = self.error.lock().unwrap_or_else(|p| p.into_inner());
             if err.is_none() {
-                *err = Some(e);
+                *err = Some(e.clone());
+                let done = self.completed.load(Ordering::Acquire);
+                self.failed_at.store(done, Ordering::Release);
             }
             self.has_error.store(true, Ordering::Release);
         }
+        dev.stream_failed(self.id, &e);
         let mut dropped = Released::default();
         let n = {
             let mut q = self.lock_queue();
@@ -492,9 +501,24 @@ impl StreamInner {
             link.abort(&e.to_string());
         }
         dev.abort_links(&e.to_string());
-        self.fail(e);
+        self.fail(e, dev);
         Err(())
     }
+}
+
+/// How far a stream got (see [`Stream::progress`]). Counts are of tasks
+/// since the stream was made; an op's tasks are those enqueued between two
+/// [`Stream::mark`]s.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamProgress {
+    /// Tasks enqueued.
+    pub enqueued: u64,
+    /// Tasks completed (a failure counts the failed and discarded tasks
+    /// as completed too: see `failed_at`).
+    pub completed: u64,
+    /// `completed` when the stream failed: the task after it failed, the
+    /// later ones were discarded.
+    pub failed_at: Option<u64>,
 }
 
 /// A position in a stream's queue (see [`Stream::mark`]).
@@ -540,6 +564,7 @@ impl Stream {
             enqueued: AtomicU64::new(0),
             completed: AtomicU64::new(0),
             error: Mutex::new(None),
+            failed_at: AtomicU64::new(u64::MAX),
             has_error: AtomicBool::new(false),
             label_at_step0: AtomicUsize::new(0),
             settlers: Mutex::new(Vec::new()),
@@ -623,6 +648,18 @@ impl Stream {
             self.device.0.events.notify();
         }
         Ok(())
+    }
+
+    /// How far the stream got: tasks enqueued and completed so far, and
+    /// where it failed, if it did (what a flight recorder turns into op
+    /// states without a task of its own per op).
+    pub fn progress(&self) -> StreamProgress {
+        let failed_at = self.inner.failed_at.load(Ordering::Acquire);
+        StreamProgress {
+            enqueued: self.inner.enqueued.load(Ordering::Acquire),
+            completed: self.inner.completed.load(Ordering::Acquire),
+            failed_at: (failed_at != u64::MAX).then_some(failed_at),
+        }
     }
 
     /// The current end of the queue, for [`Stream::rollback`].

@@ -145,6 +145,37 @@ fn run(mode: &str, rank: u32, size: u32, dir: &str, scenario: &str) -> hccl_adap
             c.all_reduce_raw(&send, &recv, 1 << 18, f, ReduceOp::Sum, &s)?;
             return s.synchronize();
         }
+        "fr_missing" => {
+            // issue 20: rank 2 never calls the third AllReduce; the others
+            // time out and their streams' failure dumps their flight
+            // recorders; rank 2 dumps on the test's SIGUSR1, then leaves
+            let n = 4096;
+            let send = DeviceMem::alloc(n * 4)?;
+            let recv = DeviceMem::alloc(n * 4)?;
+            for k in 0..3 {
+                if k == 2 && rank == 2 {
+                    let dir = std::env::var("HCCL_RS_FR_DUMP_DIR").unwrap_or_default();
+                    let mine = format!("_rank{rank}.json");
+                    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+                    while std::time::Instant::now() < deadline {
+                        let dumped = std::fs::read_dir(&dir)
+                            .into_iter()
+                            .flatten()
+                            .flatten()
+                            .any(|e| e.file_name().to_string_lossy().ends_with(&mine));
+                        if dumped {
+                            println!("dumped");
+                            return Ok(());
+                        }
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    return Err(hccl_adapter::HcclError::timeout("no SIGUSR1 dump came"));
+                }
+                c.all_reduce_raw(&send, &recv, n as u64, f, ReduceOp::Sum, &s)?;
+                s.synchronize()?;
+            }
+            return Ok(());
+        }
         "affinity" => {
             // where HCCL_RS_CPU_AFFINITY left this rank's threads
             println!("main {}", cpus_allowed("/proc/thread-self"));

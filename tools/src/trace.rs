@@ -1,0 +1,292 @@
+//! `hccl-trace`'s analysis of flight-recorder dumps (one JSON file per
+//! rank, `HCCL_RS_FR_DUMP_DIR`): per communicator, the first op not
+//! completed on every rank — which ranks never entered it, which wait in
+//! it on whom at which step, which failed and why — and the ops whose
+//! arguments differ between ranks.
+
+use hccl_adapter::{FrDump, FrEntry};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+/// The dumps found in `paths` (files, or directories holding
+/// `hccl_fr_*.json`), with the files they came from.
+pub fn load_dumps(paths: &[PathBuf]) -> Result<Vec<(PathBuf, FrDump)>, String> {
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let rd = std::fs::read_dir(p).map_err(|e| format!("reading {}: {e}", p.display()))?;
+            let mut found: Vec<PathBuf> = rd
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| {
+                    let name = f.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+                    name.starts_with("hccl_fr_") && name.ends_with(".json")
+                })
+                .collect();
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(p.clone());
+        }
+    }
+    if files.is_empty() {
+        return Err("no flight-recorder dumps (hccl_fr_*.json) found".into());
+    }
+    files
+        .into_iter()
+        .map(|f| {
+            let text =
+                std::fs::read_to_string(&f).map_err(|e| format!("reading {}: {e}", f.display()))?;
+            let dump: FrDump = serde_json::from_str(&text)
+                .map_err(|e| format!("{} is not a flight-recorder dump: {e}", f.display()))?;
+            Ok((f, dump))
+        })
+        .collect()
+}
+
+/// One rank's part in the op the report is about.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RankState {
+    /// The rank.
+    pub rank: u32,
+    /// Its entry's state, or `never entered` / `not recorded` (the op
+    /// fell out of its ring).
+    pub state: String,
+    /// The step, verb and peer it waits in, if it does.
+    pub waiting: Option<String>,
+    /// Its stream's error, if it failed.
+    pub error: Option<String>,
+    /// Ops it issued in total.
+    pub ops_issued: u64,
+}
+
+/// Ops whose arguments differ between ranks.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Mismatch {
+    /// The op's sequence number.
+    pub seq: u64,
+    /// Each distinct set of arguments, with the ranks that passed it.
+    pub sides: Vec<(String, Vec<u32>)>,
+}
+
+/// What happened on one communicator.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CommReport {
+    /// The communicator's name.
+    pub comm: String,
+    /// Its ranks.
+    pub size: u32,
+    /// Ranks with a dump.
+    pub dumped: Vec<u32>,
+    /// Ranks without one.
+    pub missing_dumps: Vec<u32>,
+    /// The first op not completed on every dumped rank: its sequence
+    /// number and description.
+    pub stuck_op: Option<(u64, String)>,
+    /// Every dumped rank's part in it.
+    pub ranks: Vec<RankState>,
+    /// Ranks that never entered it.
+    pub never_entered: Vec<u32>,
+    /// Ops whose arguments differ between ranks.
+    pub mismatches: Vec<Mismatch>,
+}
+
+/// What an entry's arguments are, as ranks must agree on them.
+fn signature(e: &FrEntry) -> String {
+    let mut s = format!("{} count {} {}", e.op, e.count, e.dtype);
+    if let Some(r) = &e.reduce_op {
+        let _ = write!(s, " {r}");
+    }
+    if let Some(r) = e.root {
+        let _ = write!(s, " root {r}");
+    }
+    s
+}
+
+/// The description of an op in a report.
+fn describe(e: &FrEntry) -> String {
+    format!("{} (tag '{}', {})", signature(e), e.tag, e.algorithm)
+}
+
+/// Whether ranks may legitimately pass different arguments to the op
+/// (point-to-point, and the V ops' own counts).
+fn may_differ(e: &FrEntry) -> bool {
+    matches!(
+        e.op.as_str(),
+        "Send" | "Receive" | "AllGatherV" | "ReduceScatterV" | "AllToAllV"
+    )
+}
+
+/// Analyses the dumps, one report per communicator (by name).
+pub fn analyse(dumps: &[(PathBuf, FrDump)]) -> Vec<CommReport> {
+    let mut by_comm: BTreeMap<&str, Vec<&FrDump>> = BTreeMap::new();
+    for (_, d) in dumps {
+        by_comm.entry(d.comm.as_str()).or_default().push(d);
+    }
+    by_comm
+        .into_iter()
+        .map(|(comm, mut ds)| {
+            ds.sort_by_key(|d| d.rank);
+            ds.dedup_by_key(|d| d.rank);
+            let size = ds.iter().map(|d| d.size).max().unwrap_or(0);
+            let dumped: Vec<u32> = ds.iter().map(|d| d.rank).collect();
+            let missing_dumps = (0..size).filter(|r| !dumped.contains(r)).collect();
+            // seq → rank → entry
+            let mut ops: BTreeMap<u64, BTreeMap<u32, &FrEntry>> = BTreeMap::new();
+            for d in &ds {
+                for e in &d.entries {
+                    ops.entry(e.seq).or_default().insert(d.rank, e);
+                }
+            }
+            let mismatches = ops
+                .iter()
+                .filter_map(|(&seq, per)| {
+                    let mut sides: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+                    for (&r, e) in per {
+                        if !may_differ(e) {
+                            sides.entry(signature(e)).or_default().push(r);
+                        }
+                    }
+                    (sides.len() > 1).then(|| Mismatch {
+                        seq,
+                        sides: sides.into_iter().collect(),
+                    })
+                })
+                .collect();
+            // the first op some dumped rank did not complete: issued by
+            // none of them yet counts too (a rank that never entered it
+            // while others did)
+            let done = |e: &FrEntry| e.state == "completed" || e.state == "captured";
+            let last_seq = ds.iter().map(|d| d.ops_issued).max().unwrap_or(0);
+            let stuck = (1..=last_seq).find(|seq| {
+                ds.iter()
+                    .any(|d| match ops.get(seq).and_then(|m| m.get(&d.rank)) {
+                        Some(e) => !done(e),
+                        None => d.ops_issued < *seq,
+                    })
+            });
+            let mut ranks = Vec::new();
+            let mut never_entered = Vec::new();
+            let mut stuck_op = None;
+            if let Some(seq) = stuck {
+                let per = ops.get(&seq);
+                stuck_op = per
+                    .and_then(|m| m.values().next())
+                    .map(|e| (seq, describe(e)))
+                    .or(Some((seq, "an op not in any rank's ring".into())));
+                for d in &ds {
+                    let e = per.and_then(|m| m.get(&d.rank));
+                    let state = match e {
+                        Some(e) => e.state.clone(),
+                        None if d.ops_issued < seq => {
+                            never_entered.push(d.rank);
+                            "never entered".into()
+                        }
+                        None => "not recorded".into(),
+                    };
+                    ranks.push(RankState {
+                        rank: d.rank,
+                        state,
+                        waiting: e.and_then(|e| e.waiting.as_ref()).map(|w| {
+                            let mut s = format!("step {}", w.step);
+                            if let Some(v) = &w.verb {
+                                let _ = write!(s, ", {v}");
+                            }
+                            if let Some(p) = w.peer {
+                                let _ = write!(s, " with rank {p}");
+                            }
+                            s
+                        }),
+                        error: e.and_then(|e| e.error.clone()),
+                        ops_issued: d.ops_issued,
+                    });
+                }
+            }
+            CommReport {
+                comm: comm.to_owned(),
+                size,
+                dumped,
+                missing_dumps,
+                stuck_op,
+                ranks,
+                never_entered,
+                mismatches,
+            }
+        })
+        .collect()
+}
+
+fn list(ranks: &[u32]) -> String {
+    ranks
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The reports as a person reads them: a few lines per communicator.
+pub fn render(reports: &[CommReport]) -> String {
+    let mut out = String::new();
+    for r in reports {
+        let _ = writeln!(
+            out,
+            "communicator {}: {} ranks, dumps from {}",
+            r.comm,
+            r.size,
+            if r.missing_dumps.is_empty() {
+                "all".to_owned()
+            } else {
+                format!("{} (none from {})", list(&r.dumped), list(&r.missing_dumps))
+            }
+        );
+        match &r.stuck_op {
+            None => {
+                let _ = writeln!(out, "  every recorded op completed on every rank");
+            }
+            Some((seq, what)) => {
+                let _ = writeln!(out, "  first op not completed everywhere: #{seq} {what}");
+                if !r.never_entered.is_empty() {
+                    let _ = writeln!(
+                        out,
+                        "  never entered by rank{} {}",
+                        if r.never_entered.len() > 1 { "s" } else { "" },
+                        list(&r.never_entered)
+                    );
+                }
+                for s in r.ranks.iter().filter(|s| s.state != "never entered") {
+                    let mut line = format!("  rank {}: {}", s.rank, s.state);
+                    if let Some(w) = &s.waiting {
+                        let _ = write!(line, ", waiting at {w}");
+                    }
+                    if let Some(e) = &s.error {
+                        let _ = write!(line, " ({e})");
+                    }
+                    let _ = writeln!(out, "{line}");
+                }
+                for s in r.ranks.iter().filter(|s| s.state == "never entered") {
+                    let _ = writeln!(
+                        out,
+                        "  rank {}: never entered it (issued {} ops)",
+                        s.rank, s.ops_issued
+                    );
+                }
+            }
+        }
+        for m in &r.mismatches {
+            let sides: Vec<String> = m
+                .sides
+                .iter()
+                .map(|(sig, ranks)| {
+                    format!(
+                        "rank{} {}: {sig}",
+                        if ranks.len() > 1 { "s" } else { "" },
+                        list(ranks)
+                    )
+                })
+                .collect();
+            let _ = writeln!(out, "  mismatched op #{}: {}", m.seq, sides.join(" vs "));
+        }
+    }
+    out
+}
