@@ -11,10 +11,10 @@ use hccl_algorithm::{
     TopoInfo,
 };
 use hccl_algorithm::{OpType, WorkflowMode};
-use hccl_platform::InProcEndpoint;
 use hccl_platform::{
     DataType, Device, DeviceMem, HcclError, LinkHandle, MemKind, OpLabel, Result, Stream,
 };
+use hccl_platform::{InProcEndpoint, Timeline};
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -181,6 +181,12 @@ pub struct Communicator {
     state: Mutex<CommState>,
     /// The last ops, for dumps (`None`: `HCCL_RS_FR_BUFFER_SIZE=0`).
     flight: Option<Arc<FlightRecorder>>,
+    /// Where this communicator writes the device's timeline when it is
+    /// destroyed: set when it started the timeline (`HCCL_RS_TRACE`; a
+    /// sub-communicator shares its parent's device and timeline).
+    trace_file: Option<std::path::PathBuf>,
+    /// Ops issued, numbering the op spans of a timeline.
+    ops_traced: AtomicU64,
 }
 
 impl Drop for Communicator {
@@ -194,6 +200,16 @@ impl Drop for Communicator {
         }
         // registrations end with the communicator
         self.memory.clear(self.device.uid());
+        if let Some(path) = &self.trace_file {
+            if let Some(tl) = self.device.stop_timeline() {
+                match self.write_timeline_of(&tl, path) {
+                    Ok(()) => {
+                        tracing::info!(path = %path.display(), events = tl.len(), "timeline written")
+                    }
+                    Err(e) => tracing::error!(error = %e, "timeline not written"),
+                }
+            }
+        }
     }
 }
 
@@ -239,8 +255,15 @@ impl Communicator {
             &device,
             config.fr_dump_dir.clone(),
         );
-        Communicator {
+        let trace_file = config.trace_dir.as_ref().and_then(|dir| {
+            let (_, started) = device.start_timeline(config.trace_events);
+            started.then(|| dir.join(format!("hccl_trace_{}_rank{rank}.json", file_safe(&name))))
+        });
+        Self::log_init(&name, rank, &topo, &hosts, &config, fabric.as_ref());
+        let c = Communicator {
             flight,
+            trace_file,
+            ops_traced: Default::default(),
             rank,
             size: topo.user_rank_size,
             hosts,
@@ -280,7 +303,9 @@ impl Communicator {
             device,
             topo,
             config,
-        }
+        };
+        c.log_choices();
+        c
     }
 
     /// Every rank's TCP link listener, by rank (empty for ranks that are
@@ -347,6 +372,93 @@ impl Communicator {
         drop(st);
         if let Some(fr) = &self.flight {
             fr.dump_auto(&format!("communicator aborted: {reason}"));
+        }
+    }
+
+    /// Writes the timeline being recorded on this rank's device (Chrome
+    /// trace JSON, see [`Timeline::to_chrome_json`]) to `path`.
+    /// `HCCL_E_NOT_SUPPORT` when no timeline is on (`HCCL_RS_TRACE` unset
+    /// and none started on the device).
+    pub fn write_timeline(&self, path: &std::path::Path) -> Result<()> {
+        match self.device.timeline() {
+            Some(tl) => self.write_timeline_of(&tl, path),
+            None => Err(HcclError::not_support(
+                "no timeline is being recorded (set HCCL_RS_TRACE=DIR)",
+            )),
+        }
+    }
+
+    fn write_timeline_of(&self, tl: &Timeline, path: &std::path::Path) -> Result<()> {
+        let host = self.host_of(self.rank).to_owned();
+        let json = tl.to_chrome_json(&format!("rank {} ({host})", self.rank));
+        write_json_file(path, &json)
+    }
+
+    /// The init line of NCCL's spirit: who this rank is, how it reaches
+    /// its peers, and what the selector will pick (info level).
+    fn log_init(
+        name: &str,
+        rank: u32,
+        topo: &TopoInfo,
+        hosts: &[String],
+        config: &CommConfig,
+        fabric: &dyn Fabric,
+    ) {
+        if !tracing::enabled!(tracing::Level::INFO) {
+            return;
+        }
+        let size = topo.user_rank_size;
+        let mut level0 = std::collections::BTreeMap::<&str, u32>::new();
+        let mut level1 = std::collections::BTreeMap::<&str, u32>::new();
+        let server = |r: u32| topo.rank_to_server.get(r as usize).copied();
+        for q in (0..size).filter(|&q| q != rank) {
+            let t = fabric.transport_to(q);
+            let level = if server(q) == server(rank) {
+                &mut level0
+            } else {
+                &mut level1
+            };
+            *level.entry(t).or_default() += 1;
+        }
+        let show = |m: &std::collections::BTreeMap<&str, u32>| {
+            if m.is_empty() {
+                "none".to_owned()
+            } else {
+                m.iter()
+                    .map(|(t, n)| format!("{t} to {n} peer{}", if *n == 1 { "" } else { "s" }))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        };
+        tracing::info!(
+            comm = name,
+            rank,
+            size,
+            host = hosts.get(rank as usize).map_or("?", String::as_str),
+            servers = topo.server_num(),
+            level0 = %show(&level0),
+            level1 = %show(&level1),
+            channels = ?config.channels,
+            buffer_bytes = config.buffer_size,
+            "hccl-rs communicator initialised"
+        );
+    }
+
+    /// Logs, at info level, the selector's executor choices per size
+    /// class for AllReduce, AllGather and ReduceScatter (part of the init
+    /// log; the selector exists only once the communicator does).
+    fn log_choices(&self) {
+        if !tracing::enabled!(tracing::Level::INFO) {
+            return;
+        }
+        for op in [OpType::AllReduce, OpType::AllGather, OpType::ReduceScatter] {
+            tracing::info!(
+                comm = %self.name,
+                rank = self.rank,
+                op = %op,
+                executors = %self.selector.summary(op, &self.topo, self.registry),
+                "executor choices by size"
+            );
         }
     }
 
@@ -502,7 +614,30 @@ impl Communicator {
     /// the op's tag, and let it orchestrate the op on `param.stream`.
     /// The caller has validated the user arguments.
     pub fn exec_op(&self, param: &OpParam) -> Result<()> {
+        if self.config.entry_log {
+            self.log_entry(param);
+        }
         self.exec_op_as(param, None)
+    }
+
+    /// `HCCL_ENTRY_LOG_ENABLE=1`: the op and its arguments, as it enters.
+    fn log_entry(&self, param: &OpParam) {
+        tracing::info!(
+            comm = %self.name,
+            rank = self.rank,
+            op = %param.op_type,
+            tag = %param.tag,
+            count = param.count,
+            dtype = %param.dtype,
+            reduce_op = %param.reduce_op,
+            root = param.root,
+            peer = param.peer,
+            input = format_args!("{:#x}+{}", param.input.addr(), param.input.len()),
+            output = format_args!("{:#x}+{}", param.output.addr(), param.output.len()),
+            stream = param.stream.id(),
+            mode = ?param.mode,
+            "op entry"
+        );
     }
 
     fn exec_op_as(&self, param: &OpParam, forced: Option<&str>) -> Result<()> {
@@ -627,6 +762,41 @@ impl Communicator {
         Ok(idx)
     }
 
+    /// Marks the op `param` in the timeline: its tasks start at
+    /// `first_task` of its stream.
+    fn mark_op(&self, tl: &Timeline, param: &OpParam, label: &OpLabel, first_task: u64) {
+        let seq = self.ops_traced.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut args = serde_json::json!({
+            "seq": seq,
+            "tag": &**param.tag,
+            "algorithm": label.algorithm,
+            "count": param.count,
+            "dtype": param.dtype.to_string(),
+            "bytes": param.count * param.dtype.size() as u64,
+        });
+        if matches!(
+            param.op_type,
+            OpType::AllReduce | OpType::Reduce | OpType::ReduceScatter | OpType::ReduceScatterV
+        ) {
+            args["reduce_op"] = param.reduce_op.to_string().into();
+        }
+        if matches!(
+            param.op_type,
+            OpType::Broadcast | OpType::Reduce | OpType::Scatter | OpType::Gather
+        ) {
+            args["root"] = param.root.into();
+        }
+        if matches!(param.op_type, OpType::Send | OpType::Receive) {
+            args["peer"] = param.peer.into();
+        }
+        tl.mark_op(
+            param.stream.id(),
+            first_task,
+            format!("{:?}", param.op_type),
+            args,
+        );
+    }
+
     /// Runs the cached op `idx` for `param`.
     fn run_cached(&self, st: &mut CommState, idx: usize, param: &OpParam) -> Result<()> {
         let op = &mut st.ops[idx];
@@ -653,10 +823,9 @@ impl Communicator {
         // lanes of their own for the op's orchestration, so the graph holds
         // the whole op and replays each part on its stream.
         let capturing = param.stream.is_capturing();
-        let fr_start = self
-            .flight
-            .as_ref()
-            .map(|_| param.stream.progress().enqueued);
+        let timeline = self.device.timeline();
+        let first_task =
+            (self.flight.is_some() || timeline.is_some()).then(|| param.stream.progress().enqueued);
         // Consistency check: before any data moves, every peer this op talks
         // to compares its op descriptor with ours.
         let run = (|| {
@@ -686,8 +855,13 @@ impl Communicator {
                 param.stream.capture_note(&op.label);
             }
         }
-        if let (Some(fr), Some(start), true) = (&self.flight, fr_start, run.is_ok()) {
-            fr.record(param, &op.label, start);
+        if let (Some(start), true) = (first_task, run.is_ok()) {
+            if let Some(fr) = &self.flight {
+                fr.record(param, &op.label, start);
+            }
+            if let Some(tl) = timeline {
+                self.mark_op(&tl, param, &op.label, start);
+            }
         }
         run.map_err(|e| {
             let e = e.rank(self.rank).tag(&**param.tag);
@@ -697,4 +871,33 @@ impl Communicator {
             e
         })
     }
+}
+
+/// `name` with everything but ASCII letters, digits, `-` and `_` replaced,
+/// for file names.
+pub(crate) fn file_safe(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Writes `json` to `path` (its directory made if missing), through a
+/// temporary file renamed into place so a reader never sees half a file.
+pub(crate) fn write_json_file(path: &std::path::Path, json: &serde_json::Value) -> Result<()> {
+    let bytes = serde_json::to_vec(json)
+        .map_err(|e| HcclError::internal(format!("{}: {e}", path.display())))?;
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| HcclError::syscall(format!("creating {}: {e}", parent.display())))?;
+    }
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, bytes)
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|e| HcclError::syscall(format!("writing {}: {e}", path.display())))
 }

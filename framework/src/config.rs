@@ -52,6 +52,15 @@ pub struct CommConfig {
     /// Where the flight recorder dumps on a stream failure, an abort or
     /// `SIGUSR1` (`HCCL_RS_FR_DUMP_DIR`); `None`: only on request.
     pub fr_dump_dir: Option<std::path::PathBuf>,
+    /// Where each rank writes the timeline of its stream tasks (Chrome
+    /// trace JSON) when the communicator is destroyed (`HCCL_RS_TRACE`);
+    /// `None`: no timeline.
+    pub trace_dir: Option<std::path::PathBuf>,
+    /// Task events a timeline keeps at most (`HCCL_RS_TRACE_EVENTS`).
+    pub trace_events: usize,
+    /// Log each op's entry with its arguments at info level
+    /// (`HCCL_ENTRY_LOG_ENABLE=1`).
+    pub entry_log: bool,
     /// Size of each of the CCL input and output buffers, bytes (`HCCL_BUFFSIZE` MB).
     pub buffer_size: usize,
     /// Bound on every wait (`HCCL_EXEC_TIMEOUT`; `None` = 0 = never).
@@ -136,6 +145,9 @@ impl Default for CommConfig {
             executor_override: None,
             fr_buffer_size: crate::flight::DEFAULT_FR_BUFFER_SIZE,
             fr_dump_dir: None,
+            trace_dir: None,
+            trace_events: hccl_platform::DEFAULT_TIMELINE_EVENTS,
+            entry_log: false,
             direct_min_bytes: Some(DEFAULT_DIRECT_MIN_BYTES),
             aiv_max_bytes: Some(hccl_algorithm::AIV_MAX_BYTES as u64),
             exec_mode: ExecMode::Inline,
@@ -298,6 +310,31 @@ impl CommConfig {
                         "expected a number of entries up to 1048576 (0 = off)",
                     ))
                 }
+            };
+        }
+        if let Some(v) = env.get("HCCL_RS_TRACE") {
+            let v = v.trim();
+            if !v.is_empty() {
+                c.trace_dir = Some(std::path::PathBuf::from(v));
+            }
+        }
+        if let Some(v) = env.get("HCCL_RS_TRACE_EVENTS") {
+            c.trace_events = match v.trim().parse::<usize>() {
+                Ok(n) if (1..=1 << 26).contains(&n) => n,
+                _ => {
+                    return Err(bad(
+                        "HCCL_RS_TRACE_EVENTS",
+                        &v,
+                        "expected a number of task events from 1 to 67108864",
+                    ))
+                }
+            };
+        }
+        if let Some(v) = env.get("HCCL_ENTRY_LOG_ENABLE") {
+            c.entry_log = match v.trim() {
+                "1" => true,
+                "0" | "" => false,
+                _ => return Err(bad("HCCL_ENTRY_LOG_ENABLE", &v, "expected 0 or 1")),
             };
         }
         if let Some(v) = env.get("HCCL_RS_FR_DUMP_DIR") {
@@ -463,6 +500,14 @@ mod tests {
             ("HCCL_RS_SOCKETS_PER_LINK", "17", "expected 1 to 16 sockets"),
             ("HCCL_RS_SOCKETS_PER_LINK", "two", "non-negative integer"),
             ("HCCL_RS_MIN_CHANNELS", "0", "a channel count from 1 to 32"),
+            ("HCCL_RS_FR_BUFFER_SIZE", "lots", "up to 1048576 (0 = off)"),
+            (
+                "HCCL_RS_FR_BUFFER_SIZE",
+                "2000000",
+                "up to 1048576 (0 = off)",
+            ),
+            ("HCCL_RS_TRACE_EVENTS", "0", "from 1 to 67108864"),
+            ("HCCL_ENTRY_LOG_ENABLE", "yes", "expected 0 or 1"),
             ("HCCL_RS_MAX_CHANNELS", "33", "a channel count from 1 to 32"),
             (
                 "HCCL_RS_MAX_CHANNELS",

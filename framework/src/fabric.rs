@@ -67,6 +67,10 @@ pub(crate) trait Fabric: Send + Sync + std::fmt::Debug {
         Vec::new()
     }
 
+    /// The transport `local`'s link to `remote` will use, for the
+    /// communicator's init log.
+    fn transport_to(&self, remote: u32) -> &'static str;
+
     /// Every rank's host name, by rank, for messages (empty when ranks
     /// are threads of one process).
     fn host_names(&self) -> Vec<String> {
@@ -89,6 +93,10 @@ impl TcpFabric {
 }
 
 impl Fabric for TcpFabric {
+    fn transport_to(&self, _remote: u32) -> &'static str {
+        "tcp"
+    }
+
     fn listeners(&self) -> Vec<std::net::SocketAddr> {
         self.table.ranks.iter().map(|r| r.link_addr).collect()
     }
@@ -160,6 +168,14 @@ impl HostFabric {
 }
 
 impl Fabric for HostFabric {
+    fn transport_to(&self, remote: u32) -> &'static str {
+        if self.shm.mine.is_some() && self.shm.peers.contains_key(&remote) {
+            "shm"
+        } else {
+            "tcp"
+        }
+    }
+
     fn listeners(&self) -> Vec<std::net::SocketAddr> {
         self.tcp.listeners()
     }
@@ -256,6 +272,10 @@ impl InProcFabric {
 }
 
 impl Fabric for InProcFabric {
+    fn transport_to(&self, _remote: u32) -> &'static str {
+        "in-process"
+    }
+
     /// `local`'s end of the link to `remote`, waiting up to `connect_timeout`
     /// for `remote` to join. Each end addresses the other's CCL buffers.
     fn link(

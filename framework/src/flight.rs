@@ -304,17 +304,7 @@ impl FlightRecorder {
     /// Writes the dump into `dir` as `hccl_fr_<comm>_rank<r>.json`;
     /// returns the file's path.
     pub fn dump_to_dir(&self, dir: &Path, reason: &str) -> hccl_platform::Result<PathBuf> {
-        let safe: String = self
-            .comm
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
+        let safe = crate::communicator::file_safe(&self.comm);
         let path = dir.join(format!("hccl_fr_{safe}_rank{}.json", self.rank));
         self.dump_to(&path, reason)?;
         Ok(path)
@@ -323,25 +313,9 @@ impl FlightRecorder {
     /// Writes the dump to `path` (JSON, see [`FrDump`]).
     pub fn dump_to(&self, path: &Path, reason: &str) -> hccl_platform::Result<()> {
         let dump = self.snapshot(reason);
-        let json = serde_json::to_vec_pretty(&dump)
+        let json = serde_json::to_value(&dump)
             .map_err(|e| HcclError::internal(format!("flight recorder: {e}")))?;
-        if let Some(parent) = path.parent() {
-            if !parent.as_os_str().is_empty() {
-                std::fs::create_dir_all(parent).map_err(|e| {
-                    HcclError::syscall(format!(
-                        "flight recorder: creating {}: {e}",
-                        parent.display()
-                    ))
-                })?;
-            }
-        }
-        // write then rename: a reader never sees half a dump
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, json)
-            .and_then(|_| std::fs::rename(&tmp, path))
-            .map_err(|e| {
-                HcclError::syscall(format!("flight recorder: writing {}: {e}", path.display()))
-            })
+        crate::communicator::write_json_file(path, &json)
     }
 
     /// The dump as it stands.

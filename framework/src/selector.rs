@@ -221,6 +221,38 @@ impl Selector {
         (candidates, i)
     }
 
+    /// What the selector picks for `op` at a few message sizes on `topo`
+    /// (`8 B: Name, 64 KiB: Name, ...`), or what forces the choice, for
+    /// the communicator's init log.
+    pub(crate) fn summary(
+        &self,
+        op: OpType,
+        topo: &TopoInfo,
+        registry: &ExecutorRegistry,
+    ) -> String {
+        if let Some(n) = &self.override_name {
+            return format!("{n} (HCCL_RS_EXECUTOR)");
+        }
+        if self.algo.for_op(op.name()).is_some() {
+            return "as HCCL_ALGO says".into();
+        }
+        let sizes: [(u64, &str); 4] = [
+            (8, "8 B"),
+            (64 << 10, "64 KiB"),
+            (1 << 20, "1 MiB"),
+            (64 << 20, "64 MiB"),
+        ];
+        sizes
+            .iter()
+            .map(|&(bytes, label)| {
+                let (c, i) = self.rank(op, topo, bytes, registry, false);
+                let name = i.map_or("none", |i| c[i].name.as_ref());
+                format!("{label}: {name}")
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// Whether ops of this communicator can run in graph mode: every peer
     /// is on this host and its link can reach the peers' user buffers
     /// (the direct executors are offered).

@@ -2,7 +2,8 @@
 //! rank, `HCCL_RS_FR_DUMP_DIR`): per communicator, the first op not
 //! completed on every rank — which ranks never entered it, which wait in
 //! it on whom at which step, which failed and why — and the ops whose
-//! arguments differ between ranks.
+//! arguments differ between ranks. Also the merge of the ranks'
+//! timelines (`HCCL_RS_TRACE`, Chrome trace JSON) into one file.
 
 use hccl_adapter::{FrDump, FrEntry};
 use serde::Serialize;
@@ -289,4 +290,61 @@ pub fn render(reports: &[CommReport]) -> String {
         }
     }
     out
+}
+
+/// The timeline files in `paths` (files, or directories holding
+/// `hccl_trace_*.json`), merged into one Chrome trace / Perfetto JSON
+/// object: every file's `traceEvents` (metadata first, then by time), and
+/// the files merged under `otherData.merged`.
+pub fn merge_timelines(paths: &[PathBuf]) -> Result<serde_json::Value, String> {
+    use serde_json::Value;
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let rd = std::fs::read_dir(p).map_err(|e| format!("reading {}: {e}", p.display()))?;
+            let mut found: Vec<PathBuf> = rd
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| {
+                    let name = f.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+                    name.starts_with("hccl_trace_") && name.ends_with(".json")
+                })
+                .collect();
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(p.clone());
+        }
+    }
+    if files.is_empty() {
+        return Err("no timelines (hccl_trace_*.json) found".into());
+    }
+    let mut meta = Vec::new();
+    let mut timed = Vec::new();
+    let mut merged = Vec::new();
+    for f in &files {
+        let text =
+            std::fs::read_to_string(f).map_err(|e| format!("reading {}: {e}", f.display()))?;
+        let v: Value =
+            serde_json::from_str(&text).map_err(|e| format!("{} is not JSON: {e}", f.display()))?;
+        let events = match v.get("traceEvents") {
+            Some(Value::Array(a)) => a,
+            _ => return Err(format!("{} has no traceEvents array", f.display())),
+        };
+        for e in events {
+            if e.get("ph").and_then(Value::as_str) == Some("M") {
+                meta.push(e.clone());
+            } else {
+                timed.push(e.clone());
+            }
+        }
+        merged.push(f.display().to_string());
+    }
+    let ts = |e: &Value| e.get("ts").and_then(Value::as_f64).unwrap_or(0.0);
+    timed.sort_by(|a, b| ts(a).total_cmp(&ts(b)));
+    meta.extend(timed);
+    Ok(serde_json::json!({
+        "traceEvents": meta,
+        "displayTimeUnit": "ns",
+        "otherData": { "merged": merged, "format": "hccl-rs timeline 1" },
+    }))
 }

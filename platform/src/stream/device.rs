@@ -22,6 +22,7 @@
 //! long, so its repeat path makes no extra system call.
 
 use super::task::OpLabel;
+use super::timeline::Timeline;
 use super::StreamInner;
 use crate::error::HcclError;
 use crate::link::PeerProcess;
@@ -159,6 +160,9 @@ pub(crate) struct DeviceInner {
     /// Told when a stream of this device fails (see
     /// [`Device::on_stream_failure`]).
     failure_hooks: Mutex<Vec<FailureHook>>,
+    /// The timeline of this device's tasks, when one is on (see
+    /// `timeline.rs`).
+    pub(crate) timeline: super::timeline::TimelineSlot,
     /// Peer processes on this host, watched while a wait lasts (see the
     /// module docs), whether or not this rank has a link to them.
     watched: Mutex<Vec<Arc<PeerProcess>>>,
@@ -213,6 +217,25 @@ impl Device {
             .push(hook);
     }
 
+    /// Starts recording a timeline of this device's tasks (keeping at
+    /// most `capacity` task events), unless one is on already. Returns the
+    /// timeline and whether this call started it (the starter stops it
+    /// and writes it out: [`Device::stop_timeline`],
+    /// [`Timeline::to_chrome_json`]).
+    pub fn start_timeline(&self, capacity: usize) -> (std::sync::Arc<Timeline>, bool) {
+        self.0.timeline.start(self.0.id, capacity)
+    }
+
+    /// Stops the timeline, if one is on, and returns it.
+    pub fn stop_timeline(&self) -> Option<std::sync::Arc<Timeline>> {
+        self.0.timeline.stop()
+    }
+
+    /// The timeline being recorded, if one is on.
+    pub fn timeline(&self) -> Option<std::sync::Arc<Timeline>> {
+        self.0.timeline.get()
+    }
+
     /// A device with logical id `id` (HCCL's device / rank index).
     pub fn new(id: u32, config: DeviceConfig) -> Device {
         Self::with_waker(id, config, Arc::new(EventCount::new()))
@@ -229,6 +252,7 @@ impl Device {
             flush: Default::default(),
             watched: Mutex::new(Vec::new()),
             failure_hooks: Mutex::new(Vec::new()),
+            timeline: Default::default(),
             id,
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
             config,

@@ -24,6 +24,7 @@ mod device;
 mod graph;
 mod kernel;
 mod task;
+mod timeline;
 mod verbs;
 
 pub use device::{BlockedTask, Device, DeviceConfig, DeviceStats, ExecMode, FailureHook};
@@ -32,6 +33,8 @@ pub use kernel::{Kernel, Settle};
 pub(crate) use kernel::{Launch, Relaunch};
 pub use task::{HostCallback, HostFn, OpLabel};
 pub(crate) use task::{Task, TaskKind};
+use timeline::TaskEvent;
+pub use timeline::{Timeline, DEFAULT_TIMELINE_EVENTS};
 
 use task::{HeadState, Op, Pools, Released};
 
@@ -94,6 +97,9 @@ struct Queue {
     /// Since when the head task has been waiting (only the head can wait,
     /// so one field serves the queue instead of one per task).
     head_since: Option<Instant>,
+    /// When the head task was first polled, while a timeline is on
+    /// (see `timeline.rs`).
+    head_began: Option<crate::clock::Stamp>,
     /// How many tasks right behind the head are kernels already started
     /// ahead (so a waiting head's every poll does not walk them again).
     started_ahead: usize,
@@ -196,6 +202,17 @@ impl Queue {
         self.labels.front().and_then(|(_, l)| l.as_deref())
     }
 
+    /// The timeline event of the head task, which just completed (or
+    /// failed); it began when first polled.
+    fn head_event(&self, stream: u64, failed: bool) -> TaskEvent {
+        let head = self.tasks.front().expect("head exists");
+        let label = self.labels.front().and_then(|(_, l)| l.as_ref());
+        let began = self.head_began.unwrap_or_else(crate::clock::stamp);
+        let mut ev = TaskEvent::of(stream, self.head_seq, head, &self.pools, label, began);
+        ev.failed = failed;
+        ev
+    }
+
     /// Removes the head task (its resources go to `out`) and forgets its
     /// progress.
     fn pop(&mut self, out: &mut Released) {
@@ -213,6 +230,7 @@ impl Queue {
         self.ahead_clear = self.ahead_clear.saturating_sub(1);
         self.head = HeadState::default();
         self.head_since = None;
+        self.head_began = None;
         if self.tasks.is_empty() {
             self.labels.clear();
         } else {
@@ -340,6 +358,9 @@ impl StreamInner {
         let mut done = 0u64;
         let mut bytes = (0u64, 0u64);
         let mut released = Released::default();
+        // a timeline, if on: the events of this run go to it in one batch
+        let timeline = dev.timeline.get();
+        let mut traced: Vec<TaskEvent> = Vec::new();
         let mut q = self.lock_queue();
         let failure = loop {
             let Some(head) = q.tasks.front() else {
@@ -350,9 +371,21 @@ impl StreamInner {
             }
             if head.is_callback() {
                 let label = q.head_label().cloned();
+                let index = q.head_seq;
+                let traced_label = timeline.as_ref().map(|_| {
+                    let l = q.labels.front().and_then(|(_, l)| l.clone());
+                    (l, crate::clock::stamp())
+                });
                 let mut task = q.pop_task().expect("head exists");
                 drop(q);
                 let r = task.poll(&Pools::default(), &mut HeadState::default());
+                if let Some((label, began)) = traced_label {
+                    let pools = Pools::default();
+                    let mut ev =
+                        TaskEvent::of(self.id, index, &task, &pools, label.as_ref(), began);
+                    ev.failed = matches!(r, Poll::Ready(Err(_)));
+                    traced.push(ev);
+                }
                 drop(task);
                 q = self.lock_queue();
                 match r {
@@ -370,17 +403,26 @@ impl StreamInner {
                     }
                 }
             }
+            if timeline.is_some() && q.head_began.is_none() {
+                q.head_began = Some(crate::clock::stamp());
+            }
             match q.poll_head().expect("head exists") {
                 Poll::Ready(Ok(())) => {
                     let (r, m) = q.tasks.front().expect("head exists").stat_bytes();
                     bytes.0 += r;
                     bytes.1 += m;
+                    if timeline.is_some() {
+                        traced.push(q.head_event(self.id, false));
+                    }
                     q.pop(&mut released);
                     done += 1;
                 }
                 Poll::Ready(Err(e)) => {
                     let head = q.tasks.front().expect("head exists");
                     let link = q.pools.link_of(head).cloned();
+                    if timeline.is_some() {
+                        traced.push(q.head_event(self.id, true));
+                    }
                     q.pop(&mut released);
                     break Some((link, e));
                 }
@@ -398,6 +440,9 @@ impl StreamInner {
             }
         };
         drop(q);
+        if let Some(tl) = &timeline {
+            tl.push(&mut traced);
+        }
         if !released.is_empty() {
             drop(released);
         }
@@ -556,6 +601,7 @@ impl Stream {
                 label: None,
                 step: 0,
                 head_since: None,
+                head_began: None,
                 started_ahead: 0,
                 ahead_clear: 0,
                 ahead_written: None,
@@ -793,6 +839,18 @@ impl Stream {
                 let max_outstanding = kernel.max_outstanding();
                 // tasks completed off the queue (synchronizers may wait)
                 let mut dequeued = false;
+                let timeline = dev.timeline.get();
+                let began = timeline.as_ref().map(|_| crate::clock::stamp());
+                let trace_inline = |q: Option<&Queue>| {
+                    if let (Some(tl), Some(began)) = (&timeline, began) {
+                        let label = match q {
+                            Some(q) => q.label.clone(),
+                            None => self.inner.lock_queue().label.clone(),
+                        };
+                        let ev = TaskEvent::inline_kernel(self.inner.id, label.as_ref(), began);
+                        tl.push(&mut vec![ev]);
+                    }
+                };
                 let (mut q, now) = if self.inner.is_idle() {
                     // The common case, a rank that launches after its
                     // peers: nothing queued. Only the driver completes
@@ -803,6 +861,7 @@ impl Stream {
                     let now = kernel.poll_now(spins);
                     if let Poll::Ready(Ok(())) = now {
                         dev.stats.record(1, 0, 0);
+                        trace_inline(None);
                         return Ok(());
                     }
                     (self.inner.lock_queue(), now)
@@ -821,6 +880,7 @@ impl Stream {
                     (q, now)
                 };
                 if let Poll::Ready(Ok(())) = now {
+                    trace_inline(Some(&q));
                     drop(q);
                     dev.stats.record(1, 0, 0);
                 } else {
