@@ -151,6 +151,9 @@ struct CommState {
     /// op skips the selector (whose choice depends only on the key, the
     /// topology and the configuration, all unchanged).
     last_pick: Option<(PickKey, usize, Arc<str>)>,
+    /// The flight recorder's writer side (recording is serialised by this
+    /// state's lock).
+    fr_writer: crate::flight::FrWriter,
 }
 
 /// What executor selection depends on for ops without count vectors.
@@ -299,6 +302,7 @@ impl Communicator {
                 ops: Vec::new(),
                 last_pick: None,
                 last_executor: None,
+                fr_writer: Default::default(),
             }),
             device,
             topo,
@@ -857,7 +861,7 @@ impl Communicator {
         }
         if let (Some(start), true) = (first_task, run.is_ok()) {
             if let Some(fr) = &self.flight {
-                fr.record(param, &op.label, start);
+                fr.record(&mut st.fr_writer, param, &op.label, start);
             }
             if let Some(tl) = timeline {
                 self.mark_op(&tl, param, &op.label, start);

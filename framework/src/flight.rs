@@ -5,19 +5,27 @@
 //! request. `hccl-trace` reads the dumps of all ranks and says which op
 //! did not complete everywhere and who never joined it.
 //!
-//! Recording costs one uncontended lock and a slot overwrite per op (no
-//! allocation: the op's label and stream are reference-counted handles).
-//! An op's state is not tracked by tasks of its own: its tasks are those
-//! enqueued on its stream between two marks, and the stream's progress
-//! counters (`Stream::progress`) say, when asked, whether they ran.
+//! Recording takes no lock and allocates nothing: ops are recorded by one
+//! writer at a time (the communicator's state lock, which an op holds
+//! while it is issued, serialises them), whose own bookkeeping
+//! ([`FrWriter`]) lives under that lock; each slot of the ring is a
+//! seqlock of relaxed atomics (plain stores on x86), so a dump from
+//! another thread (a failing stream's driver, `SIGUSR1`) reads consistent
+//! slots while ops go on. An op's state is not tracked by tasks of its
+//! own: its tasks are those enqueued on its stream between two marks, and
+//! the stream's progress counters (`Stream::progress`) say, when asked,
+//! whether they ran.
 //!
 //! Ops replayed from a captured graph are not recorded (the replay skips
 //! the framework); their capture is, with the state `captured`.
 
 use hccl_algorithm::{OpParam, OpType};
-use hccl_platform::{stamp, Device, HcclError, OpLabel, ReduceOp, Stamp, StampClock, Stream};
+use hccl_platform::{
+    stamp, DataType, Device, HcclError, OpLabel, ReduceOp, Stamp, StampClock, Stream,
+};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 /// Default number of entries (`HCCL_RS_FR_BUFFER_SIZE`).
@@ -26,74 +34,105 @@ pub const DEFAULT_FR_BUFFER_SIZE: usize = 2000;
 /// Version of the dump format.
 pub const FR_DUMP_VERSION: u32 = 1;
 
-/// One recorded op.
+/// Every op type, by the index a slot stores.
+const OP_TYPES: [OpType; 13] = [
+    OpType::AllReduce,
+    OpType::AllGather,
+    OpType::ReduceScatter,
+    OpType::Broadcast,
+    OpType::Reduce,
+    OpType::Scatter,
+    OpType::Gather,
+    OpType::AllToAll,
+    OpType::AllToAllV,
+    OpType::AllGatherV,
+    OpType::ReduceScatterV,
+    OpType::Send,
+    OpType::Receive,
+];
+
+fn op_index(op: OpType) -> u64 {
+    OP_TYPES.iter().position(|&o| o == op).unwrap_or(0) as u64
+}
+
+/// A slot's words (see [`Slot`]).
+const W_SEQ: usize = 0;
+/// op index (bits 0..8), dtype code (8..16), reduce-op code (16..24),
+/// captured (bit 24), label index (32..48), stream index (48..64).
+const W_DESC: usize = 1;
+const W_COUNT: usize = 2;
+/// root (low 32 bits), peer (high 32).
+const W_ROOT_PEER: usize = 3;
+/// The op's tasks: enqueued after `W_START`, up to `W_END`.
+const W_START: usize = 4;
+const W_END: usize = 5;
+const W_ISSUED: usize = 6;
+/// When the writer first saw some of its tasks done (0: not yet).
+const W_STARTED: usize = 7;
+/// When the writer first saw it completed (0: not yet).
+const W_COMPLETED: usize = 8;
+const WORDS: usize = 9;
+const CAPTURED: u64 = 1 << 24;
+
+/// One recorded op: a version (odd while the writer rewrites the slot)
+/// and the op's words. The started and completed stamps are later
+/// single-word updates outside the version.
+#[derive(Default)]
 struct Slot {
+    version: AtomicU64,
+    w: [AtomicU64; WORDS],
+}
+
+/// A slot as a dump reads it.
+struct Copied {
     seq: u64,
     op: OpType,
-    /// Index into `Ring::labels`.
     label: u32,
     count: u64,
-    dtype: hccl_platform::DataType,
+    dtype: DataType,
     reduce_op: ReduceOp,
     root: u32,
     peer: u32,
-    /// Index into `Ring::streams`.
     stream: u32,
-    /// The op's tasks: enqueued after `start`, up to `end`.
     start: u64,
     end: u64,
     captured: bool,
     issued: Stamp,
-    /// When the recorder first saw it completed.
+    started: Option<Stamp>,
     completed: Option<Stamp>,
 }
 
-/// The ring and what the recorder learned of failures.
-struct Ring {
-    slots: Vec<Slot>,
-    /// Where the next op goes once the ring is full.
-    next: usize,
+/// The recorder's writer-side bookkeeping, kept by the communicator under
+/// its state lock (so recording needs no lock of its own).
+#[derive(Default)]
+pub struct FrWriter {
+    seq: u64,
     /// The oldest op (by sequence number) not yet seen completed.
     open: u64,
-    seq: u64,
-    failures: Vec<(u64, String)>,
-    /// The streams and labels of the recorded ops, each held once (a
-    /// communicator uses a few of each): a slot names them by index, so
-    /// recording touches no reference count.
+    /// The streams and labels of the recorded ops as the writer indexes
+    /// them (the same as [`Shared`]'s, which readers use).
     streams: Vec<Stream>,
     labels: Vec<Arc<OpLabel>>,
 }
 
-impl Ring {
-    /// The index of `stream` in `streams`, added if new.
-    fn stream_index(&mut self, stream: &Stream) -> u32 {
-        let id = stream.id();
-        match self.streams.iter().rposition(|s| s.id() == id) {
-            Some(i) => i as u32,
-            None => {
-                self.streams.push(Stream::clone(stream));
-                (self.streams.len() - 1) as u32
-            }
-        }
-    }
-
-    /// The index of `label` in `labels`, added if new (the same label
-    /// object as the last op's in a loop: one pointer comparison).
-    fn label_index(&mut self, label: &Arc<OpLabel>) -> u32 {
-        match self.labels.iter().rposition(|l| Arc::ptr_eq(l, label)) {
-            Some(i) => i as u32,
-            None => {
-                self.labels.push(Arc::clone(label));
-                (self.labels.len() - 1) as u32
-            }
-        }
-    }
+/// What readers and the writer share under a lock: streams and labels
+/// (appended to only when an op brings a new one, a handful per
+/// communicator) and the failures seen.
+#[derive(Default)]
+struct Shared {
+    streams: Vec<Stream>,
+    labels: Vec<Arc<OpLabel>>,
+    /// Stream failures: (stream, error, when).
+    failures: Vec<(u64, String, Stamp)>,
 }
 
 /// A communicator's flight recorder (see the module docs).
 pub struct FlightRecorder {
     capacity: usize,
-    ring: Mutex<Ring>,
+    slots: Box<[Slot]>,
+    /// Ops recorded (published after their slot is written).
+    recorded: AtomicU64,
+    shared: Mutex<Shared>,
     comm: String,
     rank: u32,
     size: u32,
@@ -131,9 +170,17 @@ pub struct FrEntry {
     pub state: String,
     /// When it was issued, µs since the Unix epoch.
     pub issued_us: f64,
+    /// When the recorder first saw part of it done (it looks when later
+    /// ops are recorded: `None` if it was first seen completed), µs since
+    /// the Unix epoch.
+    #[serde(default)]
+    pub started_us: Option<f64>,
     /// When the recorder saw it completed (at or after the real end), µs
     /// since the Unix epoch.
     pub completed_us: Option<f64>,
+    /// When its stream failed, for a failed op, µs since the Unix epoch.
+    #[serde(default)]
+    pub failed_us: Option<f64>,
     /// For a started op whose stream waits: the task it waits in (its
     /// step, link verb and peer).
     pub waiting: Option<FrWait>,
@@ -198,15 +245,9 @@ impl FlightRecorder {
         hccl_platform::init_clock();
         let fr = Arc::new(FlightRecorder {
             capacity,
-            ring: Mutex::new(Ring {
-                slots: Vec::with_capacity(capacity.min(4096)),
-                next: 0,
-                open: 1,
-                seq: 0,
-                failures: Vec::new(),
-                streams: Vec::new(),
-                labels: Vec::new(),
-            }),
+            slots: (0..capacity).map(|_| Slot::default()).collect(),
+            recorded: AtomicU64::new(0),
+            shared: Mutex::new(Shared::default()),
             comm: comm.to_owned(),
             rank,
             size,
@@ -223,65 +264,154 @@ impl FlightRecorder {
         Some(fr)
     }
 
+    fn shared(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The index of `stream` among the writer's streams, added (here and
+    /// for readers) if new. The last op's stream is checked first.
+    fn stream_index(&self, w: &mut FrWriter, stream: &Stream) -> u64 {
+        let id = stream.id();
+        if let Some(i) = w.streams.iter().rposition(|s| s.id() == id) {
+            return i as u64;
+        }
+        w.streams.push(Stream::clone(stream));
+        self.shared().streams.push(Stream::clone(stream));
+        (w.streams.len() - 1) as u64
+    }
+
+    /// The index of `label` among the writer's labels, added if new (the
+    /// same label object as the last op's in a loop: one comparison).
+    fn label_index(&self, w: &mut FrWriter, label: &Arc<OpLabel>) -> u64 {
+        if let Some(i) = w.labels.iter().rposition(|l| Arc::ptr_eq(l, label)) {
+            return i as u64;
+        }
+        w.labels.push(Arc::clone(label));
+        self.shared().labels.push(Arc::clone(label));
+        (w.labels.len() - 1) as u64
+    }
+
     /// Records `param`, issued as the tasks after `start` up to the
-    /// stream's current end, run by the executor of `label`.
-    pub fn record(&self, param: &OpParam<'_>, label: &Arc<OpLabel>, start: u64) {
+    /// stream's current end, run by the executor of `label`. `w` is the
+    /// writer's bookkeeping: the caller serialises recording (one writer
+    /// at a time, with the same `w`).
+    pub fn record(&self, w: &mut FrWriter, param: &OpParam<'_>, label: &Arc<OpLabel>, start: u64) {
         let stream: &Stream = &param.stream;
-        let captured = stream.is_capturing();
         let end = stream.progress().enqueued;
-        let now = stamp();
-        let mut r = self.ring.lock().unwrap_or_else(|p| p.into_inner());
-        r.seq += 1;
-        let (label, stream_ix) = (r.label_index(label), r.stream_index(stream));
-        let slot = Slot {
-            seq: r.seq,
-            op: param.op_type,
-            label,
-            count: param.count,
-            dtype: param.dtype,
-            reduce_op: param.reduce_op,
-            root: param.root,
-            peer: param.peer,
-            stream: stream_ix,
+        let now = stamp().ticks();
+        w.seq += 1;
+        let seq = w.seq;
+        // indices past 16 bits (never in practice) read as the last one
+        let label_ix = self.label_index(w, label).min(0xffff);
+        let stream_ix = self.stream_index(w, stream).min(0xffff);
+        let mut desc = op_index(param.op_type)
+            | (param.dtype.code() as u64 & 0xff) << 8
+            | (param.reduce_op.code() as u64 & 0xff) << 16
+            | label_ix << 32
+            | stream_ix << 48;
+        if stream.is_capturing() {
+            desc |= CAPTURED;
+        }
+        let cap = self.capacity as u64;
+        let slot = &self.slots[((seq - 1) % cap) as usize];
+        // seqlock write: odd version, words, even version
+        let v = slot.version.load(Ordering::Relaxed);
+        slot.version.store(v + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        let words: [u64; WORDS] = [
+            seq,
+            desc,
+            param.count,
+            param.root as u64 | (param.peer as u64) << 32,
             start,
             end,
-            captured,
-            issued: now,
-            completed: None,
-        };
-        if r.slots.len() < self.capacity {
-            r.slots.push(slot);
-        } else {
-            let i = r.next;
-            r.slots[i] = slot;
-            r.next = (i + 1) % self.capacity;
+            now,
+            0,
+            0,
+        ];
+        for (a, x) in slot.w.iter().zip(words) {
+            a.store(x, Ordering::Relaxed);
         }
+        slot.version.store(v + 2, Ordering::Release);
+        self.recorded.store(seq, Ordering::Release);
         // note completions from the oldest open op on, up to this one
-        // (amortised: each op is passed once). Op `seq` sits in slot
-        // (seq − 1) mod capacity while it is among the last `len`.
-        let (newest, len) = (r.seq, r.slots.len() as u64);
-        r.open = r.open.max(newest + 1 - len);
-        while r.open <= newest {
-            let i = ((r.open - 1) % self.capacity as u64) as usize;
-            let s = &r.slots[i];
-            if s.completed.is_none() && !s.captured {
-                if r.streams[s.stream as usize].progress().completed < s.end {
+        // (amortised: each op is passed once); ops that left the ring
+        // are not looked at
+        w.open = w.open.max(seq.saturating_sub(cap) + 1);
+        while w.open <= seq {
+            let s = &self.slots[((w.open - 1) % cap) as usize].w;
+            let d = s[W_DESC].load(Ordering::Relaxed);
+            if s[W_COMPLETED].load(Ordering::Relaxed) == 0 && d & CAPTURED == 0 {
+                let done = w.streams[(d >> 48) as usize].progress().completed;
+                if done < s[W_END].load(Ordering::Relaxed) {
+                    if done > s[W_START].load(Ordering::Relaxed)
+                        && s[W_STARTED].load(Ordering::Relaxed) == 0
+                    {
+                        s[W_STARTED].store(now, Ordering::Relaxed);
+                    }
                     break;
                 }
-                r.slots[i].completed = Some(now);
+                s[W_COMPLETED].store(now, Ordering::Relaxed);
             }
-            r.open += 1;
+            w.open += 1;
         }
+    }
+
+    /// The recorded ops still in the ring, oldest first, each read
+    /// consistently (a slot being rewritten meanwhile is read again).
+    fn read_slots(&self) -> Vec<Copied> {
+        let n = self.recorded.load(Ordering::Acquire);
+        let cap = self.capacity as u64;
+        let first = n.saturating_sub(cap) + 1;
+        let mut out = Vec::with_capacity((n + 1 - first) as usize);
+        for seq in first..=n {
+            let slot = &self.slots[((seq - 1) % cap) as usize];
+            let words = loop {
+                let v1 = slot.version.load(Ordering::Acquire);
+                if v1 % 2 == 1 {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                let words: [u64; WORDS] =
+                    std::array::from_fn(|i| slot.w[i].load(Ordering::Relaxed));
+                fence(Ordering::Acquire);
+                if slot.version.load(Ordering::Relaxed) == v1 {
+                    break words;
+                }
+            };
+            // the writer has moved past this op: it was overwritten
+            if words[W_SEQ] != seq {
+                continue;
+            }
+            let d = words[W_DESC];
+            let opt = |x: u64| (x != 0).then(|| Stamp::from_ticks(x));
+            out.push(Copied {
+                seq,
+                op: OP_TYPES[((d & 0xff) as usize).min(OP_TYPES.len() - 1)],
+                dtype: DataType::from_code(((d >> 8) & 0xff) as u32).unwrap_or(DataType::Fp32),
+                reduce_op: ReduceOp::from_code(((d >> 16) & 0xff) as u32).unwrap_or(ReduceOp::Sum),
+                captured: d & CAPTURED != 0,
+                label: ((d >> 32) & 0xffff) as u32,
+                stream: (d >> 48) as u32,
+                count: words[W_COUNT],
+                root: words[W_ROOT_PEER] as u32,
+                peer: (words[W_ROOT_PEER] >> 32) as u32,
+                start: words[W_START],
+                end: words[W_END],
+                issued: Stamp::from_ticks(words[W_ISSUED]),
+                started: opt(slot.w[W_STARTED].load(Ordering::Relaxed)),
+                completed: opt(slot.w[W_COMPLETED].load(Ordering::Relaxed)),
+            });
+        }
+        out
     }
 
     /// A stream of the device failed: remember it, and dump if a dump
     /// directory is set.
     fn stream_failed(&self, stream: u64, e: &HcclError) {
-        self.ring
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.shared()
             .failures
-            .push((stream, e.to_string()));
+            .push((stream, e.to_string(), stamp()));
         if self.dump_dir.is_some() {
             self.dump_auto(&format!("stream {stream} failed: {e}"));
         }
@@ -320,18 +450,23 @@ impl FlightRecorder {
 
     /// The dump as it stands.
     pub fn snapshot(&self, reason: &str) -> FrDump {
-        let r = self.ring.lock().unwrap_or_else(|p| p.into_inner());
+        let r = self.shared();
+        let copied = self.read_slots();
         let blocked = self.device.blocked_tasks();
         // wall-clock times, so ranks' dumps line up
         let clock = StampClock::new();
         let us = |t: Stamp| clock.wall_us(t);
-        let n = r.slots.len();
-        let first = if n < self.capacity { 0 } else { r.next };
-        let errors: std::collections::HashMap<u64, &str> =
-            r.failures.iter().map(|(s, e)| (*s, e.as_str())).collect();
-        let entries = (0..n)
-            .map(|k| {
-                let s = &r.slots[(first + k) % n];
+        let errors: std::collections::HashMap<u64, (&str, Stamp)> = r
+            .failures
+            .iter()
+            .map(|(s, e, t)| (*s, (e.as_str(), *t)))
+            .collect();
+        let entries = copied
+            .iter()
+            .filter(|s| {
+                (s.stream as usize) < r.streams.len() && (s.label as usize) < r.labels.len()
+            })
+            .map(|s| {
                 let stream = &r.streams[s.stream as usize];
                 let label = &r.labels[s.label as usize];
                 let progress = stream.progress();
@@ -386,13 +521,17 @@ impl FlightRecorder {
                     stream: stream.id(),
                     state: state.to_owned(),
                     issued_us: us(s.issued),
+                    started_us: s.started.map(us),
                     completed_us: match state {
                         "completed" => Some(us(s.completed.unwrap_or_else(stamp))),
                         _ => None,
                     },
+                    failed_us: (state == "failed")
+                        .then(|| errors.get(&stream.id()).map(|e| us(e.1)))
+                        .flatten(),
                     waiting,
                     error: (state == "failed")
-                        .then(|| errors.get(&stream.id()).map(|e| e.to_string()))
+                        .then(|| errors.get(&stream.id()).map(|e| e.0.to_string()))
                         .flatten(),
                 }
             })
@@ -408,8 +547,8 @@ impl FlightRecorder {
             pid: std::process::id(),
             reason: reason.to_owned(),
             dumped_us: us(stamp()),
-            ops_issued: r.seq,
-            failures: r.failures.clone(),
+            ops_issued: self.recorded.load(Ordering::Acquire),
+            failures: r.failures.iter().map(|(s, e, _)| (*s, e.clone())).collect(),
             entries,
         }
     }
@@ -444,4 +583,99 @@ pub fn dump_all(reason: &str) -> usize {
         }
     }
     n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hccl_algorithm::WorkflowMode;
+    use hccl_platform::{DeviceConfig, DeviceMem};
+    use std::borrow::Cow;
+
+    fn param<'a>(stream: &'a Stream, mem: &'a DeviceMem, count: u64) -> OpParam<'a> {
+        OpParam {
+            tag: Cow::Owned(Arc::from("AllReduce_t")),
+            op_type: OpType::AllReduce,
+            stream: Cow::Borrowed(stream),
+            input: Cow::Borrowed(mem),
+            output: Cow::Borrowed(mem),
+            count,
+            dtype: DataType::Fp16,
+            reduce_op: ReduceOp::Max,
+            root: 0,
+            mode: WorkflowMode::OpBase,
+            send_v: None,
+            recv_v: None,
+            peer: 0,
+        }
+    }
+
+    fn label() -> Arc<OpLabel> {
+        Arc::new(OpLabel {
+            tag: "AllReduce_t".into(),
+            algorithm: "AllReduceRingExecutor".into(),
+            rank: 1,
+        })
+    }
+
+    #[test]
+    fn the_ring_keeps_the_last_ops_in_order_with_their_arguments() {
+        let device = Device::new(1, DeviceConfig::default());
+        let stream = Stream::new(&device);
+        let mem = DeviceMem::alloc(64).unwrap();
+        let fr = FlightRecorder::new(3, "c", (1, 4), &device, None).unwrap();
+        let (mut w, l) = (FrWriter::default(), label());
+        for k in 1..=5u64 {
+            fr.record(&mut w, &param(&stream, &mem, 10 * k), &l, 0);
+        }
+        let d = fr.snapshot("test");
+        assert_eq!((d.rank, d.size, d.ops_issued), (1, 4, 5));
+        let seqs: Vec<u64> = d.entries.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, [3, 4, 5]);
+        for e in &d.entries {
+            assert_eq!(e.count, 10 * e.seq);
+            assert_eq!((e.op.as_str(), e.dtype.as_str()), ("AllReduce", "fp16"));
+            assert_eq!(e.reduce_op.as_deref(), Some("max"));
+            assert_eq!(e.algorithm, "AllReduceRingExecutor");
+            // no tasks: complete as soon as issued
+            assert_eq!(e.state, "completed");
+            assert!(e.completed_us.is_some() || e.seq == 5);
+        }
+    }
+
+    #[test]
+    fn a_dump_taken_while_ops_are_recorded_reads_whole_entries() {
+        let device = Device::new(0, DeviceConfig::default());
+        let stream = Stream::new(&device);
+        let mem = DeviceMem::alloc(64).unwrap();
+        let fr = FlightRecorder::new(64, "c", (0, 2), &device, None).unwrap();
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader = {
+            let (fr, done) = (Arc::clone(&fr), Arc::clone(&done));
+            std::thread::spawn(move || {
+                let mut dumps = 0;
+                while !done.load(Ordering::Relaxed) || dumps == 0 {
+                    let d = fr.snapshot("racing");
+                    for pair in d.entries.windows(2) {
+                        // in order (an entry overwritten while the dump
+                        // read the ring is left out)
+                        assert!(pair[1].seq > pair[0].seq, "entries in order");
+                    }
+                    for e in &d.entries {
+                        // the count and the sequence number are written
+                        // together: a torn read would split them
+                        assert_eq!(e.count, 7 * e.seq, "torn entry {e:?}");
+                    }
+                    dumps += 1;
+                }
+                dumps
+            })
+        };
+        let (mut w, l) = (FrWriter::default(), label());
+        for k in 1..=200_000u64 {
+            fr.record(&mut w, &param(&stream, &mem, 7 * k), &l, 0);
+        }
+        done.store(true, Ordering::Relaxed);
+        assert!(reader.join().unwrap() > 0);
+    }
 }

@@ -10,6 +10,18 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Stamp(u64);
 
+impl Stamp {
+    /// The raw counter value (for storing a stamp in an atomic word).
+    pub fn ticks(self) -> u64 {
+        self.0
+    }
+
+    /// The stamp of a raw counter value from [`Stamp::ticks`].
+    pub fn from_ticks(ticks: u64) -> Stamp {
+        Stamp(ticks)
+    }
+}
+
 /// Reads the cheap clock.
 #[inline]
 pub fn stamp() -> Stamp {
