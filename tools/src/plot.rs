@@ -311,6 +311,12 @@ pub fn render_svg(chart: &Chart) -> Result<String, String> {
                 .flat_map(|s| s.points.iter().map(|p| p.0))
         };
         let (x0, x1) = span(xs(), true).unwrap_or((1.0, 1024.0));
+        // a narrow sweep (one size: a barrier) still spans whole powers of two
+        let (x0, x1) = if x1 / x0 < 4.0 {
+            (x0 / 1.5, x1 * 1.5)
+        } else {
+            (x0, x1)
+        };
         let bw = span(
             chart
                 .bandwidth
