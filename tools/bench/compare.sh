@@ -10,6 +10,12 @@
 #   OPS="all_reduce" PS="2" bash tools/bench/compare.sh
 #   ITERS (bandwidth runs, default 20), LAT_ITERS (latency runs, 2000), WARMUP (5)
 #   LAT_ONLY=1 skips the bandwidth runs (their columns print as -)
+#   PLOT=out.svg also sweeps MIN..MAX (x PLOT_FACTOR, default 4; ITERS
+#     iterations per size) on both libraries and draws them on one chart
+#     with hccl-plot: out.svg for one op and one p, else out-OP-pP.svg per
+#     pair. Open MPI's table is converted to hccl-test's JSON rows (bytes,
+#     time_us, busbw_gbps, p50_us, p99_us, ...; algorithm "Open MPI"); both
+#     runs' rows stay in target/bench/plot-OP-pP-{hccl,mpi}.json.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -19,6 +25,8 @@ ITERS=${ITERS:-20}
 WARMUP=${WARMUP:-5}
 LAT_ITERS=${LAT_ITERS:-2000}
 LAT_ONLY=${LAT_ONLY:-0}
+PLOT=${PLOT:-}
+PLOT_FACTOR=${PLOT_FACTOR:-4}
 
 if ! command -v mpicc >/dev/null; then
   echo "compare.sh: needs Open MPI: apt-get install -y openmpi-bin libopenmpi-dev" >&2
@@ -29,6 +37,18 @@ mpicc -O2 -Wall -Werror -o target/bench/mpi_bench tools/bench/mpi_bench.c
 cargo build --release -q -p hccl-tools
 HCCL=${HCCL:-target/release/hccl-test}   # another build can be compared: HCCL=path/to/hccl-test
 CORES=$(nproc)
+
+# hccl-test's (and mpi_bench's) table on stdin -> hccl-test --format json
+# rows: table_json OP P ALGORITHM
+table_json() {
+  awk -F'|' -v op="$1" -v p="$2" -v algo="$3" 'NR > 2 && $1 ~ /[0-9]/ {
+    for (i = 1; i <= NF; i++) gsub(/ /, "", $i)
+    printf "{\"op\":\"%s\",\"ranks\":%d,\"bytes\":%s,\"count\":%.0f,\"dtype\":\"fp32\",", op, p, $1, $1 / 4
+    printf "\"time_us\":%s,\"algbw_gbps\":%s,\"busbw_gbps\":%s,\"check\":\"%s\",\"algorithm\":\"%s\",", $2, $3, $5, $4, algo
+    printf "\"p50_us\":%s,\"p99_us\":%s,\"max_us\":%s}\n", (NF >= 8) ? $6 : 0, (NF >= 8) ? $7 : 0, (NF >= 8) ? $8 : 0
+  }'
+}
+NPAIRS=$(( $(echo $OPS | wc -w) * $(echo $PS | wc -w) ))
 
 row_first() { awk -F'|' 'NR==3 {gsub(/ /,"",$2); print $2}'; }
 row_last_bus() { awk -F'|' 'NR>2 && $1 ~ /[0-9]/ {v=$5} END {gsub(/ /,"",v); print v}'; }
@@ -58,5 +78,18 @@ for p in $PS; do
     printf "%-15s %3s %12s %12s %9s %12s %12s %9s\n" "$op" "$p" "$ht" "$mt" \
       "$(awk -v a="$ht" -v b="$mt" 'BEGIN{printf "%.2f", (b>0)?a/b:0}')" "$hb" "$mb" \
       "$(awk -v a="$hb" -v b="$mb" 'BEGIN{if (a=="-") print "-"; else printf "%.2f", (b>0)?a/b:0}')"
+    if [ -n "$PLOT" ]; then
+      out=$PLOT
+      if [ "$NPAIRS" -gt 1 ]; then out="${PLOT%.svg}-$op-p$p.svg"; fi
+      js=target/bench/plot-$op-p$p
+      $HCCL "$op" -p "$p" -b "$MIN" -e "$MAX" -f "$PLOT_FACTOR" -n "$ITERS" -w "$WARMUP" -c 0 \
+        --transport process --format json >"$js-hccl.json"
+      mpirun "${MPI_FLAGS[@]}" -np "$p" target/bench/mpi_bench "$op" "$MIN" "$MAXB" "$PLOT_FACTOR" "$ITERS" "$WARMUP" 1 |
+        table_json "$op" "$p" mpi_bench >"$js-mpi.json"
+      target/release/hccl-plot -o "$out" --label hccl-rs --label "Open MPI" \
+        --title "$op, p=$p, fp32: hccl-rs (process ranks) vs Open MPI (ob1 + vader), $(date -u +%Y-%m-%d)" \
+        "$js-hccl.json" "$js-mpi.json"
+      echo "plot: $out"
+    fi
   done
 done

@@ -108,6 +108,13 @@ pub struct PerfArgs {
     /// Output format.
     #[arg(long = "format", value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// After the sweep, draw its rows to this SVG file (rank 0 draws): bus
+    /// bandwidth and time (average, p50, p99) against message size, with
+    /// the cost model's prediction for the executor that ran, priced as
+    /// the selector prices it (tuning file if there is one). See
+    /// docs/performance.md, "Plots"; `hccl-plot` draws several runs.
+    #[arg(long = "plot", value_name = "FILE.svg")]
+    pub plot: Option<std::path::PathBuf>,
     /// What a rank is and how ranks talk: `inproc` (threads of this
     /// process), `tcp` (threads over loopback TCP), `process` (one process
     /// per rank: shared memory on this host, as real jobs run).

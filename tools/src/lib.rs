@@ -13,6 +13,7 @@ mod args;
 mod calibrate;
 mod perf;
 mod strays;
+mod sweep_plot;
 
 // The input and expected value of every element of a checked op, which
 // `hccl-test --check` and the integration tests compare results against:
@@ -21,6 +22,9 @@ pub mod check;
 
 // `hccl-trace`: the flight-recorder dumps of all ranks, analysed.
 pub mod trace;
+
+// SVG charts of sweeps (`hccl-test --plot`, `hccl-plot`).
+pub mod plot;
 
 // Test hosts as network namespaces (`hccl-test --netns`), also what the
 // integration tests make their hosts with.

@@ -117,7 +117,7 @@ impl PerfOp {
     }
 
     /// Whether the size counts all ranks' blocks (so it is split p ways).
-    fn split(self) -> bool {
+    pub(crate) fn split(self) -> bool {
         matches!(
             self,
             PerfOp::AllGather
@@ -463,6 +463,14 @@ pub fn run_sweep(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
     } else {
         sizes(args, dtype.size() as u64)?
     };
+    if let Some(path) = &args.plot {
+        // the process that draws checks first: a run that cannot write
+        // its plot fails before it measures anything
+        let draws = args.worker_rank.is_none() && launched.as_ref().is_none_or(|l| l.rank == 0);
+        if draws {
+            crate::plot::check_writable(path).map_err(HcclError::open_file)?;
+        }
+    }
     if args.transport == "process" {
         return match (args.worker_rank, launched) {
             (Some(rank), _) => process_rank(args, op, dtype, rop, rank, &sizes, out),
@@ -504,6 +512,7 @@ pub fn run_sweep(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
     });
     let mut all_ok = true;
     let mut best_busbw: f64 = 0.0;
+    let mut rows = Vec::new();
     for bytes in sizes {
         let m = by_dtype!(dtype, measure_threads::<T>(args, op, rop, &comms, bytes))?;
         let row = make_row(
@@ -517,8 +526,10 @@ pub fn run_sweep(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
         all_ok &= row.check != "failed";
         best_busbw = best_busbw.max(row.busbw_gbps);
         print_row(args, &row, out)?;
+        rows.push(row);
     }
     baseline(args, Some(best_busbw), out)?;
+    draw_plot(args, op, &rows, &comms[0])?;
     if all_ok {
         Ok(())
     } else {
@@ -526,6 +537,18 @@ pub fn run_sweep(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
             "result check failed for at least one size",
         ))
     }
+}
+
+/// Draws `rows` to the `--plot` file, with the model's prediction for
+/// `comm`, the communicator the measured ops ran on (nothing without
+/// `--plot`).
+fn draw_plot(args: &PerfArgs, op: PerfOp, rows: &[Row], comm: &HcclComm) -> Result<()> {
+    let Some(path) = &args.plot else {
+        return Ok(());
+    };
+    let ctx = crate::sweep_plot::ModelContext::of(comm);
+    let chart = crate::sweep_plot::sweep_chart(args, op, rows, &ctx);
+    crate::plot::write_svg(&chart, path).map_err(HcclError::open_file)
 }
 
 /// Prints the memcpy baseline (`--baseline`); `best` is the best bus
@@ -929,6 +952,7 @@ fn rank_sweep(
     let stats_send = DeviceMem::alloc(n_stats * 8)?;
     let stats_recv = DeviceMem::alloc(n_stats * 8)?;
     let mut all_ok = true;
+    let mut rows = Vec::new();
     for &bytes in sizes {
         let r = by_dtype!(
             dtype,
@@ -964,7 +988,11 @@ fn rank_sweep(
         all_ok &= row.check != "failed";
         if rank == 0 {
             print_row(args, &row, out)?;
+            rows.push(row);
         }
+    }
+    if rank == 0 {
+        draw_plot(args, op, &rows, measured)?;
     }
     std::thread::sleep(Duration::from_millis(1));
     if all_ok {
