@@ -461,6 +461,7 @@ impl FlightRecorder {
             .iter()
             .map(|(s, e, t)| (*s, (e.as_str(), *t)))
             .collect();
+        let head_blocked = |id: u64| blocked.iter().any(|b| b.stream == id);
         let entries = copied
             .iter()
             .filter(|s| {
@@ -482,7 +483,11 @@ impl FlightRecorder {
                     }
                 } else if s.end <= s.start || progress.completed >= s.end {
                     "completed"
-                } else if progress.completed > s.start {
+                } else if progress.completed > s.start
+                    || (progress.completed == s.start && head_blocked(stream.id()))
+                {
+                    // part done, or its first task is the stream's head
+                    // and waits (a kernel: the whole op in one task)
                     "started"
                 } else {
                     "enqueued"

@@ -91,6 +91,9 @@ pub struct CommReport {
     pub never_entered: Vec<u32>,
     /// Ops whose arguments differ between ranks.
     pub mismatches: Vec<Mismatch>,
+    /// Ranks the dumped ranks wait on in that op (from their waits), with
+    /// the ranks waiting on each: whom to look at first in a hang.
+    pub waited_on: Vec<(u32, Vec<u32>)>,
 }
 
 /// What an entry's arguments are, as ranks must agree on them.
@@ -204,7 +207,16 @@ pub fn analyse(dumps: &[(PathBuf, FrDump)]) -> Vec<CommReport> {
                     });
                 }
             }
+            let mut waited: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+            if let Some(per) = stuck.and_then(|seq| ops.get(&seq)) {
+                for (&r, e) in per {
+                    if let Some(p) = e.waiting.as_ref().and_then(|w| w.peer) {
+                        waited.entry(p).or_default().push(r);
+                    }
+                }
+            }
             CommReport {
+                waited_on: waited.into_iter().collect(),
                 comm: comm.to_owned(),
                 size,
                 dumped,
@@ -253,6 +265,19 @@ pub fn render(reports: &[CommReport]) -> String {
                         "  never entered by rank{} {}",
                         if r.never_entered.len() > 1 { "s" } else { "" },
                         list(&r.never_entered)
+                    );
+                }
+                for (p, who) in &r.waited_on {
+                    let note = if r.missing_dumps.contains(p) {
+                        " (no dump from it: look at that rank first)"
+                    } else {
+                        ""
+                    };
+                    let _ = writeln!(
+                        out,
+                        "  rank {p} is waited on by rank{} {}{note}",
+                        if who.len() > 1 { "s" } else { "" },
+                        list(who)
                     );
                 }
                 for s in r.ranks.iter().filter(|s| s.state != "never entered") {
@@ -347,4 +372,106 @@ pub fn merge_timelines(paths: &[PathBuf]) -> Result<serde_json::Value, String> {
         "displayTimeUnit": "ns",
         "otherData": { "merged": merged, "format": "hccl-rs timeline 1" },
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hccl_adapter::{FrWait, FR_DUMP_VERSION};
+
+    fn entry(seq: u64, count: u64, state: &str, waiting_on: Option<u32>) -> FrEntry {
+        FrEntry {
+            seq,
+            op: "AllReduce".into(),
+            tag: "AllReduce_c".into(),
+            count,
+            dtype: "fp32".into(),
+            reduce_op: Some("sum".into()),
+            root: None,
+            peer: None,
+            algorithm: "AllReduceRingExecutor".into(),
+            stream: 1,
+            state: state.into(),
+            issued_us: 1.0,
+            started_us: None,
+            completed_us: None,
+            failed_us: None,
+            waiting: waiting_on.map(|p| FrWait {
+                step: 2,
+                verb: Some("RxWaitDone".into()),
+                peer: Some(p),
+                what: String::new(),
+            }),
+            error: None,
+        }
+    }
+
+    fn dump(rank: u32, entries: Vec<FrEntry>) -> (PathBuf, FrDump) {
+        let dump = FrDump {
+            version: FR_DUMP_VERSION,
+            comm: "c".into(),
+            rank,
+            size: 4,
+            host: "h".into(),
+            pid: 1,
+            reason: "test".into(),
+            dumped_us: 2.0,
+            ops_issued: entries.len() as u64,
+            failures: vec![],
+            entries,
+        };
+        (PathBuf::from(format!("r{rank}")), dump)
+    }
+
+    #[test]
+    fn a_hang_names_the_rank_everyone_waits_on_and_a_mismatch_names_both_sides() {
+        // rank 3 left no dump; 0 and 1 wait on it in op 2, 2 waits on 1;
+        // op 1's count differs on rank 2
+        let dumps = vec![
+            dump(
+                0,
+                vec![
+                    entry(1, 8, "completed", None),
+                    entry(2, 8, "started", Some(3)),
+                ],
+            ),
+            dump(
+                1,
+                vec![
+                    entry(1, 8, "completed", None),
+                    entry(2, 8, "started", Some(3)),
+                ],
+            ),
+            dump(
+                2,
+                vec![
+                    entry(1, 16, "completed", None),
+                    entry(2, 8, "started", Some(1)),
+                ],
+            ),
+        ];
+        let reports = analyse(&dumps);
+        assert_eq!(reports.len(), 1);
+        let r = &reports[0];
+        assert_eq!(r.missing_dumps, vec![3]);
+        assert_eq!(r.stuck_op.as_ref().map(|s| s.0), Some(2));
+        assert_eq!(r.waited_on, vec![(1, vec![2]), (3, vec![0, 1])]);
+        assert_eq!(r.mismatches.len(), 1);
+        let text = render(&reports);
+        assert!(text.contains("dumps from 0, 1, 2 (none from 3)"), "{text}");
+        assert!(
+            text.contains(
+                "rank 3 is waited on by ranks 0, 1 (no dump from it: look at that rank first)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("rank 0: started, waiting at step 2, RxWaitDone with rank 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("mismatched op #1: rank 2: AllReduce count 16 fp32 sum vs ranks 0, 1: AllReduce count 8 fp32 sum"),
+            "{text}"
+        );
+    }
 }
