@@ -317,6 +317,97 @@ pub fn render(reports: &[CommReport]) -> String {
     out
 }
 
+/// Which rank entered ops last, from a (merged) timeline's op spans: for
+/// every op sequence number that every rank of the trace has a span of,
+/// the rank whose span began last and by how much after the first.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LateRank {
+    /// The rank.
+    pub rank: u32,
+    /// Ops it entered last.
+    pub last_in: u64,
+    /// Ops compared.
+    pub ops: u64,
+    /// Mean lag behind the first rank over the ops it entered last, µs.
+    pub mean_lag_us: f64,
+}
+
+/// The ranks that entered ops last (see [`LateRank`]), most often first.
+/// A rank that is last in most ops is the slow one: the others wait for it.
+pub fn late_ranks(trace: &serde_json::Value) -> Vec<LateRank> {
+    let empty = Vec::new();
+    let events = trace["traceEvents"].as_array().unwrap_or(&empty);
+    // seq → rank → first begin (an op may have spans on several streams)
+    let mut by_seq: BTreeMap<u64, BTreeMap<u32, f64>> = BTreeMap::new();
+    let mut ranks = std::collections::BTreeSet::new();
+    for e in events {
+        if e["cat"] != "op" {
+            continue;
+        }
+        let (Some(seq), Some(pid), Some(ts)) = (
+            e["args"]["seq"].as_u64(),
+            e["pid"].as_u64(),
+            e["ts"].as_f64(),
+        ) else {
+            continue;
+        };
+        ranks.insert(pid as u32);
+        let t = by_seq
+            .entry(seq)
+            .or_default()
+            .entry(pid as u32)
+            .or_insert(ts);
+        *t = t.min(ts);
+    }
+    let mut stats: BTreeMap<u32, (u64, f64)> = BTreeMap::new();
+    let mut ops = 0;
+    for per in by_seq
+        .values()
+        .filter(|m| m.len() == ranks.len() && m.len() > 1)
+    {
+        ops += 1;
+        let first = per.values().copied().fold(f64::INFINITY, f64::min);
+        let (&last, &t) = per
+            .iter()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .expect("non-empty");
+        let s = stats.entry(last).or_default();
+        s.0 += 1;
+        s.1 += t - first;
+    }
+    let mut out: Vec<LateRank> = stats
+        .into_iter()
+        .map(|(rank, (n, lag))| LateRank {
+            rank,
+            last_in: n,
+            ops,
+            mean_lag_us: lag / n as f64,
+        })
+        .collect();
+    out.sort_by(|a, b| b.last_in.cmp(&a.last_in).then(a.rank.cmp(&b.rank)));
+    out
+}
+
+/// [`late_ranks`] in a few lines.
+pub fn render_late(late: &[LateRank]) -> String {
+    let mut out = String::new();
+    let Some(ops) = late.first().map(|l| l.ops) else {
+        return "no op was traced on every rank: nothing to compare\n".into();
+    };
+    let _ = writeln!(out, "ops traced on every rank: {ops}; entered last by:");
+    for l in late {
+        let _ = writeln!(
+            out,
+            "  rank {}: {} ops ({:.0}%), {:.1} µs after the first on average",
+            l.rank,
+            l.last_in,
+            100.0 * l.last_in as f64 / ops as f64,
+            l.mean_lag_us
+        );
+    }
+    out
+}
+
 /// The timeline files in `paths` (files, or directories holding
 /// `hccl_trace_*.json`), merged into one Chrome trace / Perfetto JSON
 /// object: every file's `traceEvents` (metadata first, then by time), and

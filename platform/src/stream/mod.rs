@@ -847,8 +847,11 @@ impl Stream {
                             Some(q) => q.label.clone(),
                             None => self.inner.lock_queue().label.clone(),
                         };
-                        let ev = TaskEvent::inline_kernel(self.inner.id, label.as_ref(), began);
-                        tl.push(&mut vec![ev]);
+                        tl.push_inline(TaskEvent::inline_kernel(
+                            self.inner.id,
+                            label.as_ref(),
+                            began,
+                        ));
                     }
                 };
                 let (mut q, now) = if self.inner.is_idle() {

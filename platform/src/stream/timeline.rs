@@ -32,6 +32,9 @@ pub(crate) struct TaskEvent {
     /// The task's index on its stream (`u64::MAX`: a kernel completed
     /// inside its launch, never queued: it is a whole op by itself).
     pub(crate) index: u64,
+    /// For a kernel completed inside its launch: its ordinal among those
+    /// of its stream (from 1), which ties it to its op's mark.
+    pub(crate) inline: u64,
     pub(crate) name: &'static str,
     pub(crate) label: Option<LabelArc<OpLabel>>,
     pub(crate) step: u32,
@@ -80,6 +83,7 @@ impl TaskEvent {
             begin,
             end: stamp(),
             failed: false,
+            inline: 0,
         }
     }
 }
@@ -103,6 +107,7 @@ impl TaskEvent {
             begin,
             end: stamp(),
             failed: false,
+            inline: 0,
         }
     }
 }
@@ -112,8 +117,19 @@ impl TaskEvent {
 struct OpMark {
     stream: u64,
     first_task: u64,
+    /// Kernels of the stream completed inside their launch so far: the
+    /// op's own, if it ran so, is the last of them.
+    inline_upto: u64,
     name: String,
     args: Value,
+}
+
+/// The recorded events, and per stream the kernels completed inside their
+/// launch (see [`TaskEvent::inline`]).
+#[derive(Debug, Default)]
+struct Events {
+    list: Vec<TaskEvent>,
+    inline: std::collections::HashMap<u64, u64>,
 }
 
 /// The events of one device (see the module docs). Shared: the device
@@ -121,7 +137,7 @@ struct OpMark {
 #[derive(Debug)]
 pub struct Timeline {
     capacity: usize,
-    events: Mutex<Vec<TaskEvent>>,
+    events: Mutex<Events>,
     marks: Mutex<Vec<OpMark>>,
     dropped: AtomicU64,
     rank: u32,
@@ -132,7 +148,7 @@ impl Timeline {
         crate::clock::init_clock();
         Timeline {
             capacity,
-            events: Mutex::new(Vec::new()),
+            events: Mutex::new(Events::default()),
             marks: Mutex::new(Vec::new()),
             dropped: AtomicU64::new(0),
             rank,
@@ -145,13 +161,27 @@ impl Timeline {
             return;
         }
         let mut ev = self.events.lock().unwrap_or_else(|p| p.into_inner());
-        let room = self.capacity.saturating_sub(ev.len());
+        let room = self.capacity.saturating_sub(ev.list.len());
         if batch.len() > room {
             self.dropped
                 .fetch_add((batch.len() - room) as u64, Ordering::Relaxed);
             batch.truncate(room);
         }
-        ev.append(batch);
+        ev.list.append(batch);
+    }
+
+    /// Adds the event of a kernel completed inside its launch, numbering
+    /// it among its stream's.
+    pub(crate) fn push_inline(&self, mut e: TaskEvent) {
+        let mut ev = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        let n = ev.inline.entry(e.stream).or_default();
+        *n += 1;
+        e.inline = *n;
+        if ev.list.len() < self.capacity {
+            ev.list.push(e);
+        } else {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Notes that the op `name` (with `args`, shown in the trace viewer)
@@ -159,12 +189,21 @@ impl Timeline {
     /// `Stream::progress().enqueued` before the op was issued): that
     /// task and the next ones up to the next mark are the op's.
     pub fn mark_op(&self, stream: u64, first_task: u64, name: String, args: Value) {
+        let inline_upto = self
+            .events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .inline
+            .get(&stream)
+            .copied()
+            .unwrap_or(0);
         self.marks
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(OpMark {
                 stream,
                 first_task,
+                inline_upto,
                 name,
                 args,
             });
@@ -172,7 +211,11 @@ impl Timeline {
 
     /// Task events recorded so far.
     pub fn len(&self) -> usize {
-        self.events.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .list
+            .len()
     }
 
     /// Whether no task event was recorded.
@@ -190,7 +233,8 @@ impl Timeline {
     /// complete event (`ph: "X"`) per task, and per op one spanning its
     /// tasks (category `op`; tasks are category `task`).
     pub fn to_chrome_json(&self, process_name: &str) -> Value {
-        let events = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        let guard = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        let events = &guard.list;
         let mut marks = self.marks.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let clock = StampClock::new();
         let us = |s: Stamp| clock.wall_us(s);
@@ -232,14 +276,22 @@ impl Timeline {
                 "name": e.name, "cat": "task", "ph": "X", "ts": b, "dur": d,
                 "pid": pid, "tid": e.stream, "args": Value::Object(args),
             }));
-            if e.index == u64::MAX {
-                // a whole op by itself: no span of its own needed
-                continue;
-            }
-            // the last mark of this stream at or before the task
-            let upto = marks.partition_point(|m| (m.stream, m.first_task) <= (e.stream, e.index));
-            if upto > 0 && marks[upto - 1].stream == e.stream {
-                let span = spans.entry(upto - 1).or_insert((b, b + d));
+            let owner = if e.index == u64::MAX {
+                // a kernel completed in its launch: the first mark of its
+                // stream left after it ran
+                let lo = marks.partition_point(|m| m.stream < e.stream);
+                let i = lo
+                    + marks[lo..]
+                        .partition_point(|m| m.stream == e.stream && m.inline_upto < e.inline);
+                (i < marks.len() && marks[i].stream == e.stream).then_some(i)
+            } else {
+                // the last mark of this stream at or before the task
+                let upto =
+                    marks.partition_point(|m| (m.stream, m.first_task) <= (e.stream, e.index));
+                (upto > 0 && marks[upto - 1].stream == e.stream).then(|| upto - 1)
+            };
+            if let Some(i) = owner {
+                let span = spans.entry(i).or_insert((b, b + d));
                 span.0 = span.0.min(b);
                 span.1 = span.1.max(b + d);
             }

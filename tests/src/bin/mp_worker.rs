@@ -145,6 +145,25 @@ fn run(mode: &str, rank: u32, size: u32, dir: &str, scenario: &str) -> hccl_adap
             c.all_reduce_raw(&send, &recv, 1 << 18, f, ReduceOp::Sum, &s)?;
             return s.synchronize();
         }
+        "slow_rank" => {
+            // issue 20: rank 2 computes 2 ms longer before each of 100
+            // AllReduces (a straggler); the timeline (HCCL_RS_TRACE) shows
+            // it entering the ops last
+            let n = 16384;
+            let send = DeviceMem::alloc(n * 4)?;
+            let recv = DeviceMem::alloc(n * 4)?;
+            for _ in 0..100 {
+                if rank == 2 {
+                    let t = std::time::Instant::now();
+                    while t.elapsed() < Duration::from_millis(2) {
+                        std::hint::spin_loop();
+                    }
+                }
+                c.all_reduce_raw(&send, &recv, n as u64, f, ReduceOp::Sum, &s)?;
+                s.synchronize()?;
+            }
+            return Ok(());
+        }
         "fr_missing" => {
             // issue 20: rank 2 never calls the third AllReduce; the others
             // time out and their streams' failure dumps their flight

@@ -12,7 +12,7 @@
 #![forbid(unsafe_code)]
 
 use clap::Parser;
-use hccl_tools::trace::{analyse, load_dumps, merge_timelines, render};
+use hccl_tools::trace::{analyse, late_ranks, load_dumps, merge_timelines, render, render_late};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -37,7 +37,8 @@ struct Args {
 #[derive(clap::Subcommand, Debug)]
 enum Cmd {
     /// Merge the ranks' timelines (HCCL_RS_TRACE: `hccl_trace_*.json`)
-    /// into one Chrome trace / Perfetto file.
+    /// into one Chrome trace / Perfetto file, and say which ranks entered
+    /// the ops last (a slow rank is last in most).
     Merge {
         /// Where to write the merged timeline.
         #[arg(short = 'o', long = "output", required = true)]
@@ -65,6 +66,7 @@ fn main() -> ExitCode {
         return match written {
             Ok(()) => {
                 println!("hccl-trace: {n} events -> {}", output.display());
+                print!("{}", render_late(&late_ranks(&merged)));
                 ExitCode::SUCCESS
             }
             Err(e) => {
