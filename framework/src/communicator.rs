@@ -442,7 +442,11 @@ impl Communicator {
             servers = topo.server_num(),
             level0 = %show(&level0),
             level1 = %show(&level1),
-            channels = ?config.channels,
+            channels = %format_args!(
+                "{}..{}",
+                config.channels.min,
+                config.channels.max.map_or("distinct".to_owned(), |m| m.to_string())
+            ),
             buffer_bytes = config.buffer_size,
             "hccl-rs communicator initialised"
         );
