@@ -848,7 +848,7 @@ impl Stream {
                             None => self.inner.lock_queue().label.clone(),
                         };
                         let ev = TaskEvent::inline_kernel(self.inner.id, label.as_ref(), began);
-                        tl.push(&mut vec![ev]);
+                        tl.push_inline(ev);
                     }
                 };
                 let (mut q, now) = if self.inner.is_idle() {

@@ -40,6 +40,10 @@ pub(crate) struct TaskEvent {
     pub(crate) begin: Stamp,
     pub(crate) end: Stamp,
     pub(crate) failed: bool,
+    /// For a kernel completed inside its launch: its place among the
+    /// timeline's op marks ([`Timeline::push_inline`]), which finds its op
+    /// (the first mark of its stream made after it). 0 otherwise.
+    pub(crate) seq: u64,
 }
 
 impl TaskEvent {
@@ -80,6 +84,7 @@ impl TaskEvent {
             begin,
             end: stamp(),
             failed: false,
+            seq: 0,
         }
     }
 }
@@ -103,6 +108,7 @@ impl TaskEvent {
             begin,
             end: stamp(),
             failed: false,
+            seq: 0,
         }
     }
 }
@@ -114,6 +120,8 @@ struct OpMark {
     first_task: u64,
     name: String,
     args: Value,
+    /// Its place in the timeline's sequence (see [`TaskEvent::seq`]).
+    seq: u64,
 }
 
 /// The events of one device (see the module docs). Shared: the device
@@ -125,6 +133,8 @@ pub struct Timeline {
     marks: Mutex<Vec<OpMark>>,
     dropped: AtomicU64,
     rank: u32,
+    /// Orders op marks and inline kernels (from 1).
+    seq: AtomicU64,
 }
 
 impl Timeline {
@@ -136,6 +146,7 @@ impl Timeline {
             marks: Mutex::new(Vec::new()),
             dropped: AtomicU64::new(0),
             rank,
+            seq: AtomicU64::new(1),
         }
     }
 
@@ -154,11 +165,26 @@ impl Timeline {
         ev.append(batch);
     }
 
+    /// Adds the event of a kernel that completed inside its launch, on the
+    /// issuing thread before its op is marked: the first mark of its
+    /// stream made after it is its op's. (A kernel of something never
+    /// marked — a graph replay — counts in the span of the next op marked
+    /// on its stream, if any.)
+    pub(crate) fn push_inline(&self, mut ev: TaskEvent) {
+        ev.seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        self.push(&mut vec![ev]);
+    }
+
     /// Notes that the op `name` (with `args`, shown in the trace viewer)
     /// starts at task `first_task` of stream `stream` (its
     /// `Stream::progress().enqueued` before the op was issued): that
     /// task and the next ones up to the next mark are the op's.
+    ///
+    /// A kernel of the op that completed inside its launch (no queued
+    /// task) belongs to it too: marks are made after the op is issued, so
+    /// its op is the first one marked after it on its stream.
     pub fn mark_op(&self, stream: u64, first_task: u64, name: String, args: Value) {
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
         self.marks
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -167,6 +193,7 @@ impl Timeline {
                 first_task,
                 name,
                 args,
+                seq,
             });
     }
 
@@ -208,9 +235,21 @@ impl Timeline {
                 "args": { "name": format!("stream {s}") },
             }));
         }
-        // op spans: per stream, the queued tasks from one mark to the next
+        // op spans: per stream, the queued tasks from one mark to the next,
+        // and the kernels that completed inside their launch before a mark
         marks.sort_by_key(|m| (m.stream, m.first_task));
+        let mut by_seq: Vec<(u64, u64, usize)> = marks
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.stream, m.seq, i))
+            .collect();
+        by_seq.sort_unstable();
         let mut spans: BTreeMap<usize, (f64, f64)> = BTreeMap::new();
+        let mut extend = |i: usize, b: f64, end: f64| {
+            let span = spans.entry(i).or_insert((b, end));
+            span.0 = span.0.min(b);
+            span.1 = span.1.max(end);
+        };
         for e in events.iter() {
             let (b, d) = (us(e.begin), (us(e.end) - us(e.begin)).max(0.0));
             let mut args = serde_json::Map::new();
@@ -233,15 +272,20 @@ impl Timeline {
                 "pid": pid, "tid": e.stream, "args": Value::Object(args),
             }));
             if e.index == u64::MAX {
-                // a whole op by itself: no span of its own needed
+                // a kernel that completed inside its launch: the op of the
+                // first mark of its stream made after it
+                let at = by_seq.partition_point(|&(s, q, _)| (s, q) <= (e.stream, e.seq));
+                if let Some(&(s, _, i)) = by_seq.get(at) {
+                    if s == e.stream {
+                        extend(i, b, b + d);
+                    }
+                }
                 continue;
             }
             // the last mark of this stream at or before the task
             let upto = marks.partition_point(|m| (m.stream, m.first_task) <= (e.stream, e.index));
             if upto > 0 && marks[upto - 1].stream == e.stream {
-                let span = spans.entry(upto - 1).or_insert((b, b + d));
-                span.0 = span.0.min(b);
-                span.1 = span.1.max(b + d);
+                extend(upto - 1, b, b + d);
             }
         }
         for (i, (b, end)) in spans {
@@ -302,5 +346,61 @@ impl TimelineSlot {
         let mut t = self.timeline.lock().unwrap_or_else(|p| p.into_inner());
         self.on.store(false, Ordering::Relaxed);
         t.take()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(stream: u64, index: u64) -> TaskEvent {
+        let begin = stamp();
+        TaskEvent {
+            stream,
+            index,
+            name: if index == u64::MAX {
+                "kernel"
+            } else {
+                "memcpy"
+            },
+            label: None,
+            step: 0,
+            peer: None,
+            bytes: None,
+            begin,
+            end: stamp(),
+            failed: false,
+            seq: 0,
+        }
+    }
+
+    #[test]
+    fn kernels_completed_in_their_launch_get_their_ops_span() {
+        let tl = Timeline::new(3, 100);
+        let mark = |first, name: &str| tl.mark_op(7, first, name.into(), json!({ "op": name }));
+        // A: one kernel completed in its launch, marked after it
+        tl.push_inline(event(7, u64::MAX));
+        mark(0, "A");
+        // B: queued tasks 0 and 1 (the same first task as A's mark)
+        tl.push(&mut vec![event(7, 0), event(7, 1)]);
+        mark(0, "B");
+        // C: two inline kernels, then its mark
+        tl.push_inline(event(7, u64::MAX));
+        tl.push_inline(event(7, u64::MAX));
+        mark(2, "C");
+        // a kernel no op mark follows (a replay): a task, no span
+        tl.push_inline(event(7, u64::MAX));
+        // another stream's mark does not take it
+        tl.mark_op(8, 0, "D".into(), json!({}));
+        let j = tl.to_chrome_json("rank 3");
+        let evs = j["traceEvents"].as_array().unwrap();
+        let spans: Vec<&str> = evs
+            .iter()
+            .filter(|e| e["cat"] == "op")
+            .map(|e| e["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(spans, ["A", "B", "C"], "{j}");
+        assert_eq!(evs.iter().filter(|e| e["cat"] == "task").count(), 6);
+        assert!(evs.iter().all(|e| e["pid"] == 3));
     }
 }
