@@ -3,6 +3,7 @@
 # tools/install.sh) with gcc/g++ -Wall -Werror, and runs each, checked:
 #   C threads as ranks (shared and static libhccl, and linked as -lascendcl),
 #   ACL graphs (captured HCCL calls replayed) with threads as ranks,
+#   ACL profiling around an AllReduce loop (linked -lmsprofiler, traces checked),
 #   C++ HcclCommInitAll, C under `mpirun -np 4` (if mpicc is present; the
 #   ACL-graph example and symmetric windows with registered memory too),
 #   Python ctypes across 4 processes.
@@ -37,6 +38,11 @@ echo "== C: ACL graphs, threads as ranks (captured calls executed 100 times, che
 gcc "${strict[@]}" -std=c11 $cflags "$here/c/graph_capture.c" $libs -lpthread -o "$out/graph"
 run "$out/graph" 4 1000 100
 run "$out/graph" 3 70000 20
+
+echo "== C: ACL profiling around an AllReduce loop, threads as ranks (-lmsprofiler; traces checked)"
+gcc "${strict[@]}" -std=c11 $cflags "$here/c/prof_allreduce.c" $libs -lmsprofiler -lpthread -o "$out/prof"
+run "$out/prof" "$out/prof_traces" 4 1000 20
+run "$out/prof" "$out/prof_traces_large" 2 300000 3
 
 echo "== C++: HcclCommInitAll"
 g++ "${strict[@]}" -std=c++17 $cflags "$here/cpp/allreduce.cpp" $libs -pthread -o "$out/cpp"

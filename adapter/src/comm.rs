@@ -215,6 +215,15 @@ impl HcclComm {
         }
     }
 
+    /// Writes the timeline being recorded on this rank's device (Chrome
+    /// trace JSON of its stream tasks and op spans, see
+    /// [`Communicator::write_timeline`]) to `path`; recording goes on.
+    /// `HCCL_E_NOT_SUPPORT` when no timeline is on (none of
+    /// `HCCL_RS_TRACE`, [`Device::start_timeline`], ACL profiling).
+    pub fn write_timeline(&self, path: &std::path::Path) -> Result<()> {
+        self.inner.write_timeline(path)
+    }
+
     /// The op tag of `call`: HCCL's `<Op>_<communicator name>`, plus the
     /// peer for a send or receive.
     fn tag(&self, call: &Call<'_>) -> Cow<'_, Arc<str>> {

@@ -74,6 +74,9 @@ pub use hccl_platform::{
     DataType, Device, DeviceBuffer, DeviceMem, Element, HcclError, HcclResult, ReduceOp, Result,
     Stream,
 };
+// Timelines of a device's stream tasks and op spans (Chrome trace JSON:
+// `HCCL_RS_TRACE`, `Device::start_timeline`, ACL profiling in the C API).
+pub use hccl_platform::{Timeline, DEFAULT_TIMELINE_EVENTS};
 // Capture and replay (HCCL's graph mode as ACL graphs reach it): ops
 // issued on a capturing stream are recorded; the graph replays them.
 pub use hccl_platform::{CaptureMode, CaptureStatus, Graph};

@@ -7,8 +7,10 @@
 //!   names, signatures, enum values and struct layouts ([`hccl`]).
 //! - **ACL runtime shim** (`include/acl/acl.h`): the devices, streams,
 //!   memory and events HCCL programs use around the HCCL calls, on CPUs
-//!   ([`acl`]). An installed tree also names the library `libascendcl.so`
-//!   and `libacl_rt.so` (symlinks), so such programs link unmodified.
+//!   ([`acl`]), and ACL profiling (`include/acl/acl_prof.h`: `aclprof*`,
+//!   writing the devices' timelines as Chrome trace JSON). An installed
+//!   tree also names the library `libascendcl.so`, `libacl_rt.so` and
+//!   `libmsprofiler.so` (symlinks), so such programs link unmodified.
 //!
 //! At the boundary: no panic crosses it (caught, logged, `HCCL_E_INTERNAL`
 //! / `ACL_ERROR_INTERNAL_ERROR`); null pointers give `HCCL_E_PTR`;

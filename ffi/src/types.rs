@@ -42,6 +42,8 @@ pub type aclmdlRI = *mut c_void;
 pub type aclmdlRICaptureMode = u32;
 /// `aclmdlRICaptureStatus` (a C enum).
 pub type aclmdlRICaptureStatus = u32;
+/// `aclprofAicoreMetrics` (a C enum).
+pub type aclprofAicoreMetrics = u32;
 
 /// `HCCL_ROOT_INFO_BYTES`.
 pub const HCCL_ROOT_INFO_BYTES: usize = 4108;
@@ -120,8 +122,16 @@ pub const ACL_ERROR_INVALID_PARAM: aclError = 100_000;
 pub const ACL_ERROR_UNINITIALIZE: aclError = 100_001;
 /// `ACL_ERROR_REPEAT_INITIALIZE`.
 pub const ACL_ERROR_REPEAT_INITIALIZE: aclError = 100_002;
+/// `ACL_ERROR_WRITE_FILE`.
+pub const ACL_ERROR_WRITE_FILE: aclError = 100_004;
 /// `ACL_ERROR_REPEAT_FINALIZE`.
 pub const ACL_ERROR_REPEAT_FINALIZE: aclError = 100_037;
+/// `ACL_ERROR_PROF_ALREADY_RUN`: a device of the configuration is being
+/// profiled already.
+pub const ACL_ERROR_PROF_ALREADY_RUN: aclError = 100_042;
+/// `ACL_ERROR_PROF_NOT_RUN`: profiling is not initialized (`aclprofInit`),
+/// or a device is not being profiled.
+pub const ACL_ERROR_PROF_NOT_RUN: aclError = 100_043;
 /// `ACL_ERROR_BAD_ALLOC`.
 pub const ACL_ERROR_BAD_ALLOC: aclError = 200_000;
 /// `ACL_ERROR_INVALID_DEVICE`.
@@ -174,6 +184,74 @@ pub const ACL_MEM_MALLOC_NORMAL_ONLY_P2P: aclrtMemMallocPolicy = 5;
 pub const ACL_HOST: aclrtRunMode = 1;
 /// `ACL_EVENT_RECORDED_STATUS_COMPLETE`.
 pub const ACL_EVENT_RECORDED_STATUS_COMPLETE: aclrtEventRecordedStatus = 1;
+
+/// `aclprofConfig`: opaque (an incomplete C type; pointers to it are
+/// registry handles, never dereferenced).
+#[repr(C)]
+pub struct aclprofConfig {
+    _unused: [u8; 0],
+}
+
+/// `aclprofAicoreEvents`: opaque (an incomplete C type; only NULL is
+/// accepted).
+#[repr(C)]
+pub struct aclprofAicoreEvents {
+    _unused: [u8; 0],
+}
+
+/// `ACL_PROF_ACL_API`.
+pub const ACL_PROF_ACL_API: u64 = 0x0001;
+/// `ACL_PROF_TASK_TIME`.
+pub const ACL_PROF_TASK_TIME: u64 = 0x0002;
+/// `ACL_PROF_AICORE_METRICS`.
+pub const ACL_PROF_AICORE_METRICS: u64 = 0x0004;
+/// `ACL_PROF_AICPU`.
+pub const ACL_PROF_AICPU: u64 = 0x0008;
+/// `ACL_PROF_L2CACHE`.
+pub const ACL_PROF_L2CACHE: u64 = 0x0010;
+/// `ACL_PROF_HCCL_TRACE`.
+pub const ACL_PROF_HCCL_TRACE: u64 = 0x0020;
+/// `ACL_PROF_TRAINING_TRACE`.
+pub const ACL_PROF_TRAINING_TRACE: u64 = 0x0040;
+/// `ACL_PROF_MSPROFTX`.
+pub const ACL_PROF_MSPROFTX: u64 = 0x0080;
+/// `ACL_PROF_RUNTIME_API`.
+pub const ACL_PROF_RUNTIME_API: u64 = 0x0100;
+/// `ACL_PROF_GE_API_L0`.
+pub const ACL_PROF_GE_API_L0: u64 = 0x0200;
+/// `ACL_PROF_TASK_TIME_L0`.
+pub const ACL_PROF_TASK_TIME_L0: u64 = 0x0800;
+/// `ACL_PROF_TASK_MEMORY`.
+pub const ACL_PROF_TASK_MEMORY: u64 = 0x1000;
+/// `ACL_PROF_GE_API_L1`.
+pub const ACL_PROF_GE_API_L1: u64 = 0x0100_0000;
+/// `ACL_PROF_TASK_TIME_L2`.
+pub const ACL_PROF_TASK_TIME_L2: u64 = 0x2000;
+/// `ACL_PROF_OP_ATTR`.
+pub const ACL_PROF_OP_ATTR: u64 = 0x4000;
+/// `ACL_PROF_TASK_TIME_L3`.
+pub const ACL_PROF_TASK_TIME_L3: u64 = 0x8000;
+
+/// `ACL_AICORE_ARITHMETIC_UTILIZATION`.
+pub const ACL_AICORE_ARITHMETIC_UTILIZATION: aclprofAicoreMetrics = 0;
+/// `ACL_AICORE_PIPE_UTILIZATION`.
+pub const ACL_AICORE_PIPE_UTILIZATION: aclprofAicoreMetrics = 1;
+/// `ACL_AICORE_MEMORY_BANDWIDTH`.
+pub const ACL_AICORE_MEMORY_BANDWIDTH: aclprofAicoreMetrics = 2;
+/// `ACL_AICORE_L0B_AND_WIDTH`.
+pub const ACL_AICORE_L0B_AND_WIDTH: aclprofAicoreMetrics = 3;
+/// `ACL_AICORE_RESOURCE_CONFLICT_RATIO`.
+pub const ACL_AICORE_RESOURCE_CONFLICT_RATIO: aclprofAicoreMetrics = 4;
+/// `ACL_AICORE_MEMORY_UB`.
+pub const ACL_AICORE_MEMORY_UB: aclprofAicoreMetrics = 5;
+/// `ACL_AICORE_L2_CACHE`.
+pub const ACL_AICORE_L2_CACHE: aclprofAicoreMetrics = 6;
+/// `ACL_AICORE_PIPE_EXECUTE_UTILIZATION`.
+pub const ACL_AICORE_PIPE_EXECUTE_UTILIZATION: aclprofAicoreMetrics = 7;
+/// `ACL_AICORE_MEMORY_ACCESS`.
+pub const ACL_AICORE_MEMORY_ACCESS: aclprofAicoreMetrics = 8;
+/// `ACL_AICORE_NONE`.
+pub const ACL_AICORE_NONE: aclprofAicoreMetrics = 0xFF;
 
 /// Opaque `void` for pointer arguments.
 pub type Void = c_void;

@@ -2,7 +2,8 @@
 //! (this crate) must describe the same C ABI.
 //!
 //! [`check_abi`] runs bindgen over `<hccl/hccl.h>` (which includes
-//! `<acl/acl.h>`), `<hccl/hccl_ex.h>` and `<hccl/hccl_sym_win.h>`, and parses the generated Rust with syn; it parses this
+//! `<acl/acl.h>`), `<hccl/hccl_ex.h>`, `<hccl/hccl_sym_win.h>` and
+//! `<acl/acl_prof.h>`, and parses the generated Rust with syn; it parses this
 //! crate's sources with syn as well, and compares, after reducing every type
 //! to its primitive C shape (typedefs / type aliases resolved, `c_int` →
 //! `i32`, `c_char` → the platform's `i8`/`u8`, `*const` and `*mut` kept
@@ -16,16 +17,21 @@
 //! - **structs and unions**: the same fields in the same order with the same
 //!   types, and the size, alignment and field offsets bindgen's layout
 //!   assertions give equal the compiled `hccl::types::*` (`size_of`,
-//!   `align_of`, `offset_of!`);
+//!   `align_of`, `offset_of!`); an opaque (incomplete) C type
+//!   (`aclprofConfig`, `aclprofAicoreEvents`) must be opaque in the
+//!   library too (one `_unused: [u8; 0]` field, size 0, alignment 1);
 //! - **typedefs**: every type alias in `types.rs` equals the header's typedef
 //!   of that name;
 //! - **enum values and constants**: `HcclResult`, `HcclDataType`,
 //!   `HcclReduceOp` against the library's `from_code` decoders,
 //!   `HcclSendRecvType` against the library's decoding of
 //!   `HcclSendRecvItem::sendRecvType`, `HcclCommConfigCapability` against
-//!   `HCCL_COMM_CONFIG_RESERVED` and `HcclGetCommConfigCapability()`, and
-//!   every `const` of `types.rs` (sizes, magic word, `ACL_*` codes) against
-//!   the header's `#define` of the same name.
+//!   `HCCL_COMM_CONFIG_RESERVED` and `HcclGetCommConfigCapability()`,
+//!   `aclprofAicoreMetrics` against the `ACL_AICORE_*` constants of
+//!   `types.rs` that `aclprofCreateConfig` accepts (header values without
+//!   one must be refused), and every `const` of `types.rs` (sizes, magic
+//!   word, `ACL_*` codes, `ACL_PROF_*` flags, `ACL_AICORE_*` values)
+//!   against the header's `#define` or enum value of the same name.
 //!
 //! Not compared: the values of `HcclConfig` and of the ACL enums
 //! (`aclrtMemcpyKind`, `aclrtMemMallocPolicy`, `aclrtRunMode`,
@@ -34,8 +40,11 @@
 //!
 //! All mismatches are collected and reported at once. The second test runs
 //! the same comparison over a mutated copy of the include tree (a parameter
-//! of `HcclAllReduce`, two struct fields, an enum value, an `ACL_*` define)
-//! and checks that exactly those changes are reported.
+//! of `HcclAllReduce`, two struct fields, an enum value, an `ACL_*` define;
+//! in `acl_prof.h` a parameter of `aclprofStart`, an `aclprofAicoreMetrics`
+//! value, an `ACL_PROF_*` flag, and a definition given to the opaque
+//! `aclprofAicoreEvents`) and checks that exactly those changes are
+//! reported.
 
 use quote::ToTokens;
 use std::collections::{BTreeMap, BTreeSet};
@@ -706,7 +715,7 @@ fn run_bindgen(include: &Path) -> Result<syn::File, String> {
     let bindings = bindgen::Builder::default()
         .header_contents(
             "abi_guard_wrapper.h",
-            "#include <hccl/hccl.h>\n#include <hccl/hccl_ex.h>\n#include <hccl/hccl_sym_win.h>\n",
+            "#include <hccl/hccl.h>\n#include <hccl/hccl_ex.h>\n#include <hccl/hccl_sym_win.h>\n#include <acl/acl_prof.h>\n",
         )
         .clang_arg(format!("-I{}", include.display()))
         .layout_tests(true)
@@ -758,6 +767,33 @@ fn library_layouts() -> BTreeMap<String, Layout> {
     .collect()
 }
 
+/// The compiled size and alignment of the library's opaque C types
+/// (incomplete in the headers).
+fn library_opaque() -> BTreeMap<String, (usize, usize)> {
+    use hccl::types;
+    use std::mem::{align_of, size_of};
+    macro_rules! opaque {
+        ($($t:ident),+ $(,)?) => {
+            [$((stringify!($t).to_owned(), (size_of::<types::$t>(), align_of::<types::$t>()))),+]
+                .into_iter()
+                .collect()
+        };
+    }
+    opaque!(aclprofConfig, aclprofAicoreEvents)
+}
+
+/// Whether bindgen rendered a record as opaque: `typedef struct X X;`
+/// with no definition becomes `struct X { _unused: [u8; 0] }`.
+fn is_opaque(r: &Record) -> bool {
+    let zero_bytes = |t: &syn::Type| match t {
+        syn::Type::Array(a) => {
+            bare_path(&a.elem).as_deref() == Some("u8") && eval(&a.len, &BTreeMap::new()) == Some(0)
+        }
+        _ => false,
+    };
+    matches!(r.fields.as_slice(), [(n, t)] if n == "_unused" && zero_bytes(t))
+}
+
 /// Compiled values of the library's constants (cross-checks the values read
 /// from `types.rs` and catches a constant the source reader misreads).
 fn library_consts() -> Vec<(&'static str, i128)> {
@@ -782,6 +818,35 @@ fn library_consts() -> Vec<(&'static str, i128)> {
         ACL_ERROR_INVALID_RESOURCE_HANDLE,
         ACL_ERROR_INTERNAL_ERROR,
         ACL_ERROR_RT_FAILURE,
+        ACL_ERROR_WRITE_FILE,
+        ACL_ERROR_PROF_ALREADY_RUN,
+        ACL_ERROR_PROF_NOT_RUN,
+        ACL_PROF_ACL_API,
+        ACL_PROF_TASK_TIME,
+        ACL_PROF_AICORE_METRICS,
+        ACL_PROF_AICPU,
+        ACL_PROF_L2CACHE,
+        ACL_PROF_HCCL_TRACE,
+        ACL_PROF_TRAINING_TRACE,
+        ACL_PROF_MSPROFTX,
+        ACL_PROF_RUNTIME_API,
+        ACL_PROF_GE_API_L0,
+        ACL_PROF_TASK_TIME_L0,
+        ACL_PROF_TASK_MEMORY,
+        ACL_PROF_GE_API_L1,
+        ACL_PROF_TASK_TIME_L2,
+        ACL_PROF_OP_ATTR,
+        ACL_PROF_TASK_TIME_L3,
+        ACL_AICORE_ARITHMETIC_UTILIZATION,
+        ACL_AICORE_PIPE_UTILIZATION,
+        ACL_AICORE_MEMORY_BANDWIDTH,
+        ACL_AICORE_L0B_AND_WIDTH,
+        ACL_AICORE_RESOURCE_CONFLICT_RATIO,
+        ACL_AICORE_MEMORY_UB,
+        ACL_AICORE_L2_CACHE,
+        ACL_AICORE_PIPE_EXECUTE_UTILIZATION,
+        ACL_AICORE_MEMORY_ACCESS,
+        ACL_AICORE_NONE,
     ];
     // The root-info size the bootstrap actually uses.
     v.push((
@@ -810,7 +875,7 @@ fn check_abi(include: &Path) -> Vec<Mismatch> {
     check_functions(&header, &lib, &mut out);
     check_records(&header, &lib, &mut out);
     check_aliases(&header, &lib, &mut out);
-    check_enums(&header, &source, &mut out);
+    check_enums(&header, &lib, &source, &mut out);
     check_consts(&header, &lib, &mut out);
     let mut v = out.0;
     v.sort();
@@ -976,6 +1041,26 @@ fn check_records(header: &Side, lib: &Side, out: &mut Mismatches) {
                 );
             }
         }
+        // An opaque (incomplete) C type: bindgen gives it one zero-sized
+        // `_unused` field and no layout; the library's must be zero-sized
+        // too (only pointers to it cross the ABI).
+        if is_opaque(h) {
+            match library_opaque().get(&name) {
+                Some(&(0, 1)) => {}
+                Some((size, align)) => out.push(
+                    &name,
+                    format!(
+                        "opaque in the header, but the library's type has size {size} and \
+                         alignment {align} (want 0 and 1)"
+                    ),
+                ),
+                None => out.push(
+                    &name,
+                    "opaque in the header: add it to the guard's library_opaque() table",
+                ),
+            }
+            continue;
+        }
         // Layout: bindgen's assertions vs the compiled library type.
         let Some(hl) = header_layouts.get(&name) else {
             out.push(&name, "bindgen emitted no layout assertions");
@@ -1120,7 +1205,7 @@ fn check_enum(
     }
 }
 
-fn check_enums(header: &Side, source: &LibSource, out: &mut Mismatches) {
+fn check_enums(header: &Side, lib: &Side, source: &LibSource, out: &mut Mismatches) {
     use hccl_adapter::{DataType, HcclResult, ReduceOp};
     // Codes to ask the library's decoders about: a generous range plus every
     // value the headers declare.
@@ -1242,6 +1327,45 @@ fn check_enums(header: &Side, source: &LibSource, out: &mut Mismatches) {
             format!("returns {reported}, which is no HcclCommConfigCapability of the header"),
         );
     }
+
+    // aclprofAicoreMetrics: the constants of types.rs that
+    // aclprofCreateConfig accepts (a library constant it refuses is a
+    // mismatch of its own); a header value without one must be refused.
+    let accepts = |v: i128| {
+        let Ok(m) = u32::try_from(v) else {
+            return false;
+        };
+        let mut dev = [0u32];
+        let cfg = hccl::acl::aclprofCreateConfig(dev.as_mut_ptr(), 1, m, std::ptr::null(), 0);
+        if cfg.is_null() {
+            return false;
+        }
+        hccl::acl::aclprofDestroyConfig(cfg);
+        true
+    };
+    let mut metrics = BTreeMap::new();
+    for (name, c) in &lib.consts {
+        if c.ty != "aclprofAicoreMetrics" {
+            continue;
+        }
+        match c.value {
+            Some(v) if accepts(v) => {
+                metrics.insert(name.clone(), v);
+            }
+            Some(v) => out.push(
+                "aclprofAicoreMetrics",
+                format!("library constant `{name}` = {v} is refused by aclprofCreateConfig"),
+            ),
+            None => {}
+        }
+    }
+    check_enum(
+        header,
+        "aclprofAicoreMetrics",
+        &metrics,
+        &|v| accepts(v).then(|| "a metric aclprofCreateConfig accepts".to_owned()),
+        out,
+    );
 }
 
 fn check_consts(header: &Side, lib: &Side, out: &mut Mismatches) {
@@ -1443,6 +1567,31 @@ fn guard_catches_changed_signature_and_struct() {
         "200000",
         "200001",
     );
+    // acl_prof.h: a parameter's constness, an enum value, a flag, and an
+    // opaque type given a definition.
+    let prof_h = tree.0.join("acl/acl_prof.h");
+    mutate(
+        &prof_h,
+        "aclprofStart(",
+        ';',
+        "const aclprofConfig",
+        "aclprofConfig",
+    );
+    mutate(&prof_h, "ACL_AICORE_MEMORY_ACCESS = 8", ',', "= 8", "= 9");
+    mutate(
+        &prof_h,
+        "#define ACL_PROF_HCCL_TRACE ",
+        '\n',
+        "0x0020ULL",
+        "0x0040ULL",
+    );
+    mutate(
+        &prof_h,
+        "typedef struct aclprofAicoreEvents ",
+        ';',
+        "aclprofAicoreEvents aclprofAicoreEvents",
+        "aclprofAicoreEvents { uint32_t events; } aclprofAicoreEvents",
+    );
     let mutated = check_abi(&tree.0);
     let new: Vec<Mismatch> = mutated
         .iter()
@@ -1494,6 +1643,39 @@ fn guard_catches_changed_signature_and_struct() {
         has("ACL_ERROR_BAD_ALLOC", &["header 200001, library 200000"]),
         "ACL_ERROR_BAD_ALLOC's value not reported; new mismatches:\n{listing}"
     );
+    assert!(
+        has(
+            "aclprofStart",
+            &[
+                "parameter 0 `profilerConfig`",
+                "header `*mut aclprofConfig`",
+                "library `*const aclprofConfig`"
+            ]
+        ),
+        "aclprofStart's parameter not reported; new mismatches:\n{listing}"
+    );
+    assert!(
+        has(
+            "aclprofAicoreMetrics",
+            &["`ACL_AICORE_MEMORY_ACCESS`: header 9, library 8"]
+        ),
+        "ACL_AICORE_MEMORY_ACCESS's enum value not reported; new mismatches:\n{listing}"
+    );
+    assert!(
+        has("ACL_AICORE_MEMORY_ACCESS", &["header 9, library 8"]),
+        "ACL_AICORE_MEMORY_ACCESS's constant not reported; new mismatches:\n{listing}"
+    );
+    assert!(
+        has("ACL_PROF_HCCL_TRACE", &["header 64, library 32"]),
+        "ACL_PROF_HCCL_TRACE's value not reported; new mismatches:\n{listing}"
+    );
+    assert!(
+        has(
+            "aclprofAicoreEvents",
+            &["field 0: header `events`, library `_unused`"]
+        ),
+        "aclprofAicoreEvents given a definition not reported; new mismatches:\n{listing}"
+    );
     // Nothing else moved: every new mismatch is about what was changed.
     let unrelated: Vec<&Mismatch> = new
         .iter()
@@ -1504,6 +1686,11 @@ fn guard_catches_changed_signature_and_struct() {
                 "HcclCommConfig",
                 "HcclDataType",
                 "ACL_ERROR_BAD_ALLOC",
+                "aclprofStart",
+                "aclprofAicoreMetrics",
+                "ACL_AICORE_MEMORY_ACCESS",
+                "ACL_PROF_HCCL_TRACE",
+                "aclprofAicoreEvents",
             ]
             .contains(&m.item.as_str())
         })

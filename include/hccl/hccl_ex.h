@@ -1,6 +1,6 @@
 /*
  * hccl-rs: HCCL-compatible C API (hccl_ex.h, the registration part),
- * implemented by libhccl.
+ * implemented by libhccl, and hccl-rs's own extensions (HcclRs*).
  *
  * Registered memory (from aclrtMalloc) lets the communicator's ops reach
  * it from peer processes of this host through a mapping: one copy, no
@@ -29,6 +29,26 @@ extern HcclResult HcclCommDeregister(HcclComm comm, void *handle);
  */
 extern HcclResult HcclCommExchangeMem(HcclComm comm, void *windowHandle, uint32_t *peerRanks,
     uint32_t peerRankNum);
+
+/*
+ * hccl-rs extensions (not in HCCL): diagnosis on request.
+ */
+
+/**
+ * Writes the communicator's flight-recorder dump to path (JSON: its last ops, their
+ * arguments and states, e.g. op "AllReduce", state "completed"). HCCL_E_PTR for a NULL
+ * comm or path, HCCL_E_NOT_SUPPORT when recording is off (HCCL_RS_FR_BUFFER_SIZE=0),
+ * HCCL_E_SYSCALL when the file cannot be written.
+ */
+extern HcclResult HcclRsDumpFlightRecorder(HcclComm comm, const char *path);
+
+/**
+ * Writes the timeline being recorded on the communicator's device (Chrome trace / Perfetto
+ * JSON of its stream tasks and op spans) to path; recording goes on. HCCL_E_PTR for a NULL
+ * comm or path, HCCL_E_NOT_SUPPORT when no timeline is on (neither HCCL_RS_TRACE nor
+ * aclprofStart on the device), HCCL_E_SYSCALL when the file cannot be written.
+ */
+extern HcclResult HcclRsWriteTimeline(HcclComm comm, const char *path);
 
 #ifdef __cplusplus
 }

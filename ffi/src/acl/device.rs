@@ -27,7 +27,7 @@ fn device_count() -> i32 {
         .unwrap_or(8)
 }
 
-fn check_device(id: i32) -> Result<(), AclFail> {
+pub(super) fn check_device(id: i32) -> Result<(), AclFail> {
     let n = device_count();
     if id < 0 || id >= n {
         return Err(acl_err(

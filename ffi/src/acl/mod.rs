@@ -12,19 +12,27 @@
 //! ACL graphs (`aclmdlRICapture*`, `aclmdlRI*`, `graph.rs`):
 //! tasks issued on a capturing stream are recorded and replayed by
 //! `aclmdlRIExecuteAsync`.
+//!
+//! ACL profiling (`aclprof*`, `prof.rs`): `aclprofStart` records the
+//! timelines of the platform devices serving the listed devices (and of
+//! communicators created on them later); `aclprofStop` writes each as
+//! Chrome trace JSON.
 
 mod device;
 mod event;
 mod graph;
 mod memory;
 mod placement;
+mod prof;
 mod stream;
 
 pub use device::*;
 pub use event::*;
 pub use graph::*;
 pub use memory::*;
+pub use prof::*;
 pub use stream::*;
 
 pub(crate) use placement::{bind_device, current_device};
+pub(crate) use prof::device_appeared;
 pub(crate) use stream::stream_for_op;

@@ -2,7 +2,7 @@
 
 use super::config::{comm_config, DETERMINISTIC};
 use super::memory_ranges::Registration;
-use crate::acl::{bind_device, current_device};
+use crate::acl::{bind_device, current_device, device_appeared};
 use crate::guard::{hccl, non_null};
 use crate::handles::Registry;
 use crate::types::*;
@@ -19,6 +19,9 @@ pub(crate) struct CommEntry {
     pub reg: Mutex<Registration>,
     /// Its live symmetric windows, by handle (`HcclCommSymWinGet`).
     pub windows: Mutex<Vec<(usize, hccl_adapter::SymWindow)>>,
+    /// The ACL device it was created on (whose new streams run on its
+    /// platform device; profiling that ACL device records it).
+    pub acl_device: i32,
 }
 
 pub(crate) static COMMS: Registry<CommEntry> = Registry::new(0x1c);
@@ -36,15 +39,48 @@ pub(crate) fn lookup(h: HcclComm) -> Result<Arc<CommEntry>> {
 
 /// Registers a new communicator: this thread's device runs on its device.
 fn publish(comm: Comm, out: *mut HcclComm) -> Result<()> {
-    bind_device(current_device(), comm.device());
+    let h = register(comm, current_device());
+    // SAFETY: `out` was checked non-null by the caller; it points to an HcclComm.
+    unsafe { out.write(h) };
+    Ok(())
+}
+
+/// Registers `comm`, created on ACL device `acl_device`, whose new
+/// streams then run on the communicator's platform device; returns its
+/// handle. Profiling is told after the registration, so a profiling start
+/// racing with it finds the communicator one way or the other.
+fn register(comm: Comm, acl_device: i32) -> HcclComm {
+    bind_device(acl_device, comm.device());
+    let dev = comm.device().clone();
+    let label = label(acl_device, &comm);
     let h = COMMS.insert(Arc::new(CommEntry {
         comm,
         reg: Mutex::new(Registration::default()),
         windows: Mutex::new(Vec::new()),
+        acl_device,
     }));
-    // SAFETY: `out` was checked non-null by the caller; it points to an HcclComm.
-    unsafe { out.write(h) };
-    Ok(())
+    device_appeared(acl_device, &dev, Some(label));
+    h
+}
+
+/// The platform devices of the live communicators created on ACL device
+/// `acl_device`, each with its label (`device D: rank R of NAME`).
+pub(crate) fn comm_devices_on(acl_device: i32) -> Vec<(hccl_adapter::Device, String)> {
+    COMMS
+        .all()
+        .into_iter()
+        .filter(|e| e.acl_device == acl_device)
+        .map(|e| (e.comm.device().clone(), label(acl_device, &e.comm)))
+        .collect()
+}
+
+/// How a communicator's device is named in a profile.
+fn label(acl_device: i32, comm: &Comm) -> String {
+    format!(
+        "device {acl_device}: rank {} of {}",
+        comm.rank(),
+        comm.name()
+    )
 }
 
 fn root_info(p: *const HcclRootInfo) -> Result<RootInfo> {
@@ -162,12 +198,7 @@ pub extern "C" fn HcclCommInitAll(
         }
         let all = Comm::init_all(ndev)?;
         for (i, (c, d)) in all.into_iter().zip(devs).enumerate() {
-            bind_device(d, c.device());
-            let h = COMMS.insert(Arc::new(CommEntry {
-                comm: c,
-                reg: Mutex::new(Registration::default()),
-                windows: Mutex::new(Vec::new()),
-            }));
+            let h = register(c, d);
             // SAFETY: non-null; the caller provides room for ndev handles.
             unsafe { comms.add(i).write(h) };
         }

@@ -8,6 +8,7 @@
 mod collectives;
 mod comm;
 mod config;
+mod diagnostics;
 mod group;
 mod memory_ranges;
 mod register;
@@ -16,7 +17,10 @@ mod sym_win;
 
 pub use collectives::*;
 pub use comm::*;
+pub use diagnostics::*;
 pub use group::*;
 pub use register::*;
 pub use registration::*;
 pub use sym_win::*;
+
+pub(crate) use comm::comm_devices_on;
