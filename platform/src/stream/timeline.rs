@@ -356,3 +356,61 @@ impl TimelineSlot {
         t.take()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::mem::DeviceMem;
+    use crate::stream::{Device, DeviceConfig, Stream};
+
+    #[test]
+    fn tasks_are_recorded_with_their_ops_and_nothing_when_off() {
+        let dev = Device::new(3, DeviceConfig::default());
+        let s = Stream::new(&dev);
+        let (a, b) = (DeviceMem::alloc(64).unwrap(), DeviceMem::alloc(64).unwrap());
+        // off: nothing recorded
+        s.memcpy_async(&a, &b).unwrap();
+        s.synchronize().unwrap();
+        assert!(dev.timeline().is_none());
+        let (tl, started) = dev.start_timeline(100);
+        assert!(started);
+        assert!(!dev.start_timeline(100).1, "one timeline per device");
+        // two ops of two and three copies
+        for (op, copies) in [(1u64, 2), (2, 3)] {
+            let first = s.progress().enqueued;
+            for _ in 0..copies {
+                s.memcpy_async(&a, &b).unwrap();
+            }
+            tl.mark_op(s.id(), first, "Op".into(), serde_json::json!({ "seq": op }));
+        }
+        s.synchronize().unwrap();
+        assert_eq!(tl.len(), 5);
+        let v = tl.to_chrome_json("rank 3 (h)");
+        let ev = v["traceEvents"].as_array().unwrap();
+        let tasks: Vec<_> = ev.iter().filter(|e| e["cat"] == "task").collect();
+        assert_eq!(tasks.len(), 5);
+        for t in &tasks {
+            assert_eq!(
+                (t["name"].as_str(), t["pid"].as_u64()),
+                (Some("memcpy"), Some(3))
+            );
+            assert_eq!(t["args"]["bytes"], 64);
+        }
+        let ops: Vec<_> = ev.iter().filter(|e| e["cat"] == "op").collect();
+        assert_eq!(ops.len(), 2);
+        // each op spans exactly its tasks
+        for (op, copies) in [(1u64, 2usize), (2, 3)] {
+            let span = ops.iter().find(|o| o["args"]["seq"] == op).unwrap();
+            let (b, e) = (
+                span["ts"].as_f64().unwrap(),
+                span["ts"].as_f64().unwrap() + span["dur"].as_f64().unwrap(),
+            );
+            let inside = tasks
+                .iter()
+                .filter(|t| t["ts"].as_f64().unwrap() >= b && t["ts"].as_f64().unwrap() <= e)
+                .count();
+            assert!(inside >= copies, "op {op}: {inside} tasks inside its span");
+        }
+        assert!(dev.stop_timeline().is_some());
+        assert!(dev.timeline().is_none());
+    }
+}
