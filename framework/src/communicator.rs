@@ -834,6 +834,12 @@ impl Communicator {
         let timeline = self.device.timeline();
         let first_task =
             (self.flight.is_some() || timeline.is_some()).then(|| param.stream.progress().enqueued);
+        // recorded before the op's tasks are issued: a rank ahead of its
+        // peers pays for it while it would wait for them anyway
+        let ticket = match (&self.flight, first_task) {
+            (Some(fr), Some(start)) => Some(fr.begin(&mut st.fr_writer, param, &op.label, start)),
+            _ => None,
+        };
         // Consistency check: before any data moves, every peer this op talks
         // to compares its op descriptor with ours.
         let run = (|| {
@@ -863,10 +869,10 @@ impl Communicator {
                 param.stream.capture_note(&op.label);
             }
         }
+        if let (Some(fr), Some(t)) = (&self.flight, ticket) {
+            fr.end(t, &param.stream, run.is_ok());
+        }
         if let (Some(start), true) = (first_task, run.is_ok()) {
-            if let Some(fr) = &self.flight {
-                fr.record(&mut st.fr_writer, param, &op.label, start);
-            }
             if let Some(tl) = timeline {
                 self.mark_op(&tl, param, &op.label, start);
             }

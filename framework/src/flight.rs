@@ -73,6 +73,11 @@ const W_STARTED: usize = 7;
 const W_COMPLETED: usize = 8;
 const WORDS: usize = 9;
 const CAPTURED: u64 = 1 << 24;
+/// `W_END` of an op being issued (its tasks are not all enqueued yet).
+const END_PENDING: u64 = u64::MAX - 1;
+/// `W_END` of an op that failed when issued (nothing of it was left
+/// queued).
+const END_REFUSED: u64 = u64::MAX;
 
 /// One recorded op: a version (odd while the writer rewrites the slot)
 /// and the op's words. The started and completed stamps are later
@@ -82,6 +87,11 @@ struct Slot {
     version: AtomicU64,
     w: [AtomicU64; WORDS],
 }
+
+/// An entry begun by [`FlightRecorder::begin`], to complete with
+/// [`FlightRecorder::end`].
+#[derive(Clone, Copy, Debug)]
+pub struct FrTicket(usize);
 
 /// A slot as a dump reads it.
 struct Copied {
@@ -107,8 +117,13 @@ struct Copied {
 #[derive(Default)]
 pub struct FrWriter {
     seq: u64,
-    /// The oldest op (by sequence number) not yet seen completed.
+    /// The slot the next op goes to (kept, not computed: a 64-bit
+    /// division per op costs more than the rest of recording).
+    next_slot: usize,
+    /// The oldest op (by sequence number) not yet seen completed, and its
+    /// slot.
     open: u64,
+    open_slot: usize,
     /// The streams and labels of the recorded ops as the writer indexes
     /// them (the same as [`Shared`]'s, which readers use).
     streams: Vec<Stream>,
@@ -164,9 +179,11 @@ pub struct FrEntry {
     pub algorithm: String,
     /// The stream it was issued on.
     pub stream: u64,
-    /// `enqueued` (no task ran yet), `started`, `completed`, `failed`
-    /// (the stream failed in it), `discarded` (the stream failed before
-    /// it), or `captured` (recorded into a graph, not run).
+    /// `issuing` (its tasks are being enqueued), `refused` (it failed
+    /// when issued: nothing of it was queued), `enqueued` (no task ran
+    /// yet), `started`, `completed`, `failed` (the stream failed in it),
+    /// `discarded` (the stream failed before it), or `captured` (recorded
+    /// into a graph, not run).
     pub state: String,
     /// When it was issued, µs since the Unix epoch.
     pub issued_us: f64,
@@ -296,8 +313,24 @@ impl FlightRecorder {
     /// writer's bookkeeping: the caller serialises recording (one writer
     /// at a time, with the same `w`).
     pub fn record(&self, w: &mut FrWriter, param: &OpParam<'_>, label: &Arc<OpLabel>, start: u64) {
+        let t = self.begin(w, param, label, start);
+        self.end(t, &param.stream, true);
+    }
+
+    /// Records `param` as it starts being issued (its first task will be
+    /// task `start` of its stream); [`FlightRecorder::end`] completes the
+    /// entry once it is issued. Recording before the op's tasks are
+    /// enqueued puts the cost where a rank that is early waits for its
+    /// peers anyway.
+    pub fn begin(
+        &self,
+        w: &mut FrWriter,
+        param: &OpParam<'_>,
+        label: &Arc<OpLabel>,
+        start: u64,
+    ) -> FrTicket {
         let stream: &Stream = &param.stream;
-        let end = stream.progress().enqueued;
+        let end = END_PENDING;
         let now = stamp().ticks();
         w.seq += 1;
         let seq = w.seq;
@@ -313,7 +346,12 @@ impl FlightRecorder {
             desc |= CAPTURED;
         }
         let cap = self.capacity as u64;
-        let slot = &self.slots[((seq - 1) % cap) as usize];
+        let ticket = FrTicket(w.next_slot);
+        let slot = &self.slots[w.next_slot];
+        w.next_slot += 1;
+        if w.next_slot == self.capacity {
+            w.next_slot = 0;
+        }
         // seqlock write: odd version, words, even version
         let v = slot.version.load(Ordering::Relaxed);
         slot.version.store(v + 1, Ordering::Relaxed);
@@ -337,13 +375,22 @@ impl FlightRecorder {
         // note completions from the oldest open op on, up to this one
         // (amortised: each op is passed once); ops that left the ring
         // are not looked at
-        w.open = w.open.max(seq.saturating_sub(cap) + 1);
+        let oldest = seq.saturating_sub(cap) + 1;
+        if w.open < oldest {
+            // the open ops left the ring: resume at the oldest one kept
+            w.open = oldest;
+            w.open_slot = ((oldest - 1) % cap) as usize;
+        }
         while w.open <= seq {
-            let s = &self.slots[((w.open - 1) % cap) as usize].w;
+            let s = &self.slots[w.open_slot].w;
             let d = s[W_DESC].load(Ordering::Relaxed);
-            if s[W_COMPLETED].load(Ordering::Relaxed) == 0 && d & CAPTURED == 0 {
+            let end = s[W_END].load(Ordering::Relaxed);
+            if s[W_COMPLETED].load(Ordering::Relaxed) == 0
+                && d & CAPTURED == 0
+                && end != END_REFUSED
+            {
                 let done = w.streams[(d >> 48) as usize].progress().completed;
-                if done < s[W_END].load(Ordering::Relaxed) {
+                if done < end {
                     if done > s[W_START].load(Ordering::Relaxed)
                         && s[W_STARTED].load(Ordering::Relaxed) == 0
                     {
@@ -354,7 +401,24 @@ impl FlightRecorder {
                 s[W_COMPLETED].store(now, Ordering::Relaxed);
             }
             w.open += 1;
+            w.open_slot += 1;
+            if w.open_slot == self.capacity {
+                w.open_slot = 0;
+            }
         }
+        ticket
+    }
+
+    /// Completes the entry of [`FlightRecorder::begin`]: the op was issued
+    /// on `stream` (its tasks end at the stream's current end) or, if not
+    /// `issued`, failed when issued and left nothing queued.
+    pub fn end(&self, ticket: FrTicket, stream: &Stream, issued: bool) {
+        let end = if issued {
+            stream.progress().enqueued
+        } else {
+            END_REFUSED
+        };
+        self.slots[ticket.0].w[W_END].store(end, Ordering::Release);
     }
 
     /// The recorded ops still in the ring, oldest first, each read
@@ -473,7 +537,11 @@ impl FlightRecorder {
                 let progress = stream.progress();
                 // a failure counts the failed and discarded tasks as
                 // completed: where it struck decides first
-                let state = if s.captured {
+                let state = if s.end == END_REFUSED {
+                    "refused"
+                } else if s.end == END_PENDING {
+                    "issuing"
+                } else if s.captured {
                     "captured"
                 } else if let Some(f) = progress.failed_at.filter(|&f| f < s.end) {
                     if f >= s.start {

@@ -38,7 +38,7 @@ mod tuning;
 pub use communicator::{Communicator, InProcGroup};
 // The flight recorder: the last ops of each communicator, dumped as JSON.
 pub use flight::{
-    dump_all as dump_flight_recorders, FlightRecorder, FrDump, FrEntry, FrWait, FrWriter,
+    dump_all as dump_flight_recorders, FlightRecorder, FrDump, FrEntry, FrTicket, FrWait, FrWriter,
     DEFAULT_FR_BUFFER_SIZE, FR_DUMP_VERSION,
 };
 

@@ -161,7 +161,9 @@ pub fn analyse(dumps: &[(PathBuf, FrDump)]) -> Vec<CommReport> {
             // the first op some dumped rank did not complete: issued by
             // none of them yet counts too (a rank that never entered it
             // while others did)
-            let done = |e: &FrEntry| e.state == "completed" || e.state == "captured";
+            // a refused op left nothing queued: nothing waits for it
+            let done =
+                |e: &FrEntry| matches!(e.state.as_str(), "completed" | "captured" | "refused");
             let last_seq = ds.iter().map(|d| d.ops_issued).max().unwrap_or(0);
             let stuck = (1..=last_seq).find(|seq| {
                 ds.iter()
