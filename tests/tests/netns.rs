@@ -667,14 +667,18 @@ fn hosts_of_a_dead_owner_are_swept() {
     if !netns_or_skip(what) {
         return;
     }
-    let mut gone = Command::new("true").spawn().unwrap();
-    let dead = gone.id();
-    gone.wait().unwrap();
-    assert!(!alive(dead));
+    // The stale hosts' owner lives while they are made: a sweep of a
+    // test running beside this one (hccl-test --netns sweeps at start)
+    // would otherwise remove them half-made. It dies before our sweep.
+    let mut owner = Command::new("sleep").arg("60").spawn().unwrap();
+    let dead = owner.id();
     let stale = format!("nsweep{dead}");
     let _g1 = TagGuard(stale.clone());
     // left as a killed run leaves them: nothing removes them but the sweep
     std::mem::forget(NetnsHosts::up(&stale, 2, None).unwrap());
+    let _ = owner.kill();
+    owner.wait().unwrap();
+    assert!(!alive(dead));
     let live = NetnsHosts::up(&tag("nlive"), 1, None).unwrap();
     let named = NetnsHosts::up(&format!("nnamed{}x", std::process::id()), 1, None).unwrap();
     let swept = netns::sweep_stale();
