@@ -1161,6 +1161,9 @@ fn rank_run<T: CheckElem>(
     };
     // --graph: the loop of n ops (and the single op) captured once
     let graphs = std::cell::RefCell::new(std::collections::HashMap::new());
+    // the executor of the captured ops (a replay skips the framework, so
+    // its last executor afterwards is that of a barrier between passes)
+    let captured_executor = std::cell::RefCell::new(None::<String>);
     let run = |b: &[(DeviceMem, DeviceMem)], n: u32| -> Result<()> {
         if !args.graph {
             issue(b, n)?;
@@ -1173,6 +1176,7 @@ fn rank_run<T: CheckElem>(
                 stream.begin_capture(hccl_adapter::CaptureMode::Global)?;
                 let r = issue(b, n);
                 let g = stream.end_capture();
+                *captured_executor.borrow_mut() = comm.communicator().last_executor();
                 r?;
                 e.insert(g?)
             }
@@ -1219,7 +1223,10 @@ fn rank_run<T: CheckElem>(
         }
         Ok((b, iter_us))
     });
-    let executor = comm.communicator().last_executor().unwrap_or_default();
+    let executor = match captured_executor.borrow().clone() {
+        Some(e) if args.graph => e,
+        _ => comm.communicator().last_executor().unwrap_or_default(),
+    };
     sync();
     let (bufs, iter_us) = spread?;
     // every pair of a bucket was reduced alike: the last one is checked

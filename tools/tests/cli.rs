@@ -1018,3 +1018,36 @@ fn zero_copy_symmetric_and_bucketed_graph_runs_check_every_row() {
         }
     }
 }
+
+/// A `--graph` row names the executor of the captured op, not that of the
+/// barriers hccl-test runs between passes (a replay skips the framework).
+#[test]
+fn graph_rows_name_the_captured_ops_executor() {
+    let out = hccl_test(&[
+        "all_reduce",
+        "-p",
+        "2",
+        "-b",
+        "1M",
+        "-e",
+        "1M",
+        "-n",
+        "3",
+        "-w",
+        "1",
+        "--graph",
+        "-z",
+        "1",
+        "--transport",
+        "process",
+        "--format",
+        "json",
+    ]);
+    let rows = json_rows(&out, 1, "graph row");
+    assert_eq!(rows[0]["check"], "success", "{:?}", rows[0]);
+    assert_eq!(
+        rows[0]["algorithm"], "AllReduceDirectExecutor",
+        "{:?}",
+        rows[0]
+    );
+}
