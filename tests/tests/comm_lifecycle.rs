@@ -101,3 +101,53 @@ fn abort_ends_a_pending_wait_and_refuses_later_ops() {
     assert!(async_err.to_string().contains("aborted"), "{async_err}");
     assert!(comms[1].async_error().is_none(), "rank 1 never used a link");
 }
+
+/// Issue 20: aborting a communicator dumps its flight recorder into
+/// `HCCL_RS_FR_DUMP_DIR`, naming the reason and the ops it ran; with the
+/// recorder off, a dump on request is a typed error.
+#[test]
+fn abort_dumps_the_flight_recorder() {
+    let dir = std::env::temp_dir().join(format!("hccl-fr-abort-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = dir.to_str().unwrap().to_owned();
+    let comms = hccl_tests::comms_with_env(2, &[("HCCL_RS_FR_DUMP_DIR", d.as_str())]);
+    let c2 = Arc::clone(&comms);
+    run_ranks(2, Duration::from_secs(30), move |r| {
+        let c = &c2[r as usize];
+        let s = c.create_stream();
+        let (a, b) = (DeviceMem::alloc(64).unwrap(), DeviceMem::alloc(64).unwrap());
+        for _ in 0..3 {
+            c.all_reduce_raw(&a, &b, 16, DataType::Fp32, ReduceOp::Sum, &s)
+                .unwrap();
+        }
+        s.synchronize().unwrap();
+    });
+    comms[1].abort("test abort");
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with("_rank1.json"))
+        .expect("rank 1's dump");
+    let dump: hccl_adapter::FrDump =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert!(
+        dump.reason.contains("communicator aborted: test abort"),
+        "{}",
+        dump.reason
+    );
+    let ours: Vec<_> = dump
+        .entries
+        .iter()
+        .filter(|e| e.op == "AllReduce" && e.count == 16)
+        .collect();
+    assert_eq!(ours.len(), 3, "{:?}", dump.entries);
+    assert!(ours.iter().all(|e| e.state == "completed"), "{ours:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let off = hccl_tests::comms_with_env(1, &[("HCCL_RS_FR_BUFFER_SIZE", "0")]);
+    let e = off[0]
+        .dump_flight_recorder(&std::env::temp_dir().join("never.json"), "asked")
+        .unwrap_err();
+    assert_eq!(e.code(), HcclResult::ENotSupport);
+    assert!(e.to_string().contains("HCCL_RS_FR_BUFFER_SIZE=0"), "{e}");
+}
