@@ -728,7 +728,20 @@ fn error_strings_are_hccls() {
         let s = unsafe_free_cstr(HcclGetErrorString(code as u32));
         assert_eq!(&s, text, "code {code}");
     }
+    for (code, text) in [
+        (22, "error communication suspending"),
+        (23, "retry constraint"),
+        (24, "out of memory"),
+        (1041, "the error information is in the status"),
+    ] {
+        assert_eq!(
+            unsafe_free_cstr(HcclGetErrorString(code)),
+            text,
+            "code {code}"
+        );
+    }
     assert_eq!(unsafe_free_cstr(HcclGetErrorString(999)), "unknown error");
+    assert_eq!(unsafe_free_cstr(HcclGetErrorString(1042)), "unknown error");
     assert_eq!(HcclGetCommConfigCapability(), 4);
 }
 

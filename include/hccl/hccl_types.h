@@ -40,7 +40,10 @@ typedef enum {
     HCCL_E_AGAIN = 20,             /**< try again */
     HCCL_E_REMOTE = 21,            /**< error CQE */
     HCCL_E_SUSPENDING = 22,        /**< the communicator is suspending (aborted) */
-    HCCL_E_RESERVED                /**< reserved */
+    HCCL_E_OPRETRY_FAIL = 23,      /**< an op retry was not possible */
+    HCCL_E_OOM = 24,               /**< out of memory */
+    HCCL_E_IN_STATUS = 1041,       /**< the errors are in the request statuses */
+    HCCL_E_RESERVED                /**< reserved (1042) */
 } HcclResult;
 
 /** Opaque communicator handle. */

@@ -56,6 +56,12 @@ pub enum HcclResult {
     ERemote = 21,
     /// `HCCL_E_SUSPENDING`
     ESuspending = 22,
+    /// `HCCL_E_OPRETRY_FAIL` (an op retry was not possible)
+    EOpretryFail = 23,
+    /// `HCCL_E_OOM`
+    EOom = 24,
+    /// `HCCL_E_IN_STATUS` (the errors are in the request statuses)
+    EInStatus = 1041,
 }
 
 impl HcclResult {
@@ -95,6 +101,9 @@ impl HcclResult {
             HcclResult::EAgain => c"try again",
             HcclResult::ERemote => c"error cqe",
             HcclResult::ESuspending => c"error communication suspending",
+            HcclResult::EOpretryFail => c"retry constraint",
+            HcclResult::EOom => c"out of memory",
+            HcclResult::EInStatus => c"the error information is in the status",
         }
     }
 
@@ -124,6 +133,9 @@ impl HcclResult {
             20 => HcclResult::EAgain,
             21 => HcclResult::ERemote,
             22 => HcclResult::ESuspending,
+            23 => HcclResult::EOpretryFail,
+            24 => HcclResult::EOom,
+            1041 => HcclResult::EInStatus,
             _ => return None,
         })
     }
@@ -235,6 +247,9 @@ hccl_error! {
     Again => EAgain, again, "try again";
     Remote => ERemote, remote, "remote error";
     Suspending => ESuspending, suspending, "communication suspending";
+    OpretryFail => EOpretryFail, opretry_fail, "retry constraint";
+    Oom => EOom, oom, "out of memory";
+    InStatus => EInStatus, in_status, "the error information is in the status";
 }
 
 impl HcclError {
@@ -290,11 +305,19 @@ mod tests {
         assert_eq!(HcclError::remote("x").code().code(), 21);
         assert_eq!(HcclResult::ERemote.as_str(), "error cqe");
         assert_eq!(HcclResult::EPara.as_str(), "parameter error");
-        for c in 1..=22u32 {
-            // every code round-trips through from_code
-            let code = all_codes()[c as usize];
+        for code in all_codes().into_iter().skip(1) {
+            // every code round-trips through from_code, and HCCL's number
+            // through HcclResult::from_code
             assert_eq!(HcclError::from_code(code, "m").code(), code);
+            assert_eq!(HcclResult::from_code(code.code()), Some(code));
         }
+        // HCCL's newer codes, with HCCL's numbers (HCCL_E_RESERVED is 1042)
+        assert_eq!(HcclResult::EOpretryFail.code(), 23);
+        assert_eq!(HcclResult::EOom.code(), 24);
+        assert_eq!(HcclResult::EInStatus.code(), 1041);
+        assert_eq!(HcclResult::from_code(25), None);
+        assert_eq!(HcclResult::from_code(1042), None);
+        assert_eq!(HcclError::oom("m").to_string(), "out of memory: m");
     }
 
     fn all_codes() -> Vec<HcclResult> {
@@ -323,6 +346,9 @@ mod tests {
             EAgain,
             ERemote,
             ESuspending,
+            EOpretryFail,
+            EOom,
+            EInStatus,
         ]
     }
 
