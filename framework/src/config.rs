@@ -217,12 +217,24 @@ impl CommConfig {
         }
         if let Some(v) = env.get("HCCL_CONNECT_TIMEOUT") {
             let s = parse_u64("HCCL_CONNECT_TIMEOUT", &v)?;
-            if s == 0 {
+            if s == 0 || s > 7200 {
                 return Err(bad(
                     "HCCL_CONNECT_TIMEOUT",
                     &v,
-                    "the timeout in seconds must be at least 1",
+                    "the timeout in seconds must be from 1 to 7200 (HCCL documents 120 to 7200)",
                 ));
+            }
+            if s < 120 {
+                // HCCL's documented floor is 120 s; shorter ones are kept
+                // (a test or a job on one machine wants a lost peer
+                // noticed fast) and said once
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| {
+                    tracing::info!(
+                        seconds = s,
+                        "HCCL_CONNECT_TIMEOUT is below HCCL's documented range (120 to 7200 s); hccl-rs uses it as given"
+                    )
+                });
             }
             c.connect_timeout = Duration::from_secs(s);
         }
@@ -500,6 +512,8 @@ mod tests {
             ("HCCL_RS_SOCKETS_PER_LINK", "17", "expected 1 to 16 sockets"),
             ("HCCL_RS_SOCKETS_PER_LINK", "two", "non-negative integer"),
             ("HCCL_RS_MIN_CHANNELS", "0", "a channel count from 1 to 32"),
+            ("HCCL_CONNECT_TIMEOUT", "0", "from 1 to 7200"),
+            ("HCCL_CONNECT_TIMEOUT", "7201", "from 1 to 7200"),
             ("HCCL_RS_FR_BUFFER_SIZE", "lots", "up to 1048576 (0 = off)"),
             (
                 "HCCL_RS_FR_BUFFER_SIZE",
