@@ -14,7 +14,7 @@ use hccl_algorithm::{OpType, WorkflowMode};
 use hccl_platform::{
     DataType, Device, DeviceMem, HcclError, LinkHandle, MemKind, OpLabel, Result, Stream,
 };
-use hccl_platform::{InProcEndpoint, Timeline};
+use hccl_platform::{InProcEndpoint, OpArgs, Timeline};
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -772,37 +772,29 @@ impl Communicator {
 
     /// Marks the op `param` in the timeline: its tasks start at
     /// `first_task` of its stream.
-    fn mark_op(&self, tl: &Timeline, param: &OpParam, label: &OpLabel, first_task: u64) {
+    fn mark_op(&self, tl: &Timeline, param: &OpParam, label: &Arc<OpLabel>, first_task: u64) {
         let seq = self.ops_traced.fetch_add(1, Ordering::Relaxed) + 1;
-        let mut args = serde_json::json!({
-            "seq": seq,
-            "tag": &**param.tag,
-            "algorithm": label.algorithm,
-            "count": param.count,
-            "dtype": param.dtype.to_string(),
-            "bytes": param.count * param.dtype.size() as u64,
-        });
-        if matches!(
-            param.op_type,
-            OpType::AllReduce | OpType::Reduce | OpType::ReduceScatter | OpType::ReduceScatterV
-        ) {
-            args["reduce_op"] = param.reduce_op.to_string().into();
-        }
-        if matches!(
-            param.op_type,
-            OpType::Broadcast | OpType::Reduce | OpType::Scatter | OpType::Gather
-        ) {
-            args["root"] = param.root.into();
-        }
-        if matches!(param.op_type, OpType::Send | OpType::Receive) {
-            args["peer"] = param.peer.into();
-        }
-        tl.mark_op(
-            param.stream.id(),
-            first_task,
-            format!("{:?}", param.op_type),
-            args,
-        );
+        let op = param.op_type;
+        let args = OpArgs {
+            name: op_name(op),
+            seq,
+            label: Some(Arc::clone(label)),
+            count: param.count,
+            dtype: param.dtype,
+            bytes: param.count * param.dtype.size() as u64,
+            reduce_op: matches!(
+                op,
+                OpType::AllReduce | OpType::Reduce | OpType::ReduceScatter | OpType::ReduceScatterV
+            )
+            .then_some(param.reduce_op),
+            root: matches!(
+                op,
+                OpType::Broadcast | OpType::Reduce | OpType::Scatter | OpType::Gather
+            )
+            .then_some(param.root),
+            peer: matches!(op, OpType::Send | OpType::Receive).then_some(param.peer),
+        };
+        tl.mark_op(param.stream.id(), first_task, args);
     }
 
     /// Runs the cached op `idx` for `param`.
@@ -914,4 +906,23 @@ pub(crate) fn write_json_file(path: &std::path::Path, json: &serde_json::Value) 
     std::fs::write(&tmp, bytes)
         .and_then(|_| std::fs::rename(&tmp, path))
         .map_err(|e| HcclError::syscall(format!("writing {}: {e}", path.display())))
+}
+
+/// HCCL's name of an op (`AllReduce`), as timelines and dumps show it.
+pub(crate) fn op_name(op: OpType) -> &'static str {
+    match op {
+        OpType::AllReduce => "AllReduce",
+        OpType::AllGather => "AllGather",
+        OpType::ReduceScatter => "ReduceScatter",
+        OpType::Broadcast => "Broadcast",
+        OpType::Reduce => "Reduce",
+        OpType::Scatter => "Scatter",
+        OpType::Gather => "Gather",
+        OpType::AllToAll => "AllToAll",
+        OpType::AllToAllV => "AllToAllV",
+        OpType::AllGatherV => "AllGatherV",
+        OpType::ReduceScatterV => "ReduceScatterV",
+        OpType::Send => "Send",
+        OpType::Receive => "Receive",
+    }
 }

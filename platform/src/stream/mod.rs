@@ -34,7 +34,7 @@ pub(crate) use kernel::{Launch, Relaunch};
 pub use task::{HostCallback, HostFn, OpLabel};
 pub(crate) use task::{Task, TaskKind};
 use timeline::TaskEvent;
-pub use timeline::{Timeline, DEFAULT_TIMELINE_EVENTS};
+pub use timeline::{OpArgs, Timeline, DEFAULT_TIMELINE_EVENTS};
 
 use task::{HeadState, Op, Pools, Released};
 

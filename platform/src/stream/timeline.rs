@@ -120,8 +120,56 @@ struct OpMark {
     /// Kernels of the stream completed inside their launch so far: the
     /// op's own, if it ran so, is the last of them.
     inline_upto: u64,
-    name: String,
-    args: Value,
+    args: OpArgs,
+}
+
+/// What a timeline shows of an op (its span's name and arguments), kept
+/// as plain values and turned into JSON only when the timeline is written
+/// (an op pays no allocation for it).
+#[derive(Clone, Debug)]
+pub struct OpArgs {
+    /// The span's name (`AllReduce`, ...).
+    pub name: &'static str,
+    /// The op's number on its communicator.
+    pub seq: u64,
+    /// Its tag and executor.
+    pub label: Option<LabelArc<OpLabel>>,
+    /// Elements.
+    pub count: u64,
+    /// Element type.
+    pub dtype: crate::dtype::DataType,
+    /// Bytes (count × element size).
+    pub bytes: u64,
+    /// Reduction, for reducing ops.
+    pub reduce_op: Option<crate::dtype::ReduceOp>,
+    /// Root, for rooted ops.
+    pub root: Option<u32>,
+    /// Peer, for send and receive.
+    pub peer: Option<u32>,
+}
+
+impl OpArgs {
+    fn to_json(&self) -> Value {
+        let mut a = serde_json::Map::new();
+        a.insert("seq".into(), json!(self.seq));
+        if let Some(l) = &self.label {
+            a.insert("tag".into(), json!(l.tag));
+            a.insert("algorithm".into(), json!(l.algorithm));
+        }
+        a.insert("count".into(), json!(self.count));
+        a.insert("dtype".into(), json!(self.dtype.to_string()));
+        a.insert("bytes".into(), json!(self.bytes));
+        if let Some(r) = self.reduce_op {
+            a.insert("reduce_op".into(), json!(r.to_string()));
+        }
+        if let Some(r) = self.root {
+            a.insert("root".into(), json!(r));
+        }
+        if let Some(p) = self.peer {
+            a.insert("peer".into(), json!(p));
+        }
+        Value::Object(a)
+    }
 }
 
 /// The recorded events, and per stream the kernels completed inside their
@@ -184,11 +232,11 @@ impl Timeline {
         }
     }
 
-    /// Notes that the op `name` (with `args`, shown in the trace viewer)
-    /// starts at task `first_task` of stream `stream` (its
-    /// `Stream::progress().enqueued` before the op was issued): that
-    /// task and the next ones up to the next mark are the op's.
-    pub fn mark_op(&self, stream: u64, first_task: u64, name: String, args: Value) {
+    /// Notes that the op `args` describe starts at task `first_task` of
+    /// stream `stream` (its `Stream::progress().enqueued` before the op
+    /// was issued): that task and the next ones up to the next mark are
+    /// the op's.
+    pub fn mark_op(&self, stream: u64, first_task: u64, args: OpArgs) {
         let inline_upto = self
             .events
             .lock()
@@ -204,7 +252,6 @@ impl Timeline {
                 stream,
                 first_task,
                 inline_upto,
-                name,
                 args,
             });
     }
@@ -299,8 +346,8 @@ impl Timeline {
         for (i, (b, end)) in spans {
             let m = &marks[i];
             out.push(json!({
-                "name": m.name, "cat": "op", "ph": "X", "ts": b, "dur": end - b,
-                "pid": pid, "tid": m.stream, "args": m.args,
+                "name": m.args.name, "cat": "op", "ph": "X", "ts": b, "dur": end - b,
+                "pid": pid, "tid": m.stream, "args": m.args.to_json(),
             }));
         }
         json!({
@@ -380,7 +427,18 @@ mod tests {
             for _ in 0..copies {
                 s.memcpy_async(&a, &b).unwrap();
             }
-            tl.mark_op(s.id(), first, "Op".into(), serde_json::json!({ "seq": op }));
+            let args = super::OpArgs {
+                name: "Op",
+                seq: op,
+                label: None,
+                count: 16,
+                dtype: crate::dtype::DataType::Fp32,
+                bytes: 64,
+                reduce_op: None,
+                root: None,
+                peer: None,
+            };
+            tl.mark_op(s.id(), first, args);
         }
         s.synchronize().unwrap();
         assert_eq!(tl.len(), 5);
