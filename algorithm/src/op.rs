@@ -79,6 +79,28 @@ impl OpType {
     }
 }
 
+impl OpType {
+    /// HCCL's name of the op as executor names, timelines and dumps spell
+    /// it (`AllReduce`, ...).
+    pub const fn hccl_name(self) -> &'static str {
+        match self {
+            OpType::AllReduce => "AllReduce",
+            OpType::AllGather => "AllGather",
+            OpType::ReduceScatter => "ReduceScatter",
+            OpType::Broadcast => "Broadcast",
+            OpType::Reduce => "Reduce",
+            OpType::Scatter => "Scatter",
+            OpType::Gather => "Gather",
+            OpType::AllToAll => "AllToAll",
+            OpType::AllToAllV => "AllToAllV",
+            OpType::AllGatherV => "AllGatherV",
+            OpType::ReduceScatterV => "ReduceScatterV",
+            OpType::Send => "Send",
+            OpType::Receive => "Receive",
+        }
+    }
+}
+
 impl std::fmt::Display for OpType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())

@@ -776,7 +776,7 @@ impl Communicator {
         let seq = self.ops_traced.fetch_add(1, Ordering::Relaxed) + 1;
         let op = param.op_type;
         let args = OpArgs {
-            name: op_name(op),
+            name: op.hccl_name(),
             seq,
             label: Some(Arc::clone(label)),
             count: param.count,
@@ -906,23 +906,4 @@ pub(crate) fn write_json_file(path: &std::path::Path, json: &serde_json::Value) 
     std::fs::write(&tmp, bytes)
         .and_then(|_| std::fs::rename(&tmp, path))
         .map_err(|e| HcclError::syscall(format!("writing {}: {e}", path.display())))
-}
-
-/// HCCL's name of an op (`AllReduce`), as timelines and dumps show it.
-pub(crate) fn op_name(op: OpType) -> &'static str {
-    match op {
-        OpType::AllReduce => "AllReduce",
-        OpType::AllGather => "AllGather",
-        OpType::ReduceScatter => "ReduceScatter",
-        OpType::Broadcast => "Broadcast",
-        OpType::Reduce => "Reduce",
-        OpType::Scatter => "Scatter",
-        OpType::Gather => "Gather",
-        OpType::AllToAll => "AllToAll",
-        OpType::AllToAllV => "AllToAllV",
-        OpType::AllGatherV => "AllGatherV",
-        OpType::ReduceScatterV => "ReduceScatterV",
-        OpType::Send => "Send",
-        OpType::Receive => "Receive",
-    }
 }

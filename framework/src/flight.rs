@@ -583,7 +583,7 @@ impl FlightRecorder {
                 let p2p = matches!(s.op, OpType::Send | OpType::Receive);
                 FrEntry {
                     seq: s.seq,
-                    op: format!("{:?}", s.op),
+                    op: s.op.hccl_name().to_owned(),
                     tag: label.tag.clone(),
                     count: s.count,
                     dtype: s.dtype.to_string(),

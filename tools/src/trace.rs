@@ -11,9 +11,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-/// The dumps found in `paths` (files, or directories holding
-/// `hccl_fr_*.json`), with the files they came from.
-pub fn load_dumps(paths: &[PathBuf]) -> Result<Vec<(PathBuf, FrDump)>, String> {
+/// The files in `paths`: files as given, and in directories those named
+/// `<prefix>*.json`, sorted; `what` names them in the error for none.
+fn files_in(paths: &[PathBuf], prefix: &str, what: &str) -> Result<Vec<PathBuf>, String> {
     let mut files = Vec::new();
     for p in paths {
         if p.is_dir() {
@@ -22,7 +22,7 @@ pub fn load_dumps(paths: &[PathBuf]) -> Result<Vec<(PathBuf, FrDump)>, String> {
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|f| {
                     let name = f.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-                    name.starts_with("hccl_fr_") && name.ends_with(".json")
+                    name.starts_with(prefix) && name.ends_with(".json")
                 })
                 .collect();
             found.sort();
@@ -32,8 +32,15 @@ pub fn load_dumps(paths: &[PathBuf]) -> Result<Vec<(PathBuf, FrDump)>, String> {
         }
     }
     if files.is_empty() {
-        return Err("no flight-recorder dumps (hccl_fr_*.json) found".into());
+        return Err(format!("no {what} ({prefix}*.json) found"));
     }
+    Ok(files)
+}
+
+/// The dumps found in `paths` (files, or directories holding
+/// `hccl_fr_*.json`), with the files they came from.
+pub fn load_dumps(paths: &[PathBuf]) -> Result<Vec<(PathBuf, FrDump)>, String> {
+    let files = files_in(paths, "hccl_fr_", "flight-recorder dumps")?;
     files
         .into_iter()
         .map(|f| {
@@ -416,26 +423,7 @@ pub fn render_late(late: &[LateRank]) -> String {
 /// the files merged under `otherData.merged`.
 pub fn merge_timelines(paths: &[PathBuf]) -> Result<serde_json::Value, String> {
     use serde_json::Value;
-    let mut files = Vec::new();
-    for p in paths {
-        if p.is_dir() {
-            let rd = std::fs::read_dir(p).map_err(|e| format!("reading {}: {e}", p.display()))?;
-            let mut found: Vec<PathBuf> = rd
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|f| {
-                    let name = f.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-                    name.starts_with("hccl_trace_") && name.ends_with(".json")
-                })
-                .collect();
-            found.sort();
-            files.extend(found);
-        } else {
-            files.push(p.clone());
-        }
-    }
-    if files.is_empty() {
-        return Err("no timelines (hccl_trace_*.json) found".into());
-    }
+    let files = files_in(paths, "hccl_trace_", "timelines")?;
     let mut meta = Vec::new();
     let mut timed = Vec::new();
     let mut merged = Vec::new();

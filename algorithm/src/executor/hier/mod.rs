@@ -36,25 +36,6 @@ use crate::topo::TopoInfo;
 use hccl_platform::Result;
 use std::sync::Arc;
 
-/// The op as executor names spell it (`AllReduce`, ...).
-fn op_prefix(op: OpType) -> &'static str {
-    match op {
-        OpType::AllReduce => "AllReduce",
-        OpType::AllGather => "AllGather",
-        OpType::ReduceScatter => "ReduceScatter",
-        OpType::Broadcast => "Broadcast",
-        OpType::Reduce => "Reduce",
-        OpType::Scatter => "Scatter",
-        OpType::Gather => "Gather",
-        OpType::AllToAll => "AllToAll",
-        OpType::AllToAllV => "AllToAllV",
-        OpType::AllGatherV => "AllGatherV",
-        OpType::ReduceScatterV => "ReduceScatterV",
-        OpType::Send => "Send",
-        OpType::Receive => "Receive",
-    }
-}
-
 /// The registered name of the `kind` executor for `op` with the level-1
 /// algorithm whose name suffix is `suffix` (empty for ring): e.g.
 /// `AllReduceTwoLevelExecutor`, `AllReduceTwoLevelRHDExecutor`,
@@ -65,7 +46,7 @@ pub fn hier_name(kind: HierKind, op: OpType, suffix: &str) -> String {
         HierKind::Ahc => "AHC",
         HierKind::Pipeline => "Pipeline",
     };
-    format!("{}{kind}{suffix}Executor", op_prefix(op))
+    format!("{}{kind}{suffix}Executor", OpType::hccl_name(op))
 }
 
 /// The (kind, op) pairs that take a level-1 allreduce algorithm.
