@@ -363,6 +363,10 @@ macro_rules! by_dtype {
             DataType::Bf16 => $f::<bf16>($($arg),*),
             DataType::Fp32 => $f::<f32>($($arg),*),
             DataType::Fp64 => $f::<f64>($($arg),*),
+            DataType::Hif8 => $f::<hccl_adapter::Hif8>($($arg),*),
+            DataType::Fp8E4M3 => $f::<hccl_adapter::Fp8E4M3>($($arg),*),
+            DataType::Fp8E5M2 => $f::<hccl_adapter::Fp8E5M2>($($arg),*),
+            DataType::Fp8E8M0 => $f::<hccl_adapter::Fp8E8M0>($($arg),*),
         }
     };
 }
