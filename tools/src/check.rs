@@ -67,10 +67,9 @@ half_elem!(f16, bf16);
 macro_rules! fp8_elem {
     ($($t:ty),*) => {$(
         impl CheckElem for $t {
-            /// Bytes 0x31..=0x35 for the checker's values -2..=2 (any i8
-            /// gives a byte in 0x01..=0x65 or its wrap): positive finite
-            /// numbers in every FP8 format (no NaN or infinity pattern),
-            /// compared as bytes.
+            /// Bytes 0x31..=0x35 for the checker's values -2..=2 (values
+            /// -50..=50 give 0x01..=0x65): positive finite numbers in every
+            /// FP8 format (no NaN or infinity pattern), compared as bytes.
             fn from_i8(v: i8) -> Self { <$t>::from_bits((v as i16 + 51) as u8) }
             fn reference(op: ReduceOp, _: Self, _: Self) -> Self {
                 unreachable!("{} is never reduced ({op} refused before any op runs)", <$t>::DTYPE)
