@@ -303,6 +303,9 @@ impl HcclComm {
     fn submit(&self, call: Call<'_>, stream: &Stream) -> Result<()> {
         let tag = self.tag(&call);
         let ctx = |e: HcclError| e.rank(self.rank()).tag(&**tag).during(call.api);
+        // the type first, as HCCL's CheckDataType: FP8 formats are moved,
+        // never reduced
+        call.op_type.check_dtype(call.dtype).map_err(ctx)?;
         let p = self.size();
         for (what, r) in [("root", call.root), ("peer rank", call.peer)] {
             if r >= p {

@@ -74,6 +74,8 @@ pub use hccl_platform::{
     DataType, Device, DeviceBuffer, DeviceMem, Element, HcclError, HcclResult, ReduceOp, Result,
     Stream,
 };
+// HCCL's 1-byte FP8 formats as elements (moved, never reduced).
+pub use hccl_platform::{Fp8E4M3, Fp8E5M2, Fp8E8M0, Hif8};
 // Timelines of a device's stream tasks and op spans (Chrome trace JSON:
 // `HCCL_RS_TRACE`, `Device::start_timeline`, ACL profiling in the C API).
 pub use hccl_platform::{Timeline, DEFAULT_TIMELINE_EVENTS};

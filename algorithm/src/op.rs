@@ -59,6 +59,34 @@ impl OpType {
         }
     }
 
+    /// Whether the op reduces (AllReduce, Reduce, ReduceScatter(V)): only
+    /// these need a reducible data type ([`DataType::is_reducible`]).
+    pub const fn reduces(self) -> bool {
+        matches!(
+            self,
+            OpType::AllReduce | OpType::Reduce | OpType::ReduceScatter | OpType::ReduceScatterV
+        )
+    }
+
+    /// Refuses `dtype` for this op when the op reduces and the type cannot
+    /// be reduced (HCCL's FP8 formats): `HCCL_E_NOT_SUPPORT`, as HCCL's
+    /// `CheckDataType` returns, naming the type and the op.
+    pub fn check_dtype(self, dtype: DataType) -> hccl_platform::Result<()> {
+        if !self.reduces() || dtype.is_reducible() {
+            return Ok(());
+        }
+        let supported: Vec<&str> = DataType::reducible().map(|d| d.name()).collect();
+        Err(hccl_platform::HcclError::not_support(format!(
+            "data type {dtype} ({} = {}) is not supported by {} (a reducing op): HCCL only \
+             moves it (AllGather, Broadcast, AllToAll, Scatter, Gather, Send/Recv); reducing \
+             ops support {}",
+            dtype.hccl_name(),
+            dtype.code(),
+            self.name(),
+            supported.join(", ")
+        )))
+    }
+
     /// The op's name as HCCL_ALGO and tags spell it (`allreduce`, ...).
     pub const fn name(self) -> &'static str {
         match self {

@@ -1241,15 +1241,12 @@ fn check_enums(header: &Side, lib: &Side, source: &LibSource, out: &mut Mismatch
         out,
     );
 
-    // HCCL spells bfloat16 "BFP16".
-    let dtype_name = |d: DataType| match upper_snake(&format!("{d:?}")).as_str() {
-        "BF16" => "HCCL_DATA_TYPE_BFP16".to_owned(),
-        s => format!("HCCL_DATA_TYPE_{s}"),
-    };
+    // the library's own spelling of HCCL's names (BFP16, FP8E4M3, ...),
+    // checked against the header's both ways
     let dtypes: BTreeMap<String, i128> = probes
         .iter()
         .filter_map(|&c| DataType::from_code(c).ok())
-        .map(|d| (dtype_name(d), d.code().into()))
+        .map(|d| (d.hccl_name().to_owned(), d.code().into()))
         .collect();
     check_enum(
         header,
@@ -1560,6 +1557,17 @@ fn guard_catches_changed_signature_and_struct() {
     );
     // An enum value and a #define.
     mutate(&types_h, "HCCL_DATA_TYPE_FP64 = 10", ',', "= 10", "= 13");
+    // HCCL's FP8 types: a changed value, and a renamed constant (seen
+    // both ways: the library's name has no header constant, and the
+    // header's new name has a value the library decodes as something else).
+    mutate(&types_h, "HCCL_DATA_TYPE_FP8E5M2 = 16", ',', "= 16", "= 13");
+    mutate(
+        &types_h,
+        "HCCL_DATA_TYPE_HIF8 = 14",
+        ',',
+        "HIF8",
+        "HIFLOAT8",
+    );
     mutate(
         &tree.0.join("acl/acl_base.h"),
         "#define ACL_ERROR_BAD_ALLOC ",
@@ -1638,6 +1646,27 @@ fn guard_catches_changed_signature_and_struct() {
             &["`HCCL_DATA_TYPE_FP64`: header 13, library 10"]
         ),
         "HCCL_DATA_TYPE_FP64's value not reported; new mismatches:\n{listing}"
+    );
+    assert!(
+        has(
+            "HcclDataType",
+            &["`HCCL_DATA_TYPE_FP8E5M2`: header 13, library 16"]
+        ),
+        "HCCL_DATA_TYPE_FP8E5M2's value not reported; new mismatches:\n{listing}"
+    );
+    assert!(
+        has(
+            "HcclDataType",
+            &["library value `HCCL_DATA_TYPE_HIF8` = 14 has no header constant"]
+        ),
+        "HCCL_DATA_TYPE_HIF8 missing from the header not reported; new mismatches:\n{listing}"
+    );
+    assert!(
+        has(
+            "HcclDataType",
+            &["header `HCCL_DATA_TYPE_HIFLOAT8` = 14, but the library decodes 14 as Hif8"]
+        ),
+        "HCCL_DATA_TYPE_HIFLOAT8 not reported; new mismatches:\n{listing}"
     );
     assert!(
         has("ACL_ERROR_BAD_ALLOC", &["header 200001, library 200000"]),

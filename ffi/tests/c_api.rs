@@ -1272,3 +1272,249 @@ fn a_window_goes_with_its_communicator() {
     );
     acl_ok(aclrtFree(mine), "free");
 }
+
+/// HCCL's FP8 codes: HIF8, FP8E4M3, FP8E5M2, FP8E8M0.
+const FP8_CODES: [(u32, &str); 4] = [
+    (14, "HCCL_DATA_TYPE_HIF8"),
+    (15, "HCCL_DATA_TYPE_FP8E4M3"),
+    (16, "HCCL_DATA_TYPE_FP8E5M2"),
+    (17, "HCCL_DATA_TYPE_FP8E8M0"),
+];
+const E_NOT_SUPPORT: u32 = 5;
+
+/// Byte `i` of rank `rank`'s data for type `code`: 0x01..=0x65, a positive
+/// finite number in every FP8 format (no NaN or infinity pattern).
+fn fp8_byte(code: u32, rank: u32, i: usize) -> u8 {
+    1 + ((code as usize * 7 + rank as usize * 31 + i * 13) % 101) as u8
+}
+
+/// Exclusive prefix sums (displacements of `counts`).
+fn displs_of(counts: &[u64]) -> Vec<u64> {
+    counts
+        .iter()
+        .scan(0, |a, c| {
+            let d = *a;
+            *a += c;
+            Some(d)
+        })
+        .collect()
+}
+
+/// Every op that moves data without reducing it takes HCCL's FP8 types
+/// through the C API, and the bytes arrive unchanged; every reducing op
+/// refuses them with HCCL_E_NOT_SUPPORT naming the type and the op, and
+/// enqueues nothing (the stream runs a following op, the output is
+/// untouched).
+#[test]
+fn fp8_types_move_through_the_c_api_and_reductions_refuse_them() {
+    for p in [3u32, 4] {
+        per_rank(p, |r, comm, stream| {
+            let pu = p as usize;
+            let n = 333usize;
+            for (code, name) in FP8_CODES {
+                let mine: Vec<u8> = (0..pu * n).map(|i| fp8_byte(code, r, i)).collect();
+                let src = dev_from(&mine);
+
+                // AllGather
+                let ag = dev_zeroed(pu * n);
+                ok(
+                    HcclAllGather(src, ag, n as u64, code, comm, stream),
+                    "AllGather",
+                );
+                // AllGatherV: rank q sends q + 1 + code % 3 bytes
+                let gc: Vec<u64> = (0..p as u64).map(|q| q + 1 + code as u64 % 3).collect();
+                let gd = displs_of(&gc);
+                let agv = dev_zeroed(gc.iter().sum::<u64>() as usize);
+                ok(
+                    HcclAllGatherV(
+                        src,
+                        gc[r as usize],
+                        agv,
+                        gc.as_ptr().cast(),
+                        gd.as_ptr().cast(),
+                        code,
+                        comm,
+                        stream,
+                    ),
+                    "AllGatherV",
+                );
+                // Broadcast from the last rank
+                let bc = if r == p - 1 {
+                    dev_from(&mine[..n])
+                } else {
+                    dev_zeroed(n)
+                };
+                ok(
+                    HcclBroadcast(bc, n as u64, code, p - 1, comm, stream),
+                    "Broadcast",
+                );
+                // AlltoAll
+                let a2a = dev_zeroed(pu * n);
+                ok(
+                    HcclAlltoAll(src, n as u64, code, a2a, n as u64, code, comm, stream),
+                    "AlltoAll",
+                );
+                // AlltoAllV: r sends (r * 2 + q) % 4 + 1 bytes to q
+                let m = |from: usize, to: usize| ((from * 2 + to) % 4 + 1) as u64;
+                let sc: Vec<u64> = (0..pu).map(|q| m(r as usize, q)).collect();
+                let rc: Vec<u64> = (0..pu).map(|q| m(q, r as usize)).collect();
+                let (sd, rd) = (displs_of(&sc), displs_of(&rc));
+                let a2av = dev_zeroed(rc.iter().sum::<u64>() as usize);
+                ok(
+                    HcclAlltoAllV(
+                        src,
+                        sc.as_ptr().cast(),
+                        sd.as_ptr().cast(),
+                        code,
+                        a2av,
+                        rc.as_ptr().cast(),
+                        rd.as_ptr().cast(),
+                        code,
+                        comm,
+                        stream,
+                    ),
+                    "AlltoAllV",
+                );
+                // Scatter from rank 1
+                let sco = dev_zeroed(n);
+                ok(
+                    HcclScatter(src, sco, n as u64, code, 1, comm, stream),
+                    "Scatter",
+                );
+                // Send/Recv around the ring, then BatchSendRecv backwards
+                let (next, prev) = ((r + 1) % p, (r + p - 1) % p);
+                let got = dev_zeroed(n);
+                if r % 2 == 0 {
+                    ok(HcclSend(src, n as u64, code, next, comm, stream), "Send");
+                    ok(HcclRecv(got, n as u64, code, prev, comm, stream), "Recv");
+                } else {
+                    ok(HcclRecv(got, n as u64, code, prev, comm, stream), "Recv");
+                    ok(HcclSend(src, n as u64, code, next, comm, stream), "Send");
+                }
+                let batch = dev_zeroed(n);
+                let mut items = [
+                    HcclSendRecvItem {
+                        sendRecvType: 0,
+                        buf: src,
+                        count: n as u64,
+                        dataType: code,
+                        remoteRank: prev,
+                    },
+                    HcclSendRecvItem {
+                        sendRecvType: 1,
+                        buf: batch,
+                        count: n as u64,
+                        dataType: code,
+                        remoteRank: next,
+                    },
+                ];
+                ok(
+                    HcclBatchSendRecv(items.as_mut_ptr(), 2, comm, stream),
+                    "BatchSendRecv",
+                );
+                sync(stream);
+
+                let of = |q: u32, from: usize, len: usize| -> Vec<u8> {
+                    (from..from + len).map(|i| fp8_byte(code, q, i)).collect()
+                };
+                let want: Vec<u8> = (0..p).flat_map(|q| of(q, 0, n)).collect();
+                assert_eq!(to_host::<u8>(ag, pu * n), want, "{name} AllGather p={p}");
+                let want: Vec<u8> = (0..p)
+                    .flat_map(|q| of(q, 0, gc[q as usize] as usize))
+                    .collect();
+                assert_eq!(
+                    to_host::<u8>(agv, want.len()),
+                    want,
+                    "{name} AllGatherV p={p}"
+                );
+                assert_eq!(
+                    to_host::<u8>(bc, n),
+                    of(p - 1, 0, n),
+                    "{name} Broadcast p={p}"
+                );
+                let want: Vec<u8> = (0..p).flat_map(|q| of(q, r as usize * n, n)).collect();
+                assert_eq!(to_host::<u8>(a2a, pu * n), want, "{name} AlltoAll p={p}");
+                let want: Vec<u8> = (0..pu)
+                    .flat_map(|q| {
+                        let at =
+                            displs_of(&(0..pu).map(|j| m(q, j)).collect::<Vec<_>>())[r as usize];
+                        of(q as u32, at as usize, rc[q] as usize)
+                    })
+                    .collect();
+                assert_eq!(
+                    to_host::<u8>(a2av, want.len()),
+                    want,
+                    "{name} AlltoAllV p={p}"
+                );
+                assert_eq!(
+                    to_host::<u8>(sco, n),
+                    of(1, r as usize * n, n),
+                    "{name} Scatter p={p}"
+                );
+                assert_eq!(
+                    to_host::<u8>(got, n),
+                    of(prev, 0, n),
+                    "{name} Send/Recv p={p}"
+                );
+                assert_eq!(
+                    to_host::<u8>(batch, n),
+                    of(next, 0, n),
+                    "{name} BatchSendRecv p={p}"
+                );
+
+                // every reducing op refuses the type, enqueuing nothing
+                let out = dev_from(&vec![0xEEu8; pu * n]);
+                let cnt: Vec<u64> = vec![n as u64; pu];
+                let dsp = displs_of(&cnt);
+                let refused: [(&str, &dyn Fn() -> u32); 5] = [
+                    ("HcclAllReduce", &|| {
+                        HcclAllReduce(src, out, n as u64, code, SUM, comm, stream)
+                    }),
+                    ("HcclAllReduce", &|| {
+                        HcclAllReduce(out, out, n as u64, code, 2, comm, stream)
+                    }),
+                    ("HcclReduce", &|| {
+                        HcclReduce(src, out, n as u64, code, SUM, 0, comm, stream)
+                    }),
+                    ("HcclReduceScatter", &|| {
+                        HcclReduceScatter(src, out, n as u64, code, SUM, comm, stream)
+                    }),
+                    ("HcclReduceScatterV", &|| {
+                        HcclReduceScatterV(
+                            src,
+                            cnt.as_ptr().cast(),
+                            dsp.as_ptr().cast(),
+                            out,
+                            n as u64,
+                            code,
+                            SUM,
+                            comm,
+                            stream,
+                        )
+                    }),
+                ];
+                for (api, call) in refused {
+                    assert_eq!(call(), E_NOT_SUPPORT, "{api} {name}");
+                    let msg = last_error_message().unwrap_or_default();
+                    assert!(
+                        msg.contains(name) && msg.contains(api) && msg.contains("reducing op"),
+                        "{api} {name}: {msg}"
+                    );
+                }
+                // the stream is usable and nothing touched the output
+                let after = dev_zeroed(pu * n);
+                ok(
+                    HcclAllGather(src, after, n as u64, code, comm, stream),
+                    "AllGather after the refusals",
+                );
+                sync(stream);
+                assert_eq!(to_host::<u8>(out, pu * n), vec![0xEEu8; pu * n], "{name}");
+                let want: Vec<u8> = (0..p).flat_map(|q| of(q, 0, n)).collect();
+                assert_eq!(to_host::<u8>(after, pu * n), want, "{name} after refusals");
+                for d in [src, ag, agv, bc, a2a, a2av, sco, got, batch, out, after] {
+                    acl_ok(aclrtFree(d), "aclrtFree");
+                }
+            }
+        });
+    }
+}

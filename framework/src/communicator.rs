@@ -622,6 +622,10 @@ impl Communicator {
     /// the op's tag, and let it orchestrate the op on `param.stream`.
     /// The caller has validated the user arguments.
     pub fn exec_op(&self, param: &OpParam) -> Result<()> {
+        param
+            .op_type
+            .check_dtype(param.dtype)
+            .map_err(|e| e.rank(self.rank).tag(&**param.tag))?;
         if self.config.entry_log {
             self.log_entry(param);
         }

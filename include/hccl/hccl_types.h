@@ -75,7 +75,11 @@ typedef enum {
     HCCL_DATA_TYPE_UINT32 = 9,
     HCCL_DATA_TYPE_FP64 = 10,
     HCCL_DATA_TYPE_BFP16 = 11,
-    HCCL_DATA_TYPE_INT128 = 12,
+    HCCL_DATA_TYPE_INT128 = 12,  /**< declared; refused by every op (as HCCL) */
+    HCCL_DATA_TYPE_HIF8 = 14,    /**< HiFloat8: moved, never reduced */
+    HCCL_DATA_TYPE_FP8E4M3 = 15, /**< FP8 E4M3: moved, never reduced */
+    HCCL_DATA_TYPE_FP8E5M2 = 16, /**< FP8 E5M2: moved, never reduced */
+    HCCL_DATA_TYPE_FP8E8M0 = 17, /**< FP8 E8M0: moved, never reduced */
     HCCL_DATA_TYPE_RESERVED = 255
 } HcclDataType;
 

@@ -28,7 +28,7 @@ mod stream;
 mod sync;
 
 // Data types and errors: what every layer speaks.
-pub use dtype::{DataType, Element, ReduceOp};
+pub use dtype::{DataType, Element, Fp8E4M3, Fp8E5M2, Fp8E8M0, Hif8, ReduceOp};
 pub use error::{ErrorContext, HcclError, HcclResult, Result};
 
 // Memory: handles addressed as (buffer kind, offset, length), owned

@@ -3,12 +3,13 @@
 //! closure per rank on threads with a watchdog, and the worked example
 //! executor of `docs/writing-an-executor.md` ([`guide_executor`]), which
 //! the multi-process worker registers when asked, and the checks of
-//! registered memory and symmetric windows ([`registered`]) that thread
-//! tests and rank processes share.
+//! registered memory and symmetric windows ([`registered`]) and of HCCL's
+//! FP8 types ([`fp8`]) that thread tests and rank processes share.
 
 #![forbid(unsafe_code)]
 
 pub mod capture;
+pub mod fp8;
 pub mod guide_executor;
 pub mod registered;
 

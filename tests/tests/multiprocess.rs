@@ -178,6 +178,30 @@ fn captured_graphs_replay_across_2_and_4_processes() {
     assert_all_ok(&r, "capture and replay, 4 processes on two hosts");
 }
 
+/// HCCL's FP8 types across processes (2 and 3 on one host, shared memory;
+/// 3 on two declared hosts, TCP between them): every moving op carries
+/// each type byte for byte, every reducing op refuses it with
+/// HCCL_E_NOT_SUPPORT and enqueues nothing (`hccl_tests::fp8`).
+#[test]
+fn fp8_types_across_2_and_3_processes() {
+    for n in [2u32, 3] {
+        let dir = tempdir(&format!("fp8-{n}"));
+        let r = wait(
+            spawn(n, "root_info", "fp8", &dir, |_| vec![]),
+            Duration::from_secs(150),
+        );
+        assert_all_ok(&r, &format!("fp8, {n} processes"));
+    }
+    let dir = tempdir("fp8-hosts");
+    let r = wait(
+        spawn(3, "root_info", "fp8", &dir, |r| {
+            vec![("HCCL_RS_HOST_ID".into(), format!("host{}", r % 2))]
+        }),
+        Duration::from_secs(150),
+    );
+    assert_all_ok(&r, "fp8, 3 processes on two hosts");
+}
+
 /// Ranks declared to be on two hosts: shared memory inside each "host",
 /// TCP between them.
 #[test]

@@ -73,7 +73,10 @@ pub struct PerfArgs {
     /// Reduction: sum, prod, max, min.
     #[arg(short = 'o', long = "op", default_value = "sum")]
     pub op: String,
-    /// Data type: int8, int16, int32, int64, uint8, uint16, uint32, uint64, fp16, bf16, fp32, fp64.
+    /// Data type: int8, int16, int32, int64, uint8, uint16, uint32, uint64, fp16, bf16, fp32, fp64;
+    /// and HCCL's 1-byte FP8 formats hif8, fp8e4m3, fp8e5m2, fp8e8m0, for the ops that move
+    /// data without reducing it (all_gather(v), broadcast, alltoall(v), scatter, gather,
+    /// send_recv; checked byte for byte), refused by all_reduce, reduce and reduce_scatter(v).
     #[arg(short = 'd', long = "datatype", default_value = "fp32")]
     pub datatype: String,
     /// Root rank (rooted collectives).

@@ -2,7 +2,7 @@
 //! kernels, and input patterns whose reductions are exact in every type.
 
 use half::{bf16, f16};
-use hccl_adapter::{Element, ReduceOp};
+use hccl_adapter::{Element, Fp8E4M3, Fp8E5M2, Fp8E8M0, Hif8, ReduceOp};
 
 /// An element type with the checker's own reference arithmetic.
 pub trait CheckElem: Element + Default + PartialOrd {
@@ -63,6 +63,21 @@ macro_rules! half_elem {
     )*};
 }
 half_elem!(f16, bf16);
+
+macro_rules! fp8_elem {
+    ($($t:ty),*) => {$(
+        impl CheckElem for $t {
+            /// Bytes 0x31..=0x35 for the checker's values -2..=2 (values
+            /// -50..=50 give 0x01..=0x65): positive finite numbers in every
+            /// FP8 format (no NaN or infinity pattern), compared as bytes.
+            fn from_i8(v: i8) -> Self { <$t>::from_bits((v as i16 + 51) as u8) }
+            fn reference(op: ReduceOp, _: Self, _: Self) -> Self {
+                unreachable!("{} is never reduced ({op} refused before any op runs)", <$t>::DTYPE)
+            }
+        }
+    )*};
+}
+fp8_elem!(Hif8, Fp8E4M3, Fp8E5M2, Fp8E8M0);
 
 /// Rank `rank`'s input element `i` for op `op`: small values whose sums and
 /// products over up to 8 ranks are exact in every float type (so the result

@@ -86,6 +86,14 @@ impl PerfOp {
             })
     }
 
+    /// Whether the op reduces (and so needs a reducible data type).
+    pub(crate) fn reduces(self) -> bool {
+        matches!(
+            self,
+            PerfOp::AllReduce | PerfOp::ReduceScatter | PerfOp::Reduce | PerfOp::ReduceScatterV
+        )
+    }
+
     /// Name printed in results.
     pub(crate) fn name(self) -> &'static str {
         match self {
@@ -363,6 +371,10 @@ macro_rules! by_dtype {
             DataType::Bf16 => $f::<bf16>($($arg),*),
             DataType::Fp32 => $f::<f32>($($arg),*),
             DataType::Fp64 => $f::<f64>($($arg),*),
+            DataType::Hif8 => $f::<hccl_adapter::Hif8>($($arg),*),
+            DataType::Fp8E4M3 => $f::<hccl_adapter::Fp8E4M3>($($arg),*),
+            DataType::Fp8E5M2 => $f::<hccl_adapter::Fp8E5M2>($($arg),*),
+            DataType::Fp8E8M0 => $f::<hccl_adapter::Fp8E8M0>($($arg),*),
         }
     };
 }
@@ -446,6 +458,17 @@ pub fn run_sweep(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
     }
     let dtype = DataType::from_name(&args.datatype)?;
     let rop = ReduceOp::from_name(&args.op)?;
+    if op.reduces() && !dtype.is_reducible() {
+        let reducible: Vec<&str> = DataType::reducible().map(|d| d.name()).collect();
+        return Err(HcclError::not_support(format!(
+            "-d {dtype} cannot be used with {}: HCCL moves the FP8 types (hif8, fp8e4m3, \
+             fp8e5m2, fp8e8m0) but never reduces them; use them with all_gather, \
+             all_gatherv, broadcast, alltoall, alltoallv, scatter, gather or send_recv, or \
+             pick a reducible type ({})",
+            op.name(),
+            reducible.join(", ")
+        )));
+    }
     if args.npus == 0 {
         return Err(HcclError::para("-p/--npus must be at least 1"));
     }

@@ -312,6 +312,50 @@ fn bad_arguments_fail_with_a_message() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("minbytes 64 is larger than maxbytes 8"));
 }
 
+/// `-d hif8|fp8e4m3|fp8e5m2|fp8e8m0`: every op that moves data without
+/// reducing it checks each FP8 type byte for byte (ranks as threads, and
+/// as processes for AllGather, Broadcast and AllToAll); the reducing ops
+/// refuse them with a message naming the type and the op.
+#[test]
+fn fp8_types_run_the_moving_ops_and_are_refused_by_reductions() {
+    let sweep = [
+        "-b", "96", "-e", "3M", "-f", "32", "-n", "2", "-w", "1", "-r", "1",
+    ];
+    for d in ["hif8", "fp8e4m3", "fp8e5m2", "fp8e8m0"] {
+        for op in [
+            "all_gather",
+            "all_gatherv",
+            "broadcast",
+            "alltoall",
+            "alltoallv",
+            "scatter",
+            "gather",
+            "send_recv",
+        ] {
+            let mut args = vec![op, "-p", "3", "-d", d];
+            args.extend(sweep);
+            assert_rows_succeed(&hccl_test(&args), 4, &format!("{op} -d {d}"));
+        }
+        for op in ["all_reduce", "reduce", "reduce_scatter", "reduce_scatterv"] {
+            let out = hccl_test(&[op, "-p", "2", "-d", d]);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{op} -d {d}: {err}");
+            assert!(
+                err.contains(&format!("-d {d} cannot be used with {op}"))
+                    && err.contains("never reduces"),
+                "{op} -d {d}: {err}"
+            );
+        }
+    }
+    for op in ["all_gather", "broadcast", "alltoall"] {
+        for p in ["2", "3"] {
+            let mut args = vec![op, "-p", p, "-d", "fp8e4m3", "--transport", "process"];
+            args.extend(sweep);
+            assert_rows_succeed(&hccl_test(&args), 4, &format!("{op} -p {p} processes"));
+        }
+    }
+}
+
 #[test]
 fn baseline_line_reports_a_ratio_to_memcpy() {
     let out = hccl_test(&[

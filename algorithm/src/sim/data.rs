@@ -37,6 +37,12 @@ fn encode(dtype: DataType, v: i8, out: &mut Vec<u8>) {
         DataType::Bf16 => out.extend_from_slice(&bf16::from_f32(v as f32).to_bits().to_ne_bytes()),
         DataType::Fp32 => out.extend_from_slice(&(v as f32).to_ne_bytes()),
         DataType::Fp64 => out.extend_from_slice(&(v as f64).to_ne_bytes()),
+        // 1-byte formats that are only moved: bytes 0x01..=0x65, positive
+        // finite numbers in each of HIF8, E4M3, E5M2 and E8M0 (no NaN or
+        // infinity pattern), one per value
+        DataType::Hif8 | DataType::Fp8E4M3 | DataType::Fp8E5M2 | DataType::Fp8E8M0 => {
+            out.push((v as i16 + 51) as u8)
+        }
     }
 }
 

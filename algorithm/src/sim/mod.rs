@@ -285,10 +285,7 @@ fn shape(spec: &SimSpec, r: u32) -> Result<Shape, SimFailure> {
 }
 
 fn reduces(op: OpType) -> bool {
-    matches!(
-        op,
-        OpType::AllReduce | OpType::ReduceScatter | OpType::ReduceScatterV | OpType::Reduce
-    )
+    op.reduces()
 }
 
 /// The pattern's reduction (None for data-movement ops).

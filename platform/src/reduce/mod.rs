@@ -252,6 +252,15 @@ pub(crate) fn check_lengths(
     Ok(())
 }
 
+/// The error for reducing a type HCCL only moves (the FP8 formats).
+pub(crate) fn not_reducible(dtype: DataType) -> HcclError {
+    HcclError::not_support(format!(
+        "data type {dtype} ({}) cannot be reduced: HCCL moves it (AllGather, Broadcast, \
+         AllToAll, ...) but no reduction supports it",
+        dtype.hccl_name()
+    ))
+}
+
 /// Runs `$body` with the type alias `$u` bound to the Rust type of `$dtype`.
 macro_rules! dispatch {
     ($dtype:expr, $u:ident => $body:expr) => {
@@ -303,6 +312,9 @@ macro_rules! dispatch {
             DataType::Fp64 => {
                 type $u = f64;
                 $body
+            }
+            DataType::Hif8 | DataType::Fp8E4M3 | DataType::Fp8E5M2 | DataType::Fp8E8M0 => {
+                return Err(not_reducible($dtype));
             }
         }
     };

@@ -10,7 +10,8 @@
 //! then runs checked f32 allreduces of 1, 1000, 16384 and 300001 elements,
 //! printing `ran <count> <executor>` after each), `soak` (issue 15: see `fn soak`),
 //! `capture` (issue 17: every primitive captured and replayed 100 times,
-//! `hccl_tests::capture`), `mem_*` (registered memory and symmetric windows: `memory.rs`). Prints `OK` or
+//! `hccl_tests::capture`), `fp8` (HCCL's FP8 types moved byte for byte by
+//! every non-reducing op and refused by the reducing ones, `hccl_tests::fp8`), `mem_*` (registered memory and symmetric windows: `memory.rs`). Prints `OK` or
 //! `ERROR <code> <message>`.
 //!
 //! Scenario `drill` (the fault drills, `tools/fault-drill.sh`): loops one
@@ -228,6 +229,7 @@ fn run(mode: &str, rank: u32, size: u32, dir: &str, scenario: &str) -> hccl_adap
             return Ok(());
         }
         "soak" => return soak(&c, &s, rank, size),
+        "fp8" => return hccl_tests::fp8::run(&c, &[1, 1000, 300_001]),
         "graph" => return graph(&c, rank, size),
         "capture" => {
             // issue 17: every primitive captured, each graph launched 100
