@@ -338,7 +338,7 @@ impl HcclComm {
         let send_bytes = validate::bytes_of(call.send_elems, call.dtype).map_err(ctx)?;
         let recv_bytes = validate::bytes_of(call.recv_elems, call.dtype).map_err(ctx)?;
         validate::bytes_of(call.count, call.dtype).map_err(ctx)?;
-        if send_bytes == 0 && recv_bytes == 0 {
+        if send_bytes == 0 && recv_bytes == 0 && !call.participate {
             return Ok(());
         }
         let input = if send_bytes > 0 {
@@ -378,7 +378,13 @@ impl HcclComm {
                 "sendBuf and recvBuf overlap, which this op does not allow"
             })));
         }
-        let mode = self.mode_for(stream, &input, &output).map_err(ctx)?;
+        let mode = if input.is_empty() && output.is_empty() && !stream.is_capturing() {
+            // a rank that only takes part (nothing of its own moves) runs
+            // in op-base mode as its peers with unregistered buffers do
+            WorkflowMode::OpBase
+        } else {
+            self.mode_for(stream, &input, &output).map_err(ctx)?
+        };
         let param = OpParam {
             tag,
             op_type: call.op_type,
@@ -808,6 +814,7 @@ impl HcclComm {
             recv,
             rv,
             recv_type,
+            false,
             stream,
         )
     }
@@ -840,6 +847,9 @@ impl HcclComm {
             counts: l.recv_counts,
             displs: l.rdispls,
         };
+        // the matrix is the same everywhere: unless it is all zero, every
+        // rank takes part, also one whose row and column are zero
+        let participate = send_count_matrix.iter().any(|&c| c != 0);
         self.submit_all_to_all_v(
             "HcclAlltoAllVC",
             send,
@@ -848,6 +858,7 @@ impl HcclComm {
             recv,
             rv,
             recv_type,
+            participate,
             stream,
         )
     }
@@ -882,6 +893,7 @@ impl HcclComm {
         recv: &DeviceMem,
         rv: VCounts,
         recv_type: DataType,
+        participate: bool,
         stream: &Stream,
     ) -> Result<()> {
         if send_type != recv_type {
@@ -903,6 +915,7 @@ impl HcclComm {
         );
         call.send_v = Some(sv);
         call.recv_v = Some(rv);
+        call.participate = participate;
         self.submit(call, stream)
     }
 
@@ -1062,6 +1075,8 @@ struct Call<'a> {
     send_v: Option<VCounts>,
     recv_v: Option<VCounts>,
     in_place: bool,
+    /// Run even when this rank moves nothing (its peers' op needs it).
+    participate: bool,
 }
 
 impl<'a> Call<'a> {
@@ -1091,6 +1106,7 @@ impl<'a> Call<'a> {
             send_v: None,
             recv_v: None,
             in_place: false,
+            participate: false,
         }
     }
 

@@ -8,6 +8,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod alltoallvc;
 pub mod capture;
 pub mod guide_executor;
 pub mod registered;

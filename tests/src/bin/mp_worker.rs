@@ -10,7 +10,8 @@
 //! then runs checked f32 allreduces of 1, 1000, 16384 and 300001 elements,
 //! printing `ran <count> <executor>` after each), `soak` (issue 15: see `fn soak`),
 //! `capture` (issue 17: every primitive captured and replayed 100 times,
-//! `hccl_tests::capture`), `mem_*` (registered memory and symmetric windows: `memory.rs`). Prints `OK` or
+//! `hccl_tests::capture`), `alltoallvc` (issue 18: `hccl_tests::alltoallvc`'s
+//! matrices), `mem_*` (registered memory and symmetric windows: `memory.rs`). Prints `OK` or
 //! `ERROR <code> <message>`.
 //!
 //! Scenario `drill` (the fault drills, `tools/fault-drill.sh`): loops one
@@ -228,6 +229,14 @@ fn run(mode: &str, rank: u32, size: u32, dir: &str, scenario: &str) -> hccl_adap
             return Ok(());
         }
         "soak" => return soak(&c, &s, rank, size),
+        "alltoallvc" => {
+            // issue 18: AllToAllVC's matrices, small blocks and blocks
+            // larger than the CCL buffer
+            for scale in [1u64, 60_000] {
+                hccl_tests::alltoallvc::run_all(&c, &s, scale)?;
+            }
+            return Ok(());
+        }
         "graph" => return graph(&c, rank, size),
         "capture" => {
             // issue 17: every primitive captured, each graph launched 100
