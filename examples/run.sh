@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the C, C++ and Python examples against an installed tree (see
 # tools/install.sh) with gcc/g++ -Wall -Werror, and runs each, checked:
-#   C threads as ranks (shared and static libhccl, and linked as -lascendcl),
+#   C threads as ranks (shared and static libhccl, linked as -lascendcl from
+#   PREFIX/lib and as -lhccl -lhcomm -lascendcl from PREFIX/lib64),
 #   ACL graphs (captured HCCL calls replayed) with threads as ranks,
 #   ACL profiling around an AllReduce loop (linked -lmsprofiler, traces checked),
 #   C++ HcclCommInitAll, C under `mpirun -np 4` (if mpicc is present; the
@@ -28,6 +29,11 @@ echo "== C: the same, linked as a program written for Ascend links it (-lascendc
 gcc "${strict[@]}" $cflags "$here/c/allreduce_threads.c" -L"$PREFIX/lib" -Wl,-rpath,"$PREFIX/lib" \
   -lascendcl -lhccl -lpthread -o "$out/threads_acl"
 run "$out/threads_acl" 2 1000
+
+echo "== C: linked as an HCCL program's Makefile links it (-L\${ASCEND_HOME}/lib64 -lhccl -lhcomm -lascendcl)"
+gcc "${strict[@]}" $cflags "$here/c/allreduce_threads.c" -L"$PREFIX/lib64" -Wl,-rpath,"$PREFIX/lib64" \
+  -lhccl -lhcomm -lascendcl -lpthread -o "$out/threads_lib64"
+run "$out/threads_lib64" 3 1000
 
 echo "== C: static libhccl.a"
 gcc "${strict[@]}" $cflags "$here/c/allreduce_threads.c" "$PREFIX/lib/libhccl.a" \

@@ -341,7 +341,7 @@ impl HcclComm {
         let send_bytes = validate::bytes_of(call.send_elems, call.dtype).map_err(ctx)?;
         let recv_bytes = validate::bytes_of(call.recv_elems, call.dtype).map_err(ctx)?;
         validate::bytes_of(call.count, call.dtype).map_err(ctx)?;
-        if send_bytes == 0 && recv_bytes == 0 {
+        if send_bytes == 0 && recv_bytes == 0 && !call.participate {
             return Ok(());
         }
         let input = if send_bytes > 0 {
@@ -381,7 +381,13 @@ impl HcclComm {
                 "sendBuf and recvBuf overlap, which this op does not allow"
             })));
         }
-        let mode = self.mode_for(stream, &input, &output).map_err(ctx)?;
+        let mode = if input.is_empty() && output.is_empty() && !stream.is_capturing() {
+            // a rank that only takes part (nothing of its own moves) runs
+            // in op-base mode as its peers with unregistered buffers do
+            WorkflowMode::OpBase
+        } else {
+            self.mode_for(stream, &input, &output).map_err(ctx)?
+        };
         let param = OpParam {
             tag,
             op_type: call.op_type,
@@ -793,23 +799,115 @@ impl HcclComm {
         recv_type: DataType,
         stream: &Stream,
     ) -> Result<()> {
+        let (sv, rv) = (
+            VCounts {
+                counts: send_counts.to_vec(),
+                displs: sdispls.to_vec(),
+            },
+            VCounts {
+                counts: recv_counts.to_vec(),
+                displs: rdispls.to_vec(),
+            },
+        );
+        self.submit_all_to_all_v(
+            "HcclAlltoAllV",
+            send,
+            sv,
+            send_type,
+            recv,
+            rv,
+            recv_type,
+            false,
+            stream,
+        )
+    }
+
+    /// AllToAllVC (HCCL's `HcclAlltoAllVC`): `send_count_matrix` holds
+    /// rankSize × rankSize counts, row-major, the same on every rank:
+    /// `send_count_matrix[i * rankSize + j]` elements go from rank i to
+    /// rank j. Displacements are implied, blocks packed in rank order: this
+    /// rank's block for rank j starts at the sum of its counts to ranks
+    /// below j, and rank i's block lands at the sum of the counts ranks
+    /// below i send here. Runs as the AllToAllV it describes (same
+    /// executors and cross-rank checks); see [`all_to_all_vc_layout`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn all_to_all_vc_raw(
+        &self,
+        send: &DeviceMem,
+        send_count_matrix: &[u64],
+        send_type: DataType,
+        recv: &DeviceMem,
+        recv_type: DataType,
+        stream: &Stream,
+    ) -> Result<()> {
+        let l = all_to_all_vc_layout(send_count_matrix, self.size(), self.rank())
+            .map_err(|e| e.rank(self.rank()).during("HcclAlltoAllVC"))?;
+        let sv = VCounts {
+            counts: l.send_counts,
+            displs: l.sdispls,
+        };
+        let rv = VCounts {
+            counts: l.recv_counts,
+            displs: l.rdispls,
+        };
+        // the matrix is the same everywhere: unless it is all zero, every
+        // rank takes part, also one whose row and column are zero
+        let participate = send_count_matrix.iter().any(|&c| c != 0);
+        self.submit_all_to_all_v(
+            "HcclAlltoAllVC",
+            send,
+            sv,
+            send_type,
+            recv,
+            rv,
+            recv_type,
+            participate,
+            stream,
+        )
+    }
+
+    /// [`all_to_all_vc_raw`](Self::all_to_all_vc_raw) on typed buffers:
+    /// `send` holds at least this rank's row sum, `recv` its column sum.
+    pub fn all_to_all_vc<T: Element>(
+        &self,
+        send: &DeviceBuffer<T>,
+        send_count_matrix: &[u64],
+        recv: &mut DeviceBuffer<T>,
+        stream: &Stream,
+    ) -> Result<()> {
+        self.all_to_all_vc_raw(
+            send.mem(),
+            send_count_matrix,
+            T::DTYPE,
+            recv.mem(),
+            T::DTYPE,
+            stream,
+        )
+    }
+
+    /// An AllToAllV (`api` names it: `HcclAlltoAllV` or `HcclAlltoAllVC`).
+    #[allow(clippy::too_many_arguments)]
+    fn submit_all_to_all_v(
+        &self,
+        api: &'static str,
+        send: &DeviceMem,
+        sv: VCounts,
+        send_type: DataType,
+        recv: &DeviceMem,
+        rv: VCounts,
+        recv_type: DataType,
+        participate: bool,
+        stream: &Stream,
+    ) -> Result<()> {
         if send_type != recv_type {
             return Err(HcclError::para(format!(
                 "sendType {send_type} and recvType {recv_type} must match"
             ))
             .rank(self.rank())
-            .during("HcclAlltoAllV"));
+            .during(api));
         }
-        let sv = VCounts {
-            counts: send_counts.to_vec(),
-            displs: sdispls.to_vec(),
-        };
-        let rv = VCounts {
-            counts: recv_counts.to_vec(),
-            displs: rdispls.to_vec(),
-        };
         let mut call = Call::new(
-            "HcclAlltoAllV",
+            api,
             OpType::AllToAllV,
             send,
             sv.extent(),
@@ -820,6 +918,7 @@ impl HcclComm {
         );
         call.send_v = Some(sv);
         call.recv_v = Some(rv);
+        call.participate = participate;
         self.submit(call, stream)
     }
 
@@ -889,6 +988,68 @@ impl HcclComm {
     }
 }
 
+/// One rank's AllToAllV arguments implied by an AllToAllVC count matrix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AllToAllVcLayout {
+    /// Elements this rank sends to each rank (its row of the matrix).
+    pub send_counts: Vec<u64>,
+    /// Where each block starts in the send buffer (packed in rank order).
+    pub sdispls: Vec<u64>,
+    /// Elements this rank receives from each rank (its column).
+    pub recv_counts: Vec<u64>,
+    /// Where each received block lands (packed in rank order).
+    pub rdispls: Vec<u64>,
+    /// Elements the send buffer must hold: the row's sum.
+    pub send_total: u64,
+    /// Elements the receive buffer must hold: the column's sum.
+    pub recv_total: u64,
+}
+
+/// Rank `rank`'s AllToAllV arguments from an AllToAllVC count matrix of
+/// `p` × `p` counts (row i: what rank i sends to each rank). A matrix of
+/// another length, a `rank` outside `0..p`, or a row or column whose sum
+/// overflows `u64` is `HCCL_E_PARA`.
+pub fn all_to_all_vc_layout(matrix: &[u64], p: u32, rank: u32) -> Result<AllToAllVcLayout> {
+    let pu = p as usize;
+    let want = pu.checked_mul(pu);
+    if want != Some(matrix.len()) {
+        return Err(HcclError::para(format!(
+            "sendCountMatrix has {} entries; {p} ranks need {p} × {p}",
+            matrix.len()
+        )));
+    }
+    if rank >= p {
+        return Err(HcclError::para(format!(
+            "rank {rank} is out of range for {p} ranks"
+        )));
+    }
+    let r = rank as usize;
+    let packed = |counts: Vec<u64>, what: &str| -> Result<(Vec<u64>, Vec<u64>, u64)> {
+        let mut displs = Vec::with_capacity(counts.len());
+        let mut at = 0u64;
+        for (q, c) in counts.iter().enumerate() {
+            displs.push(at);
+            at = at.checked_add(*c).ok_or_else(|| {
+                HcclError::para(format!(
+                    "sendCountMatrix: the counts {what} rank {rank} overflow at rank {q}"
+                ))
+            })?;
+        }
+        Ok((counts, displs, at))
+    };
+    let (send_counts, sdispls, send_total) = packed(matrix[r * pu..(r + 1) * pu].to_vec(), "from")?;
+    let (recv_counts, rdispls, recv_total) =
+        packed((0..pu).map(|i| matrix[i * pu + r]).collect(), "to")?;
+    Ok(AllToAllVcLayout {
+        send_counts,
+        sdispls,
+        recv_counts,
+        rdispls,
+        send_total,
+        recv_total,
+    })
+}
+
 /// What kind of memory `m` is, for errors.
 fn describe_memory(m: &DeviceMem) -> &'static str {
     match m.region_kind() {
@@ -917,6 +1078,8 @@ struct Call<'a> {
     send_v: Option<VCounts>,
     recv_v: Option<VCounts>,
     in_place: bool,
+    /// Run even when this rank moves nothing (its peers' op needs it).
+    participate: bool,
 }
 
 impl<'a> Call<'a> {
@@ -946,6 +1109,7 @@ impl<'a> Call<'a> {
             send_v: None,
             recv_v: None,
             in_place: false,
+            participate: false,
         }
     }
 

@@ -1518,3 +1518,182 @@ fn fp8_types_move_through_the_c_api_and_reductions_refuse_them() {
         });
     }
 }
+
+/// The count matrices of the AllToAllVC tests: irregular with zeros, a
+/// whole zero row (rank 1 % p sends nothing) and column (rank p - 1
+/// receives nothing), and all zero.
+fn vc_matrices(p: usize) -> Vec<Vec<u64>> {
+    let irregular = |i: usize, j: usize| -> u64 {
+        let b = ((i * 7 + j * 13 + i * j) % 6) as u64;
+        if b == 0 {
+            0
+        } else {
+            b * 37 + (i + 2 * j) as u64
+        }
+    };
+    let (zr, zc) = (1 % p, p - 1);
+    vec![
+        (0..p * p).map(|x| irregular(x / p, x % p)).collect(),
+        (0..p * p)
+            .map(|x| {
+                let (i, j) = (x / p, x % p);
+                if i == zr || j == zc {
+                    0
+                } else {
+                    irregular(i, j) + 1
+                }
+            })
+            .collect(),
+        vec![0; p * p],
+    ]
+}
+
+#[test]
+fn alltoallvc_through_the_c_api_at_2_3_4_8_ranks() {
+    // element k of rank q's packed send buffer
+    let val = |q: usize, k: usize| (q * 1_000_000 + k) as i32;
+    for p in [2u32, 3, 4, 8] {
+        let pu = p as usize;
+        let mats = vc_matrices(pu);
+        per_rank(p, |r, comm, stream| {
+            let ru = r as usize;
+            for (case, m) in mats.iter().enumerate() {
+                let row = &m[ru * pu..(ru + 1) * pu];
+                let st = row.iter().sum::<u64>() as usize;
+                let rt = (0..pu).map(|i| m[i * pu + ru]).sum::<u64>() as usize;
+                let send: Vec<i32> = (0..st).map(|k| val(ru, k)).collect();
+                let sd = dev_from(&send);
+                let rd = dev_from(&vec![-1i32; rt + 1]);
+                ok(
+                    HcclAlltoAllVC(sd, m.as_ptr().cast(), INT32, rd, INT32, comm, stream),
+                    "HcclAlltoAllVC",
+                );
+                sync(stream);
+                // rank i's block for me sits after its blocks for ranks below me
+                let mut want: Vec<i32> = (0..pu)
+                    .flat_map(|i| {
+                        let at = m[i * pu..i * pu + ru].iter().sum::<u64>() as usize;
+                        (at..at + m[i * pu + ru] as usize).map(move |k| val(i, k))
+                    })
+                    .collect();
+                want.push(-1);
+                assert_eq!(
+                    to_host::<i32>(rd, rt + 1),
+                    want,
+                    "alltoallvc p={p} rank {r} case {case}"
+                );
+                acl_ok(aclrtFree(sd), "aclrtFree");
+                acl_ok(aclrtFree(rd), "aclrtFree");
+            }
+        });
+    }
+}
+
+#[test]
+fn alltoallvc_bad_input_returns_the_documented_codes_and_enqueues_nothing() {
+    let comms = init_all(2);
+    let c0 = comms[0] as HcclComm;
+    acl_ok(aclrtSetDevice(0), "aclrtSetDevice");
+    let mut stream = null_mut();
+    acl_ok(aclrtCreateStream(&mut stream), "aclrtCreateStream");
+    let src = dev_from(&[1i32; 16]);
+    let dst = dev_from(&[-3i32; 16]);
+    let m: [u64; 4] = [2, 3, 4, 5]; // rank 0 sends 5, receives 6
+    let vc = |s: *const c_void, mat: *const u64, st: u32, r: *const c_void, rt: u32| {
+        HcclAlltoAllVC(s, mat.cast(), st, r, rt, c0, stream)
+    };
+
+    // null pointers
+    assert_eq!(vc(src, null(), INT32, dst, INT32), E_PTR);
+    assert!(last_error_message()
+        .unwrap()
+        .contains("sendCountMatrix is null"));
+    assert_eq!(vc(null(), m.as_ptr(), INT32, dst, INT32), E_PTR);
+    assert_eq!(vc(src, m.as_ptr(), INT32, null(), INT32), E_PTR);
+    assert_eq!(
+        HcclAlltoAllVC(
+            src,
+            m.as_ptr().cast(),
+            INT32,
+            dst,
+            INT32,
+            null_mut(),
+            stream
+        ),
+        E_PTR
+    );
+    // null buffers are fine when nothing moves (an all-zero matrix: no rank takes part)
+    let z: [u64; 4] = [0; 4];
+    assert_eq!(vc(null(), z.as_ptr(), INT32, null(), INT32), SUCCESS);
+
+    // bad types, and types that differ
+    assert_eq!(vc(src, m.as_ptr(), 99, dst, INT32), E_PARA);
+    assert_eq!(vc(src, m.as_ptr(), INT32, dst, 99), E_PARA);
+    assert_eq!(vc(src, m.as_ptr(), 12, dst, 12), E_PARA, "INT128");
+    assert_eq!(vc(src, m.as_ptr(), INT32, dst, FP32), E_PARA);
+    assert!(
+        last_error_message().unwrap().contains("must match"),
+        "{:?}",
+        last_error_message()
+    );
+
+    // counts whose sums overflow, or that exceed the aclrtMalloc buffers
+    let row_overflow: [u64; 4] = [u64::MAX, 1, 0, 0];
+    assert_eq!(vc(src, row_overflow.as_ptr(), INT32, dst, INT32), E_PARA);
+    assert!(last_error_message().unwrap().contains("overflow"));
+    let col_overflow: [u64; 4] = [1, 0, u64::MAX, 0];
+    assert_eq!(vc(src, col_overflow.as_ptr(), INT32, dst, INT32), E_PARA);
+    let bytes_overflow: [u64; 4] = [u64::MAX / 2, 0, 0, 0];
+    assert_eq!(vc(src, bytes_overflow.as_ptr(), INT32, dst, INT32), E_PARA);
+    let send_too_big: [u64; 4] = [9, 8, 0, 0];
+    assert_eq!(vc(src, send_too_big.as_ptr(), INT32, dst, INT32), E_PARA);
+    assert!(
+        last_error_message()
+            .unwrap()
+            .contains("holds only 64 bytes"),
+        "{:?}",
+        last_error_message()
+    );
+    let recv_too_big: [u64; 4] = [1, 0, 16, 0];
+    assert_eq!(vc(src, recv_too_big.as_ptr(), INT32, dst, INT32), E_PARA);
+    // sendBuf == recvBuf
+    assert_eq!(vc(src, m.as_ptr(), INT32, src, INT32), E_PARA);
+    // unknown communicator and stream
+    assert_eq!(
+        HcclAlltoAllVC(
+            src,
+            m.as_ptr().cast(),
+            INT32,
+            dst,
+            INT32,
+            0x1234 as HcclComm,
+            stream
+        ),
+        E_PARA
+    );
+    assert_eq!(
+        HcclAlltoAllVC(
+            src,
+            m.as_ptr().cast(),
+            INT32,
+            dst,
+            INT32,
+            c0,
+            0x99 as aclrtStream
+        ),
+        E_PARA
+    );
+
+    // nothing was enqueued or written by any of the failed calls
+    let mut status = 7;
+    let mut ev = null_mut();
+    acl_ok(aclrtCreateEvent(&mut ev), "aclrtCreateEvent");
+    acl_ok(aclrtRecordEvent(ev, stream), "aclrtRecordEvent");
+    acl_ok(aclrtSynchronizeStream(stream), "sync");
+    acl_ok(aclrtQueryEventStatus(ev, &mut status), "query");
+    assert_eq!(status, 1);
+    assert_eq!(to_host::<i32>(dst, 16), vec![-3; 16], "dst untouched");
+    for c in comms {
+        ok(HcclCommDestroy(c as HcclComm), "destroy");
+    }
+}

@@ -123,6 +123,16 @@ extern HcclResult HcclAlltoAllV(const void *sendBuf, const void *sendCounts, con
     HcclDataType sendType, const void *recvBuf, const void *recvCounts, const void *rdispls,
     HcclDataType recvType, HcclComm comm, aclrtStream stream);
 
+/**
+ * `sendCountMatrix` is rankSize x rankSize uint64_t, the same on every rank:
+ * entry [i * rankSize + j] is the number of elements rank i sends to rank j.
+ * Blocks are packed in rank order: this rank's block for rank j starts at the
+ * sum of its counts to ranks below j; rank i's block lands at the sum of the
+ * counts ranks below i send to this rank. sendType must equal recvType.
+ */
+extern HcclResult HcclAlltoAllVC(const void *sendBuf, const void *sendCountMatrix, HcclDataType sendType,
+    const void *recvBuf, HcclDataType recvType, HcclComm comm, aclrtStream stream);
+
 extern HcclResult HcclSend(void *sendBuf, uint64_t count, HcclDataType dataType, uint32_t destRank,
     HcclComm comm, aclrtStream stream);
 

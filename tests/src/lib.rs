@@ -8,6 +8,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod alltoallvc;
 pub mod capture;
 pub mod fp8;
 pub mod guide_executor;

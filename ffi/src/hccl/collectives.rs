@@ -325,6 +325,38 @@ pub extern "C" fn HcclAlltoAllV(
     })
 }
 
+/// `HcclAlltoAllVC`: `sendCountMatrix` is rankSize × rankSize `uint64_t`,
+/// row i = what rank i sends to each rank, the same on every rank; the
+/// blocks are packed in rank order in both buffers.
+#[no_mangle]
+pub extern "C" fn HcclAlltoAllVC(
+    sendBuf: *const c_void,
+    sendCountMatrix: *const c_void,
+    sendType: HcclDataType,
+    recvBuf: *const c_void,
+    recvType: HcclDataType,
+    comm: HcclComm,
+    stream: aclrtStream,
+) -> HcclResult {
+    hccl("HcclAlltoAllVC", || {
+        let (st, rt) = (dtype(sendType)?, dtype(recvType)?);
+        let (c, s) = target(comm, stream)?;
+        non_null(sendCountMatrix, "sendCountMatrix")?;
+        let (p, rank) = (c.comm.size(), c.comm.rank());
+        let n = (p as usize)
+            .checked_mul(p as usize)
+            .ok_or_else(|| HcclError::para(format!("{p} × {p} overflows")))?;
+        // SAFETY: non-null; HCCL's contract: rankSize × rankSize uint64_t.
+        let matrix = unsafe { std::slice::from_raw_parts(sendCountMatrix.cast::<u64>(), n) };
+        let l = hccl_adapter::all_to_all_vc_layout(matrix, p, rank)?;
+        let m = resolve(&[
+            arg("sendBuf", sendBuf, bytes(l.send_total, st)?),
+            arg("recvBuf", recvBuf, bytes(l.recv_total, rt)?),
+        ])?;
+        c.comm.all_to_all_vc_raw(&m[0], matrix, st, &m[1], rt, &s)
+    })
+}
+
 /// One point-to-point call: `send` (HcclSend) or receive (HcclRecv).
 #[allow(clippy::too_many_arguments)]
 fn p2p(

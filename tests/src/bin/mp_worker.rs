@@ -11,7 +11,9 @@
 //! printing `ran <count> <executor>` after each), `soak` (issue 15: see `fn soak`),
 //! `capture` (issue 17: every primitive captured and replayed 100 times,
 //! `hccl_tests::capture`), `fp8` (HCCL's FP8 types moved byte for byte by
-//! every non-reducing op and refused by the reducing ones, `hccl_tests::fp8`), `mem_*` (registered memory and symmetric windows: `memory.rs`). Prints `OK` or
+//! every non-reducing op and refused by the reducing ones, `hccl_tests::fp8`),
+//! `alltoallvc` (issue 18: `hccl_tests::alltoallvc`'s matrices), `mem_*`
+//! (registered memory and symmetric windows: `memory.rs`). Prints `OK` or
 //! `ERROR <code> <message>`.
 //!
 //! Scenario `drill` (the fault drills, `tools/fault-drill.sh`): loops one
@@ -230,6 +232,14 @@ fn run(mode: &str, rank: u32, size: u32, dir: &str, scenario: &str) -> hccl_adap
         }
         "soak" => return soak(&c, &s, rank, size),
         "fp8" => return hccl_tests::fp8::run(&c, &[1, 1000, 300_001]),
+        "alltoallvc" => {
+            // issue 18: AllToAllVC's matrices, small blocks and blocks
+            // larger than the CCL buffer
+            for scale in [1u64, 60_000] {
+                hccl_tests::alltoallvc::run_all(&c, &s, scale)?;
+            }
+            return Ok(());
+        }
         "graph" => return graph(&c, rank, size),
         "capture" => {
             // issue 17: every primitive captured, each graph launched 100
