@@ -227,7 +227,8 @@ fn the_guide_executor_on_the_simulator_with_awkward_counts_types_and_rounds() {
         }
     }
     for p in [2u32, 3, 5, 8] {
-        for dtype in DataType::ALL {
+        // every type an AllReduce takes (HCCL's FP8 types are refused)
+        for dtype in DataType::reducible() {
             for op in ReduceOp::ALL {
                 let spec = SimSpec::all_reduce(p, 333, dtype, op);
                 simulate(&registry, NAME, &spec)
