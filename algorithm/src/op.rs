@@ -68,6 +68,20 @@ impl OpType {
         )
     }
 
+    /// Whether the op has a root (Broadcast, Reduce, Scatter, Gather).
+    pub const fn rooted(self) -> bool {
+        matches!(
+            self,
+            OpType::Broadcast | OpType::Reduce | OpType::Scatter | OpType::Gather
+        )
+    }
+
+    /// Whether the op is one half of a point-to-point transfer (Send,
+    /// Receive): it has a peer.
+    pub const fn point_to_point(self) -> bool {
+        matches!(self, OpType::Send | OpType::Receive)
+    }
+
     /// Refuses `dtype` for this op when the op reduces and the type cannot
     /// be reduced (HCCL's FP8 formats): `HCCL_E_NOT_SUPPORT`, as HCCL's
     /// `CheckDataType` returns, naming the type and the op.
@@ -226,14 +240,8 @@ impl OpParam<'_> {
             self.op_type,
             OpType::AllGatherV | OpType::ReduceScatterV | OpType::AllToAllV
         );
-        let rooted = matches!(
-            self.op_type,
-            OpType::Broadcast | OpType::Reduce | OpType::Scatter | OpType::Gather
-        );
-        let reducing = matches!(
-            self.op_type,
-            OpType::AllReduce | OpType::ReduceScatter | OpType::ReduceScatterV | OpType::Reduce
-        );
+        let rooted = self.op_type.rooted();
+        let reducing = self.op_type.reduces();
         // a send and its receive carry different tags (each names its peer)
         let tag = if matches!(self.op_type, OpType::Send | OpType::Receive) {
             0

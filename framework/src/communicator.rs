@@ -786,17 +786,9 @@ impl Communicator {
             count: param.count,
             dtype: param.dtype,
             bytes: param.count * param.dtype.size() as u64,
-            reduce_op: matches!(
-                op,
-                OpType::AllReduce | OpType::Reduce | OpType::ReduceScatter | OpType::ReduceScatterV
-            )
-            .then_some(param.reduce_op),
-            root: matches!(
-                op,
-                OpType::Broadcast | OpType::Reduce | OpType::Scatter | OpType::Gather
-            )
-            .then_some(param.root),
-            peer: matches!(op, OpType::Send | OpType::Receive).then_some(param.peer),
+            reduce_op: op.reduces().then_some(param.reduce_op),
+            root: op.rooted().then_some(param.root),
+            peer: op.point_to_point().then_some(param.peer),
         };
         tl.mark_op(param.stream.id(), first_task, args);
     }

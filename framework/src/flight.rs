@@ -569,18 +569,7 @@ impl FlightRecorder {
                         peer: b.peer,
                         what: b.what.clone(),
                     });
-                let reduces = matches!(
-                    s.op,
-                    OpType::AllReduce
-                        | OpType::Reduce
-                        | OpType::ReduceScatter
-                        | OpType::ReduceScatterV
-                );
-                let rooted = matches!(
-                    s.op,
-                    OpType::Broadcast | OpType::Reduce | OpType::Scatter | OpType::Gather
-                );
-                let p2p = matches!(s.op, OpType::Send | OpType::Receive);
+                let (reduces, rooted, p2p) = (s.op.reduces(), s.op.rooted(), s.op.point_to_point());
                 FrEntry {
                     seq: s.seq,
                     op: s.op.hccl_name().to_owned(),
