@@ -228,3 +228,105 @@ fn capture_fusion_keeps_stream_order() {
         }
     });
 }
+
+/// Where a fused run's buffers sit in one allocation, back to back (a
+/// framework's flat gradient buffer), the fused op reads and writes them
+/// in place: no pack or unpack copy is recorded. Every layout — flat in
+/// place, flat to flat, flat to scattered, scattered to flat, scattered
+/// both ways — replays to the right sums (fresh inputs each launch), and
+/// the flat ones record 64 (one side) or 128 (both sides) copy tasks
+/// fewer than the scattered one.
+#[test]
+fn fused_all_reduces_on_adjacent_slices_copy_nothing() {
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Layout {
+        FlatInPlace,
+        FlatToFlat,
+        FlatToScattered,
+        ScatteredToFlat,
+        Scattered,
+    }
+    let p = 2u32;
+    let comms = comms_with_env(p, &[]);
+    run_ranks(p, Duration::from_secs(60), move |r| {
+        let comm = &comms[r as usize];
+        let s = comm.create_stream();
+        let (n, ops) = (1024usize, 64usize); // 4 KiB of f32 each
+        let bytes = n * 4;
+        let flat = |k: usize| {
+            let whole = DeviceMem::alloc_shareable(bytes * ops * k).unwrap();
+            (0..ops)
+                .map(|t| whole.range(t * bytes, bytes).unwrap())
+                .collect::<Vec<_>>()
+        };
+        let scattered = || {
+            (0..ops)
+                .map(|_| DeviceMem::alloc_shareable(bytes).unwrap())
+                .collect::<Vec<_>>()
+        };
+        let mut tasks = Vec::new();
+        for layout in [
+            Layout::Scattered,
+            Layout::FlatInPlace,
+            Layout::FlatToFlat,
+            Layout::FlatToScattered,
+            Layout::ScatteredToFlat,
+        ] {
+            let (ins, outs) = match layout {
+                Layout::FlatInPlace => {
+                    let f = flat(1);
+                    (f.clone(), f)
+                }
+                Layout::FlatToFlat => (flat(1), flat(1)),
+                Layout::FlatToScattered => (flat(1), scattered()),
+                Layout::ScatteredToFlat => (scattered(), flat(1)),
+                Layout::Scattered => (scattered(), scattered()),
+            };
+            s.begin_capture(CaptureMode::Global).unwrap();
+            for (a, b) in ins.iter().zip(&outs) {
+                comm.all_reduce_raw(a, b, n as u64, DataType::Fp32, ReduceOp::Sum, &s)
+                    .unwrap();
+            }
+            let g = s.end_capture().unwrap();
+            assert_eq!(g.op_count(), 1, "{layout:?}: one fused op");
+            tasks.push((layout, g.task_count()));
+            for launch in 0..5u32 {
+                for (t, a) in ins.iter().enumerate() {
+                    let v: Vec<f32> = (0..n)
+                        .map(|i| (r * 100 + t as u32 + launch + (i % 5) as u32) as f32)
+                        .collect();
+                    a.copy_from_host(&v).unwrap();
+                }
+                g.launch(&s).unwrap();
+                s.synchronize().unwrap();
+                for (t, b) in outs.iter().enumerate() {
+                    let got = b.to_vec::<f32>(n).unwrap();
+                    for (i, g) in got.iter().enumerate().step_by(17) {
+                        let want: u32 = (0..p)
+                            .map(|q| q * 100 + t as u32 + launch + (i % 5) as u32)
+                            .sum();
+                        assert_eq!(
+                            *g, want as f32,
+                            "{layout:?} tensor {t} launch {launch} [{i}]"
+                        );
+                    }
+                }
+            }
+        }
+        // scattered: 64 packing copies, the AllReduce in place on the
+        // staging buffer, 64 unpacking copies; a flat side drops its 64
+        let count = |l: Layout| tasks.iter().find(|t| t.0 == l).unwrap().1;
+        let in_place_op = count(Layout::FlatInPlace);
+        assert_eq!(count(Layout::Scattered), in_place_op + 2 * ops, "{tasks:?}");
+        assert_eq!(
+            count(Layout::ScatteredToFlat),
+            in_place_op + ops,
+            "{tasks:?}"
+        );
+        assert_eq!(
+            count(Layout::FlatToScattered),
+            count(Layout::FlatToFlat) + ops,
+            "{tasks:?}"
+        );
+    });
+}

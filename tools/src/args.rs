@@ -108,6 +108,12 @@ pub struct PerfArgs {
     /// a bucket of small AllReduces is captured as one fused op.
     #[arg(long = "bucket", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub bucket: u32,
+    /// The bucket's buffers are back-to-back slices of one send and one
+    /// receive allocation (a framework's flat gradient buffer) instead of
+    /// separate allocations: a fused op then reads and writes them in
+    /// place, with no pack or unpack copy.
+    #[arg(long = "bucket-flat")]
+    pub bucket_flat: bool,
     /// Output format.
     #[arg(long = "format", value_enum, default_value_t = Format::Text)]
     pub format: Format,

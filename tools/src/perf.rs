@@ -1100,18 +1100,28 @@ fn rank_run<T: CheckElem>(
     let shareable = args.zero_copy != 0 || args.graph || symmetric;
     let setup = (|| {
         let unit = std::mem::size_of::<T>();
-        let alloc = |n: usize| {
-            let bytes = (n * unit).max(1);
+        let alloc_bytes = |bytes: usize| {
             if shareable {
                 DeviceMem::alloc_shareable(bytes)
             } else {
                 DeviceMem::alloc(bytes)
             }
         };
+        let alloc = |n: usize| alloc_bytes((n * unit).max(1));
         let input: Vec<T> = (0..send_n).map(|i| value(rank, i)).collect();
         let mut bufs = Vec::with_capacity(args.bucket as usize);
-        for _ in 0..args.bucket {
-            let (send, recv) = if symmetric {
+        // --bucket-flat: one allocation per side, sliced
+        let flat = if args.bucket_flat && !symmetric {
+            let (s, r) = ((send_n * unit).max(1), (recv_n * unit).max(1));
+            let k = args.bucket as usize;
+            Some(((alloc_bytes(s * k)?, s), (alloc_bytes(r * k)?, r)))
+        } else {
+            None
+        };
+        for t in 0..args.bucket as usize {
+            let (send, recv) = if let Some(((ws, s), (wr, r))) = &flat {
+                (ws.range(t * s, *s)?, wr.range(t * r, *r)?)
+            } else if symmetric {
                 // one window per pair, the same size on every rank: send
                 // then receive, each at a 4 KiB boundary
                 let at = (send_n * unit).max(1).next_multiple_of(4096);

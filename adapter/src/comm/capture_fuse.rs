@@ -37,18 +37,19 @@ struct Run {
 
 impl Run {
     /// Whether `d` may join this run: same communicator, stream, type and
-    /// reduction, room left, and no input of it written by an earlier op
-    /// of the run (reading a result the fused op has not produced yet).
+    /// reduction, room left, no input of it written by an earlier op of
+    /// the run (reading a result the fused op has not produced yet), and
+    /// no output written twice (the next bucket of a loop over the same
+    /// buffers starts a run of its own, so a flat bucket stays adjacent).
     fn admits(&self, d: &Deferred) -> bool {
         let first = &self.ops[0];
         std::sync::Arc::ptr_eq(&first.comm.inner, &d.comm.inner)
             && first.param.stream.id() == d.param.stream.id()
             && key(&first.param) == key(&d.param)
             && self.bytes + d.param.input.len() <= CAPTURE_FUSE_MAX_BYTES
-            && !self
-                .ops
-                .iter()
-                .any(|e| e.param.output.overlaps(&d.param.input))
+            && !self.ops.iter().any(|e| {
+                e.param.output.overlaps(&d.param.input) || e.param.output.overlaps(&d.param.output)
+            })
     }
 }
 

@@ -194,9 +194,10 @@ fn launch(pending: Vec<Deferred>) -> Result<()> {
                 && !batched[end]
                 && fusable(&pending[end]) == Some(key)
                 && same_target(d, &pending[end])
-                && !pending[i..end]
-                    .iter()
-                    .any(|e| e.param.output.overlaps(&pending[end].param.input))
+                && !pending[i..end].iter().any(|e| {
+                    e.param.output.overlaps(&pending[end].param.input)
+                        || e.param.output.overlaps(&pending[end].param.output)
+                })
             {
                 end += 1;
             }
@@ -211,36 +212,80 @@ fn launch(pending: Vec<Deferred>) -> Result<()> {
     Ok(())
 }
 
-/// One AllReduce for several: pack the inputs into one buffer, reduce it
-/// in place, unpack into the outputs (all in stream order on their
-/// common stream).
+/// One AllReduce for several. Where the inputs lie back to back in one
+/// allocation (a framework's flat gradient buffer), the op reads them in
+/// place; where the outputs do, it writes them in place; only a side
+/// whose buffers are scattered is packed into (or unpacked from) one
+/// staging buffer by copies — all in stream order on the run's stream.
+/// With both sides adjacent nothing is copied: the fused op costs what
+/// one AllReduce of the total costs.
 pub(super) fn fused_all_reduce(run: &[Deferred]) -> Result<()> {
     let first = &run[0];
     let s: &Stream = &first.param.stream;
     let dtype = first.param.dtype;
     let total: usize = run.iter().map(|d| d.param.input.len()).sum();
-    // a captured op runs on memory its peers map
-    let packed = if s.is_capturing() {
-        DeviceMem::alloc_shareable(total)?
-    } else {
-        DeviceMem::alloc(total)?
-    };
-    let mut at = 0;
-    for d in run {
-        let n = d.param.input.len();
-        s.memcpy_async(&packed.range(at, n)?, &d.param.input)?;
-        at += n;
-    }
     let count = (total / dtype.size()) as u64;
+    let inputs = DeviceMem::concat(run.iter().map(|d| &*d.param.input));
+    let outputs: Vec<DeviceMem> = run
+        .iter()
+        .map(|d| d.param.output.range(0, d.param.input.len()))
+        .collect::<Result<_>>()?;
+    let mut output = DeviceMem::concat(&outputs);
+    // the op may run in place or on disjoint buffers, never partly
+    // overlapping ones: stage the outputs then
+    if let (Some(i), Some(o)) = (&inputs, &output) {
+        if i.overlaps(o) && !i.same_range(o) {
+            output = None;
+        }
+    }
+    let staged = || {
+        // a captured op runs on memory its peers map
+        if s.is_capturing() {
+            DeviceMem::alloc_shareable(total)
+        } else {
+            DeviceMem::alloc(total)
+        }
+    };
+    // the op's destination: the adjacent outputs, or a staging buffer
+    let (recv, unpack) = match output {
+        Some(o) => (o, false),
+        None => (staged()?, true),
+    };
+    // the op's source: the adjacent inputs, or the inputs packed into
+    // its destination (then reduced in place)
+    let packed = inputs.is_none();
+    let send = match inputs {
+        Some(i) => i,
+        None => {
+            let mut at = 0;
+            for d in run {
+                let n = d.param.input.len();
+                let slot = recv.range(at, n)?;
+                // an in-place op of the run already sits in its slot
+                if !slot.same_range(&d.param.input) {
+                    s.memcpy_async(&slot, &d.param.input)?;
+                }
+                at += n;
+            }
+            recv.clone()
+        }
+    };
     first
         .comm
-        .all_reduce_raw(&packed, &packed, count, dtype, first.param.reduce_op, s)?;
-    let mut at = 0;
-    for d in run {
-        let n = d.param.input.len();
-        s.memcpy_async(&d.param.output.range(0, n)?, &packed.range(at, n)?)?;
-        at += n;
+        .all_reduce_raw(&send, &recv, count, dtype, first.param.reduce_op, s)?;
+    if unpack {
+        let mut at = 0;
+        for o in &outputs {
+            s.memcpy_async(o, &recv.range(at, o.len())?)?;
+            at += o.len();
+        }
     }
-    tracing::debug!(ops = run.len(), bytes = total, "AllReduces fused into one");
+    tracing::debug!(
+        ops = run.len(),
+        bytes = total,
+        packed,
+        unpacked = unpack,
+        "AllReduces fused into one"
+    );
     Ok(())
 }

@@ -254,6 +254,28 @@ impl DeviceMem {
         })
     }
 
+    /// The one range `parts` cover when they lie back to back, in order, in
+    /// one region (`parts[i + 1]` starts where `parts[i]` ends); `None`
+    /// otherwise or when `parts` is empty. Lets several ops on adjacent
+    /// slices of one allocation (a framework's flat gradient buffer) run
+    /// as one op on the slices themselves, with nothing copied.
+    pub fn concat<'a>(parts: impl IntoIterator<Item = &'a DeviceMem>) -> Option<DeviceMem> {
+        let mut parts = parts.into_iter();
+        let first = parts.next()?;
+        let mut end = first.offset + first.len;
+        for m in parts {
+            if !first.same_region(m) || m.offset != end {
+                return None;
+            }
+            end += m.len;
+        }
+        Some(DeviceMem {
+            region: first.region.clone(),
+            offset: first.offset,
+            len: end - first.offset,
+        })
+    }
+
     /// Whether both handles lie in the same region and their ranges overlap.
     pub fn overlaps(&self, other: &DeviceMem) -> bool {
         Arc::ptr_eq(&self.region, &other.region)
@@ -658,6 +680,27 @@ mod tests {
         assert!(m.range(usize::MAX, 2).is_err());
         assert!(r.overlaps(&m));
         assert!(!r.overlaps(&m.range(12, 4).unwrap()));
+    }
+
+    #[test]
+    fn concat_joins_adjacent_ranges_of_one_region_only() {
+        let m = DeviceMem::alloc(64).unwrap();
+        m.copy_from_host(&[1u32, 2, 3, 4, 5, 6]).unwrap();
+        let (a, b, c) = (
+            m.range(4, 8).unwrap(),
+            m.range(12, 4).unwrap(),
+            m.range(16, 8).unwrap(),
+        );
+        let all = DeviceMem::concat([&a, &b, &c]).unwrap();
+        assert!(all.same_range(&m.range(4, 20).unwrap()));
+        assert_eq!(all.to_vec::<u32>(5).unwrap(), vec![2, 3, 4, 5, 6]);
+        // a gap, the wrong order, another region, nothing: no range
+        assert!(DeviceMem::concat([&a, &c]).is_none());
+        assert!(DeviceMem::concat([&b, &a]).is_none());
+        let other = DeviceMem::alloc(64).unwrap();
+        assert!(DeviceMem::concat([&a, &other.range(12, 4).unwrap()]).is_none());
+        assert!(DeviceMem::concat(std::iter::empty::<&DeviceMem>()).is_none());
+        assert!(DeviceMem::concat([&b]).unwrap().same_range(&b));
     }
 
     #[test]
