@@ -1019,7 +1019,8 @@ fn process_rows_name_the_measured_ops_executor() {
 
 /// The zero-copy flags across processes: `-z 1`, `-m 1` (symmetric
 /// windows) and `--graph --bucket 8` (eight AllReduces per loop op,
-/// captured and fused) check every row; the graph-mode ones run the
+/// captured and fused; on separate buffers and on slices of one with
+/// `--bucket-flat`) check every row; the graph-mode ones run the
 /// user-buffer executors (AIV below its limit, direct above it).
 #[test]
 fn zero_copy_symmetric_and_bucketed_graph_runs_check_every_row() {
@@ -1027,6 +1028,7 @@ fn zero_copy_symmetric_and_bucketed_graph_runs_check_every_row() {
         &["-z", "1"][..],
         &["-m", "1"][..],
         &["--graph", "--bucket", "8"][..],
+        &["--graph", "--bucket", "8", "--bucket-flat"][..],
     ] {
         for op in ["all_reduce", "all_gather"] {
             let mut args = vec![
