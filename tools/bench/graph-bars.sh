@@ -8,7 +8,9 @@
 #      op-base (average time per op; p50 of single ops also shown);
 #   2. 64 AllReduces of 16 KiB on 64 buffers per loop op (--bucket 64):
 #      captured and replayed (fused, --graph -z 1) against 64 op-base
-#      calls, at p=2 and p=4;
+#      calls, at p=2 and p=4; then the same with the 64 buffers as slices
+#      of one allocation (--bucket-flat), which the fused op reads and
+#      writes in place;
 #   3. p=2 64 MiB AllReduce, AllGather, AllToAll on registered memory
 #      (-z 1) against op-base, bus bandwidth, and the registered
 #      AllReduce's bus bandwidth against the single-thread memcpy of the
@@ -40,6 +42,8 @@ for rep in $(seq "$REPS"); do
     for p in 2 4; do
       out=$(run all_reduce -p $p -b 16K -e 16K -n 200 -w 20 --bucket 64 "${extra[@]}")
       v[bucket${p}_$mode]+="$(field time_us <<<"$out") "
+      out=$(run all_reduce -p $p -b 16K -e 16K -n 200 -w 20 --bucket 64 --bucket-flat "${extra[@]}")
+      v[flat${p}_$mode]+="$(field time_us <<<"$out") "
     done
   done
   for op in all_reduce all_gather alltoall; do
@@ -59,6 +63,7 @@ echo "1. p=2 8 B AllReduce, µs per op (median of $REPS): op-base $(m lat_op) (p
 echo "   graph / op-base: $(ratio "$(m lat_graph)" "$(m lat_op)") (bar <= 0.6)"
 for p in 2 4; do
   echo "2. p=$p 64 x 16 KiB AllReduce, µs per AllReduce: op-base $(m bucket${p}_op), graph (fused) $(m bucket${p}_graph); speed-up $(ratio "$(m bucket${p}_op)" "$(m bucket${p}_graph)")x (bar >= 4)"
+  echo "   the same on one flat buffer (--bucket-flat: nothing copied): op-base $(m flat${p}_op), graph (fused) $(m flat${p}_graph); speed-up $(ratio "$(m flat${p}_op)" "$(m flat${p}_graph)")x"
 done
 for op in all_reduce all_gather alltoall; do
   echo "3. p=2 $op 64 MiB bus GB/s: op-base $(m ${op}_z0), registered $(m ${op}_z1); registered / op-base $(ratio "$(m ${op}_z1)" "$(m ${op}_z0)") (bar >= 1.2)"
