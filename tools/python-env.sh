@@ -38,7 +38,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 if [ "$build" = 1 ]; then
   echo "python-env: building and installing ./python"
-  # --no-build-isolation: maturin is in the venv already (no download per build)
-  "$py" -m pip install -q --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps ./python
+  # --no-build-isolation: maturin is in the venv already (no download per
+  # build); pip runs it from PATH
+  PATH="$(cd "$venv/bin" && pwd):$PATH" "$py" -m pip install -q --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps ./python
 fi
 echo "$py"
