@@ -139,8 +139,8 @@ pub(crate) fn get(obj: &Bound<'_, PyAny>, what: &str, writable: bool) -> PyResul
     // held; PyObject_CheckBuffer only reads its type's slots.
     if unsafe { pyo3::ffi::PyObject_CheckBuffer(obj.as_ptr()) } != 0 {
         let view = PyUntypedBuffer::get(obj)?;
-        let elem = dtype::from_format(view.format().to_bytes(), view.item_size())
-            .ok_or_else(|| {
+        let elem =
+            dtype::from_format(view.format().to_bytes(), view.item_size()).ok_or_else(|| {
                 errors::para(
                     py,
                     format!(

@@ -211,11 +211,7 @@ impl Comm {
     /// still referenced by `Work` handles are done; later calls raise.
     /// Idempotent.
     fn destroy(&self, py: Python<'_>) {
-        let sh = self
-            .live
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        let sh = self.live.write().unwrap_or_else(|p| p.into_inner()).take();
         // the last handle's drop joins threads: not with the GIL held
         py.detach(move || drop(sh));
     }
@@ -253,7 +249,13 @@ impl Comm {
         recvbuf: Option<&Bound<'_, PyAny>>,
         op: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        ops::run(py, &self.shared(py)?, Op::all_reduce(sendbuf, recvbuf, op)?, false).map(drop)
+        ops::run(
+            py,
+            &self.shared(py)?,
+            Op::all_reduce(sendbuf, recvbuf, op)?,
+            false,
+        )
+        .map(drop)
     }
 
     /// `all_reduce`, returning a `Work` at once.
@@ -265,7 +267,12 @@ impl Comm {
         recvbuf: Option<&Bound<'_, PyAny>>,
         op: Option<&Bound<'_, PyAny>>,
     ) -> OpResult {
-        ops::run(py, &self.shared(py)?, Op::all_reduce(sendbuf, recvbuf, op)?, true)
+        ops::run(
+            py,
+            &self.shared(py)?,
+            Op::all_reduce(sendbuf, recvbuf, op)?,
+            true,
+        )
     }
 
     /// AllGather: every rank's `sendbuf`, in rank order, into every rank's
@@ -276,7 +283,13 @@ impl Comm {
         sendbuf: &Bound<'_, PyAny>,
         recvbuf: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        ops::run(py, &self.shared(py)?, Op::all_gather(sendbuf, recvbuf)?, false).map(drop)
+        ops::run(
+            py,
+            &self.shared(py)?,
+            Op::all_gather(sendbuf, recvbuf)?,
+            false,
+        )
+        .map(drop)
     }
 
     /// `all_gather`, returning a `Work` at once.
@@ -286,7 +299,12 @@ impl Comm {
         sendbuf: &Bound<'_, PyAny>,
         recvbuf: &Bound<'_, PyAny>,
     ) -> OpResult {
-        ops::run(py, &self.shared(py)?, Op::all_gather(sendbuf, recvbuf)?, true)
+        ops::run(
+            py,
+            &self.shared(py)?,
+            Op::all_gather(sendbuf, recvbuf)?,
+            true,
+        )
     }
 
     /// AllGatherV: rank q's `sendbuf` (`recv_counts[q]` elements) lands at
@@ -601,7 +619,8 @@ impl Comm {
 /// the rendezvous at `MASTER_PORT + 1` unless `HCCL_ROOT_ADDR` says where.
 fn meet_beside_torchrun(py: Python<'_>) -> PyResult<()> {
     let environ = py.import("os")?.getattr("environ")?;
-    let get = |k: &str| -> PyResult<Option<String>> { environ.call_method1("get", (k,))?.extract() };
+    let get =
+        |k: &str| -> PyResult<Option<String>> { environ.call_method1("get", (k,))?.extract() };
     if get("TORCHELASTIC_RUN_ID")?.is_none() || get("HCCL_ROOT_ADDR")?.is_some() {
         return Ok(());
     }
@@ -614,9 +633,9 @@ fn meet_beside_torchrun(py: Python<'_>) -> PyResult<()> {
             format!("environment variable MASTER_PORT='{port}' is invalid: not a port"),
         )
     })?;
-    let port = port.checked_add(1).ok_or_else(|| {
-        errors::para(py, "MASTER_PORT is 65535: no port above it to meet at")
-    })?;
+    let port = port
+        .checked_add(1)
+        .ok_or_else(|| errors::para(py, "MASTER_PORT is 65535: no port above it to meet at"))?;
     let at = (addr.trim(), port)
         .to_socket_addrs()
         .ok()

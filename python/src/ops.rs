@@ -78,7 +78,10 @@ fn reduce_op(py: Python<'_>, op: Option<&Bound<'_, PyAny>>) -> PyResult<ReduceOp
     }
     Err(errors::para(
         py,
-        format!("the reduction must be a name ('sum', ...), got {}", op.repr()?),
+        format!(
+            "the reduction must be a name ('sum', ...), got {}",
+            op.repr()?
+        ),
     ))
 }
 
