@@ -2,60 +2,15 @@
 //! splitting, abort and destroy here; the ops' argument handling is in
 //! `ops`.
 
-use crate::buffer::MemCache;
 use crate::errors;
-use crate::lane::Lane;
 use crate::ops::{self, Op};
+use crate::shared::Shared;
 use crate::work::Work;
 use hccl_adapter::{HcclComm, HcclError, RootInfo, HCCL_ROOT_INFO_BYTES};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
-use std::collections::HashMap;
 use std::net::ToSocketAddrs;
-use std::sync::{Arc, Mutex, RwLock};
-
-/// Which of a communicator's streams an op runs on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum LaneId {
-    /// Collectives and sends, in issue order.
-    Main,
-    /// Point-to-point receives, beside the sends (so that one rank's send
-    /// and receive, issued in either order, can both be in flight).
-    Recv,
-}
-
-/// What a live communicator holds: the Rust communicator, its streams and
-/// the buffer wrappers it has made.
-pub(crate) struct Shared {
-    /// The communicator.
-    pub comm: HcclComm,
-    main: Lane,
-    recv: Lane,
-    /// Wrappers of Python memory.
-    pub cache: MemCache,
-    /// Splits made so far, by member list (the next split's id).
-    splits: Mutex<HashMap<Vec<u32>, u64>>,
-}
-
-impl Shared {
-    fn new(comm: HcclComm) -> Shared {
-        Shared {
-            main: Lane::new(comm.create_stream()),
-            recv: Lane::new(comm.create_stream()),
-            comm,
-            cache: MemCache::default(),
-            splits: Mutex::default(),
-        }
-    }
-
-    /// The lane `id`.
-    pub fn lane(&self, id: LaneId) -> &Lane {
-        match id {
-            LaneId::Main => &self.main,
-            LaneId::Recv => &self.recv,
-        }
-    }
-}
+use std::sync::{Arc, RwLock};
 
 /// One rank's communicator (HCCL's `HcclComm`).
 ///
@@ -177,10 +132,8 @@ impl Comm {
             return Ok(None);
         };
         let id = {
-            let mut splits = sh.splits.lock().unwrap_or_else(|p| p.into_inner());
-            let n = splits.entry(ranks.clone()).or_insert(0);
-            *n += 1;
-            split_id(&self.name, &ranks, *n)
+            let n = sh.next_split(&ranks);
+            split_id(&self.name, &ranks, n)
         };
         let sub = py
             .detach(|| sh.comm.create_sub_comm(&ranks, id, sub_rank as u32))

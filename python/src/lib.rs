@@ -18,6 +18,7 @@ mod dtype;
 mod errors;
 mod lane;
 mod ops;
+mod shared;
 mod work;
 
 use pyo3::prelude::*;

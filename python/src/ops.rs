@@ -9,10 +9,10 @@
 //! the Rust API checks, also before enqueuing.
 
 use crate::buffer::{self, Buf};
-use crate::comm::{LaneId, Shared};
 use crate::dtype::{self, Elem};
 use crate::errors;
 use crate::lane::{self, Waited, SLICE};
+use crate::shared::{LaneId, Shared};
 use crate::work::Work;
 use hccl_adapter::{DeviceMem, ReduceOp, Result, SendRecvItem, SendRecvKind, Stream};
 use pyo3::prelude::*;

@@ -1,8 +1,8 @@
 //! [`Work`]: the handle of an op started by a `*_async` call.
 
 use crate::buffer::Buf;
-use crate::comm::{LaneId, Shared};
 use crate::lane::{self, Waited};
+use crate::shared::{LaneId, Shared};
 use hccl_adapter::Result;
 use pyo3::prelude::*;
 use std::sync::{Arc, Mutex};
