@@ -31,6 +31,8 @@ def _sizes(lo: int, hi: int, factor: int) -> list[int]:
     while s <= hi:
         out.append(s)
         s *= factor
+    if out and out[-1] < hi:
+        out.append(hi)  # the largest size always runs
     return out
 
 
@@ -109,7 +111,7 @@ def _worker(args) -> None:
         )
         ddp = DDP(model)
         opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
-        x, y = torch.randn(32, 512), torch.randint(0, 10, (32,))
+        x, y = torch.randn(args.ddp_batch, 512), torch.randint(0, 10, (args.ddp_batch,))
         ts = []
         for i in range(args.ddp_steps + 3):
             dist.barrier()
@@ -121,6 +123,7 @@ def _worker(args) -> None:
                 ts.append(time.perf_counter() - t0)
         res["ddp"] = _stats(ts)
         res["ddp_params"] = sum(q.numel() for q in model.parameters())
+        res["ddp_batch"] = args.ddp_batch
     if args.numpy and args.backend == "hccl_rs":
         import numpy as np
 
@@ -167,7 +170,7 @@ def _launch(backend: str, p: int, args) -> dict:
     argv = [sys.executable, "-m", "hccl_rs.bench", "--worker", "--backend", backend,
             "--min-bytes", str(args.min_bytes), "--max-bytes", str(args.max_bytes),
             "--factor", str(args.factor), "--scale", str(args.scale),
-            "--ddp-steps", str(args.ddp_steps)] + (["--numpy"] if args.numpy else [])
+            "--ddp-steps", str(args.ddp_steps), "--ddp-batch", str(args.ddp_batch)] + (["--numpy"] if args.numpy else [])
     procs = [
         subprocess.Popen(argv, env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -219,7 +222,10 @@ def _report(p: int, res: dict, out) -> None:
             )
     if h.get("ddp") and g.get("ddp"):
         a, b = h["ddp"], g["ddp"]
-        print(f"\nDDP step ({h.get('ddp_params', 0)} parameters, batch 32): ms", file=out)
+        print(
+            f"\nDDP step ({h.get('ddp_params', 0)} parameters, batch {h.get('ddp_batch')}): ms",
+            file=out,
+        )
         print(f"{'':>8} {'p50':>8} {'p99':>8} {'max':>8}", file=out)
         for name, s in (("hccl_rs", a), ("gloo", b)):
             print(f"{name:>8} {s['p50'] * 1e3:8.2f} {s['p99'] * 1e3:8.2f} {s['max'] * 1e3:8.2f}", file=out)
@@ -241,6 +247,10 @@ def main(argv=None) -> int:
     ap.add_argument("--factor", type=int, default=8, help="size step (default 8)")
     ap.add_argument("--scale", type=float, default=1.0, help="scales the iteration counts")
     ap.add_argument("--ddp-steps", type=int, default=30)
+    ap.add_argument(
+        "--ddp-batch", type=int, default=8,
+        help="DDP batch (default 8: a step whose gradients' AllReduce matters)",
+    )
     ap.add_argument("--numpy", action="store_true", help="also the NumPy API's 8 B AllReduce")
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--json", help="also write the raw results here")
