@@ -520,6 +520,18 @@ impl DeviceInner {
         snapshot: &mut Vec<Arc<StreamInner>>,
         done: &dyn Fn() -> bool,
     ) {
+        self.drive_until_or(snapshot, done, None);
+    }
+
+    /// [`drive_until`](Self::drive_until), also returning once `deadline`
+    /// has passed while nothing progresses (a park never outlasts it), so
+    /// a caller can look at something else (pending signals) and drive on.
+    pub(crate) fn drive_until_or(
+        &self,
+        snapshot: &mut Vec<Arc<StreamInner>>,
+        done: &dyn Fn() -> bool,
+        deadline: Option<Instant>,
+    ) {
         let mut idle_since: Option<Instant> = None;
         // since when no task has progressed (unlike `idle_since`, not reset
         // by parks), and when peers are next checked
@@ -573,6 +585,19 @@ impl DeviceInner {
                 return;
             }
             let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                drop(waiter);
+                // the caller drives again in a moment, but this call's
+                // stall clock starts afresh: look for a dead peer now,
+                // so slices shorter than WATCH_AFTER still notice one
+                if stalled_since.is_some_and(|s| now - s >= WATCH_AFTER / 2) {
+                    if let Some(lost) = self.lost_peer() {
+                        self.fail_lost(snapshot, &lost);
+                    }
+                }
+                finish(gen);
+                return;
+            }
             let since = *idle_since.get_or_insert(now);
             if now - since < self.config.spin {
                 crate::sync::spin_loop();
@@ -624,7 +649,10 @@ impl DeviceInner {
             // transport ever miss a wakeup; while waiting, in time for the
             // next look for dead peers.
             let watch_at = next_watch.unwrap_or(now - stalled + WATCH_AFTER);
-            let cap = (now + Duration::from_secs(1)).min(watch_at.max(now));
+            let mut cap = (now + Duration::from_secs(1)).min(watch_at.max(now));
+            if let Some(d) = deadline {
+                cap = cap.min(d);
+            }
             self.tell_park_hooks(true);
             waiter.wait_until(earliest.map_or(cap, |e| e.min(cap)));
             self.tell_park_hooks(false);

@@ -991,6 +991,16 @@ impl Stream {
     /// A capturing stream refuses (`HCCL_E_NOT_SUPPORT`) and its capture is
     /// invalidated: nothing it recorded has run, or will before a launch.
     pub fn synchronize(&self) -> Result<()> {
+        self.synchronize_until(None).map(|_| ())
+    }
+
+    /// [`synchronize`](Self::synchronize) bounded by `deadline`: `Ok(true)`
+    /// once everything enqueued so far has run (the first task error since
+    /// the last synchronize, if any, is returned instead and cleared, as
+    /// `synchronize` does), `Ok(false)` if `deadline` passed first — the
+    /// tasks go on, a later call drives them further. A caller that must
+    /// stay responsive (Python's Ctrl-C) waits in slices of this.
+    pub fn synchronize_until(&self, deadline: Option<Instant>) -> Result<bool> {
         if self.is_capturing() && self.capture_status() != CaptureStatus::None {
             return Err(self.refuse(HcclError::not_support(format!(
                 "stream {} is capturing: its tasks are recorded, not run, so it cannot be                  synchronized before the capture ends (launch the graph, then synchronize)",
@@ -1003,12 +1013,18 @@ impl Stream {
         let target = self.inner.enqueued.load(Ordering::Acquire);
         let reached = || self.inner.completed.load(Ordering::Acquire) >= target;
         let dev = &self.device.0;
+        // past the deadline (checked after each drive or wait, so even a
+        // deadline already due drives one round)
+        let overdue = || deadline.is_some_and(|d| Instant::now() >= d);
         while !reached() {
             if dev.config.mode == ExecMode::Inline {
                 if let Ok(mut snap) = dev.driver.try_lock() {
-                    dev.drive_until(&mut snap, &reached);
+                    dev.drive_until_or(&mut snap, &reached, deadline);
                     drop(snap);
                     dev.done.notify();
+                    if !reached() && overdue() {
+                        return Ok(false);
+                    }
                     continue;
                 }
             }
@@ -1016,16 +1032,20 @@ impl Stream {
             if reached() {
                 break;
             }
-            waiter.wait_until(Instant::now() + Duration::from_millis(50));
+            let slice = Instant::now() + Duration::from_millis(50);
+            waiter.wait_until(deadline.map_or(slice, |d| d.min(slice)));
+            if !reached() && overdue() {
+                return Ok(false);
+            }
         }
         if !self.inner.has_error.load(Ordering::Acquire) {
-            return Ok(());
+            return Ok(true);
         }
         let mut err = self.inner.error.lock().unwrap_or_else(|p| p.into_inner());
         self.inner.has_error.store(false, Ordering::Release);
         match err.take() {
             Some(e) => Err(e),
-            None => Ok(()),
+            None => Ok(true),
         }
     }
 }

@@ -105,6 +105,44 @@ fn callback_error_fails_stream_and_discards_rest() {
     assert_eq!(a.to_vec::<u8>(4).unwrap(), vec![1, 2, 3, 4]);
 }
 
+#[test]
+fn synchronize_until_returns_at_the_deadline_and_drives_on_later() {
+    for mode in [ExecMode::Inline, ExecMode::Worker] {
+        let d = dev(mode, None);
+        let (main, side) = (Stream::new(&d), Stream::new(&d));
+        let n = Notify::new(&d);
+        let a = DeviceMem::alloc(8).unwrap();
+        let b = DeviceMem::alloc(8).unwrap();
+        b.copy_from_host(&[7u64]).unwrap();
+        // main waits for a record nobody has made yet
+        main.notify_wait(&n).unwrap();
+        main.memcpy_async(&a, &b).unwrap();
+        let t0 = Instant::now();
+        let done = main
+            .synchronize_until(Some(t0 + Duration::from_millis(30)))
+            .unwrap();
+        let took = t0.elapsed();
+        assert!(!done, "{mode:?}: nothing can complete before the record");
+        assert!(
+            took >= Duration::from_millis(30) && took < Duration::from_millis(900),
+            "{mode:?}: returned after {took:?}"
+        );
+        // a deadline already due still drives what is ready
+        side.notify_record(&n).unwrap();
+        let mut done = false;
+        for _ in 0..1000 {
+            if main.synchronize_until(Some(Instant::now())).unwrap() {
+                done = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(done, "{mode:?}: the wait never completed");
+        assert_eq!(a.to_vec::<u64>(1).unwrap(), vec![7]);
+        assert!(main.synchronize_until(None).unwrap());
+    }
+}
+
 fn endpoint(rank: u32, d: &Device, mem: &DeviceMem) -> InProcEndpoint {
     InProcEndpoint {
         rank,

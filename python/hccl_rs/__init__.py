@@ -1,0 +1,60 @@
+"""hccl_rs: hccl-rs collectives from Python.
+
+A :class:`Comm` is one rank's communicator. Make one per process with
+``Comm.from_env()`` under torchrun / mpirun / srun, or with root info::
+
+    import numpy as np, hccl_rs
+    comm = hccl_rs.Comm.from_env()
+    x = np.full(1024, comm.rank, dtype=np.float32)
+    comm.all_reduce(x)                    # in place, sum
+    y = np.empty(1024 * comm.size, dtype=np.float32)
+    comm.all_gather(x, y)                 # out of place
+    w = comm.all_reduce_async(x, op="max")
+    w.wait()
+
+Every op takes buffer-protocol objects (NumPy arrays, ``bytearray``,
+``memoryview``) or contiguous torch CPU tensors, with the element type
+taken from the buffer. Blocking calls return once the op completed;
+``*_async`` calls return a :class:`Work` (``wait()``, ``is_completed()``).
+The GIL is released while an op runs; Ctrl-C interrupts a wait (and aborts
+the communicator). Failures raise :class:`HcclError` subclasses carrying
+HCCL's code, message, rank and peer.
+
+``import hccl_rs.torch`` registers the ``"hccl_rs"`` torch.distributed
+backend.
+"""
+
+from . import errors
+from ._native import ROOT_INFO_BYTES, Comm, RawBuffer, Work, __version__, get_root_info
+from .errors import (
+    ConnectError,
+    HcclError,
+    HcclMemoryError,
+    HcclTimeoutError,
+    InternalError,
+    NotSupportedError,
+    ParameterError,
+    RemoteError,
+    SuspendedError,
+    TransferError,
+)
+
+__all__ = [
+    "Comm",
+    "Work",
+    "RawBuffer",
+    "get_root_info",
+    "ROOT_INFO_BYTES",
+    "HcclError",
+    "ParameterError",
+    "HcclTimeoutError",
+    "RemoteError",
+    "ConnectError",
+    "TransferError",
+    "NotSupportedError",
+    "HcclMemoryError",
+    "SuspendedError",
+    "InternalError",
+    "errors",
+    "__version__",
+]

@@ -1,0 +1,470 @@
+"""The ``"hccl_rs"`` torch.distributed backend (CPU tensors).
+
+``import hccl_rs.torch`` registers it; then, under torchrun or mpirun::
+
+    import torch.distributed as dist
+    import hccl_rs.torch  # noqa: F401
+    dist.init_process_group("hccl_rs")
+    dist.all_reduce(t)
+
+Every process group (the default one and each ``new_group``) is its own
+hccl-rs communicator, its ranks meeting through the group's torch store
+(rank 0 puts its root info there). Collectives: all_reduce, all_gather /
+all_gather_into_tensor, reduce_scatter / reduce_scatter_tensor, broadcast,
+reduce, all_to_all / all_to_all_single, gather, scatter, barrier, send /
+recv / batch_isend_irecv; ``async_op=True`` returns Work objects whose
+futures complete in the background. Types: float32/64, float16, bfloat16,
+int8–int64, uint8, bool; operators SUM, PRODUCT, MIN, MAX, AVG (floating
+types).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from datetime import timedelta
+
+# Transparent huge pages for torch's large CPU allocations make the
+# cross-memory attach of big tensors cheaper; torch reads this when it
+# starts, so it only helps when hccl_rs.torch is imported first.
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+
+import torch  # noqa: E402
+import torch.distributed as dist
+from torch._C._distributed_c10d import Backend as _C10dBackend
+from torch._C._distributed_c10d import Work as _C10dWork
+from torch.distributed import ReduceOp
+
+from . import _native
+from .errors import NotSupportedError, ParameterError
+
+__all__ = ["HcclRsBackend", "HcclRsWork", "BACKEND_NAME", "register"]
+
+#: The name ``init_process_group`` takes.
+BACKEND_NAME = "hccl_rs"
+
+_ROOT_KEY = "hccl_rs/root_info"
+
+_OPS = {
+    int(ReduceOp.RedOpType.SUM): "sum",
+    int(ReduceOp.RedOpType.PRODUCT): "prod",
+    int(ReduceOp.RedOpType.MIN): "min",
+    int(ReduceOp.RedOpType.MAX): "max",
+}
+_AVG = int(ReduceOp.RedOpType.AVG)
+
+_NAMES = {
+    torch.float32: "float32",
+    torch.float64: "float64",
+    torch.float16: "float16",
+    torch.bfloat16: "bfloat16",
+    torch.int8: "int8",
+    torch.int16: "int16",
+    torch.int32: "int32",
+    torch.int64: "int64",
+    torch.uint8: "uint8",
+    torch.bool: "bool",
+}
+for _n in ("uint16", "uint32", "uint64"):
+    if hasattr(torch, _n):
+        _NAMES[getattr(torch, _n)] = _n
+
+_RawBuffer = _native.RawBuffer
+_FakeWork = torch._C._distributed_c10d.FakeWork
+_SUM = ReduceOp.SUM
+
+
+def _raw(t: torch.Tensor, what: str) -> _native.RawBuffer:
+    """``t`` as memory the library takes (checked: CPU, contiguous, known type)."""
+    name = _NAMES.get(t.dtype)
+    if name is None:
+        raise ParameterError(f"{what}: unsupported element type {t.dtype}", 1)
+    if not t.is_cpu:
+        raise ParameterError(f"{what} is on {t.device}; the hccl_rs backend takes CPU tensors", 1)
+    if not t.is_contiguous():
+        raise ParameterError(f"{what} is not contiguous", 1)
+    return _RawBuffer(t.data_ptr(), t.nbytes, name, t)
+
+
+def _op(opts, dtype) -> tuple[str, bool]:
+    """The library's operator for torch's, and whether it is AVG (a sum,
+    then a division)."""
+    red = opts.reduceOp
+    if red == _SUM:  # the common case, without the enum conversion
+        return "sum", False
+    code = int(red.op)
+    if code == _AVG:
+        if not dtype.is_floating_point:
+            raise NotSupportedError(f"AVG needs a floating-point type, not {dtype}", 5)
+        return "sum", True
+    name = _OPS.get(code)
+    if name is None:
+        raise NotSupportedError(f"reduction {red.op} is not supported by hccl_rs", 5)
+    return name, False
+
+
+class _Completer:
+    """One daemon thread that waits for async ops whose futures were asked
+    for and completes them (in issue order, as the ops complete)."""
+
+    def __init__(self) -> None:
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, work: "HcclRsWork") -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="hccl_rs-futures", daemon=True
+                )
+                self._thread.start()
+        self._q.put(work)
+
+    def _run(self) -> None:
+        while True:
+            w = self._q.get()
+            w._settle_future()
+
+
+_completer = _Completer()
+
+# Runs each Work's finishing step (AVG's division, copies out of staging
+# tensors) once, whichever thread completes it first.
+_FINISH_LOCK = threading.Lock()
+
+
+class HcclRsWork(_C10dWork):
+    """A torch Work over an hccl_rs op: ``wait()`` blocks (GIL released),
+    ``get_future()`` completes in the background with ``result``.
+    ``finish`` runs once after the op (AVG's division, copies out)."""
+
+    # defaults as class attributes: a Work is made per op, and each
+    # attribute set on a torch Work costs
+    _finish = None
+    _done = False
+    _exc: BaseException | None = None
+    _fut: torch.futures.Future | None = None
+
+    def __init__(self, native, result, finish=None) -> None:
+        super().__init__()
+        self._native = native
+        self._result = result
+        if finish is not None:
+            self._finish = finish
+
+    def _complete(self) -> None:
+        if not self._done:
+            try:
+                n = self._native
+                if n is not None:
+                    n.wait()
+                if self._finish is not None:
+                    with _FINISH_LOCK:
+                        f = self._finish
+                        if f is not None:
+                            self._finish = None
+                            f()
+            except BaseException as e:  # reported to every waiter
+                self._exc = e
+            self._done = True
+        if self._exc is not None:
+            raise self._exc
+
+    def _settle_future(self) -> None:
+        try:
+            self._complete()
+        except BaseException as e:
+            self._fut.set_exception(e)
+            return
+        self._fut.set_result(self._result)
+
+    def wait(self, timeout: timedelta = timedelta(0)) -> bool:  # noqa: B008
+        self._complete()
+        return True
+
+    def is_completed(self) -> bool:
+        if self._done:
+            return True
+        n = self._native
+        return n is None or n.is_completed()
+
+    def is_success(self) -> bool:
+        if not self.is_completed():
+            return False
+        try:
+            self._complete()
+        except BaseException:
+            return False
+        return True
+
+    def exception(self):
+        return self._exc
+
+    def result(self):
+        self._complete()
+        return self._result
+
+    def get_future(self) -> torch.futures.Future:
+        if self._fut is None:
+            self._fut = torch.futures.Future()
+            if self._done or self._native is None:
+                self._settle_future()
+            else:
+                _completer.submit(self)
+        return self._fut
+
+
+def _done(result) -> HcclRsWork:
+    return HcclRsWork(None, result)
+
+
+class HcclRsBackend(_C10dBackend):
+    """A torch.distributed backend over one hccl_rs communicator.
+
+    A call whose options say ``asyncOp=False`` (what ``dist.*`` passes
+    without ``async_op=True``) runs the blocking op and returns a finished
+    Work; others return an :class:`HcclRsWork` at once.
+    """
+
+    def __init__(self, store, rank: int, size: int, timeout: timedelta) -> None:
+        super().__init__(rank, size)
+        self._rank, self._size = rank, size
+        if rank == 0:
+            store.set(_ROOT_KEY, _native.get_root_info())
+        root = store.get(_ROOT_KEY)
+        self.comm = _native.Comm(size, bytes(root), rank)
+
+    # -- names and capabilities torch asks for; a Python backend answers
+    # itself (the C++ defaults look the Python attribute up again)
+    def getBackendName(self) -> str:  # noqa: N802 (torch's name)
+        return BACKEND_NAME
+
+    def _get_backend_name(self) -> str:
+        return BACKEND_NAME
+
+    @property
+    def supports_splitting(self) -> bool:
+        return False
+
+    @property
+    def supports_coalescing(self) -> bool:
+        return False
+
+    @property
+    def supports_time_estimate(self) -> bool:
+        return False
+
+    def _go(self, opts, call: str, args: tuple, result, finish=None):
+        """Runs ``comm.<call>(*args)``: blocking when ``opts`` says so,
+        else async; ``finish`` runs once the op completed."""
+        if opts is not None and not getattr(opts, "asyncOp", True):
+            getattr(self.comm, call)(*args)
+            if finish is not None:
+                finish()
+            return _FakeWork()
+        return HcclRsWork(getattr(self.comm, call + "_async")(*args), result, finish)
+
+    # -- collectives
+    def allreduce(self, tensors, opts):
+        (t,) = tensors
+        op, avg = _op(opts, t.dtype)
+        b = _raw(t, "tensor")
+        if not opts.asyncOp:  # dist.all_reduce's blocking path, kept short
+            self.comm.all_reduce(b, None, op)
+            if avg:
+                t.div_(self._size)
+            return _FakeWork()
+        finish = (lambda: t.div_(self._size)) if avg else None
+        return HcclRsWork(self.comm.all_reduce_async(b, None, op), tensors, finish)
+
+    def allreduce_coalesced(self, tensors, opts):
+        works = [self.allreduce([t], opts) for t in tensors]
+        return HcclRsWork(_WaitAll(works), tensors) if works else _done(tensors)
+
+    def allgather(self, output_tensors, input_tensors, opts):
+        (outs,) = output_tensors
+        (t,) = input_tensors
+        flat = torch.empty((self._size,) + tuple(t.shape), dtype=t.dtype)
+
+        def finish():
+            for i, o in enumerate(outs):
+                o.copy_(flat[i])
+
+        args = (_raw(t, "input"), _raw(flat, "output"))
+        return self._go(opts, "all_gather", args, output_tensors, finish)
+
+    def _allgather_base(self, output, input, opts=None):
+        args = (_raw(input, "input"), _raw(output, "output"))
+        return self._go(opts, "all_gather", args, [output])
+
+    def all_gather_single(self, output, input, opts=None):
+        return self._allgather_base(output, input, opts)
+
+    def all_gather_single_coalesced(self, outputs, inputs, opts=None):
+        works = [self._allgather_base(o, i, opts) for o, i in zip(outputs, inputs)]
+        return HcclRsWork(_WaitAll(works), outputs) if works else _done(outputs)
+
+    def allgather_coalesced(self, output_lists, inputs, opts=None):
+        works = [self.allgather([o], [i], opts) for o, i in zip(output_lists, inputs)]
+        return HcclRsWork(_WaitAll(works), output_lists) if works else _done(output_lists)
+
+    def reduce_scatter(self, output_tensors, input_tensors, opts):
+        (out,) = output_tensors
+        (ins,) = input_tensors
+        op, avg = _op(opts, out.dtype)
+        flat = torch.cat([i.reshape(-1) for i in ins])
+        finish = _keep(flat, (lambda: out.div_(self._size)) if avg else None)
+        args = (_raw(flat, "input"), _raw(out, "output"), op)
+        return self._go(opts, "reduce_scatter", args, output_tensors, finish)
+
+    def _reduce_scatter_base(self, output, input, opts):
+        op, avg = _op(opts, output.dtype)
+        finish = (lambda: output.div_(self._size)) if avg else None
+        args = (_raw(input, "input"), _raw(output, "output"), op)
+        return self._go(opts, "reduce_scatter", args, [output], finish)
+
+    def reduce_scatter_single(self, output, input, opts):
+        return self._reduce_scatter_base(output, input, opts)
+
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts):
+        works = [self._reduce_scatter_base(o, i, opts) for o, i in zip(outputs, inputs)]
+        return HcclRsWork(_WaitAll(works), outputs) if works else _done(outputs)
+
+    def broadcast(self, tensors, opts):
+        (t,) = tensors
+        return self._go(opts, "broadcast", (_raw(t, "tensor"), opts.rootRank), tensors)
+
+    def reduce(self, tensors, opts):
+        (t,) = tensors
+        op, avg = _op(opts, t.dtype)
+        root = opts.rootRank
+        finish = (lambda: t.div_(self._size)) if avg and self._rank == root else None
+        return self._go(opts, "reduce", (_raw(t, "tensor"), None, op, root), tensors, finish)
+
+    def alltoall(self, output_tensors, input_tensors, opts):
+        sizes_in = [i.numel() for i in input_tensors]
+        sizes_out = [o.numel() for o in output_tensors]
+        dtype = input_tensors[0].dtype
+        send = torch.cat([i.reshape(-1) for i in input_tensors])
+        recv = torch.empty(sum(sizes_out), dtype=dtype)
+
+        def finish():
+            at = 0
+            for o, n in zip(output_tensors, sizes_out):
+                o.copy_(recv[at : at + n].view_as(o))
+                at += n
+
+        args = (_raw(send, "input"), _raw(recv, "output"), sizes_in, sizes_out)
+        return self._go(opts, "all_to_all_v", args, output_tensors, _keep(send, finish))
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        if not output_split_sizes and not input_split_sizes:
+            args = (_raw(input, "input"), _raw(output, "output"))
+            return self._go(opts, "all_to_all", args, [output])
+        n_in = input.shape[0] if input.dim() else 1
+        n_out = output.shape[0] if output.dim() else 1
+        row_in = input.numel() // n_in if n_in else 0
+        row_out = output.numel() // n_out if n_out else 0
+        ins = list(input_split_sizes) or [n_in // self._size] * self._size
+        outs = list(output_split_sizes) or [n_out // self._size] * self._size
+        args = (
+            _raw(input, "input"),
+            _raw(output, "output"),
+            [s * row_in for s in ins],
+            [s * row_out for s in outs],
+        )
+        return self._go(opts, "all_to_all_v", args, [output])
+
+    def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        return self.alltoall_base(output, input, output_split_sizes, input_split_sizes, opts)
+
+    def gather_single(self, output, input, opts):
+        root = opts.rootRank
+        recv = _raw(output, "output") if self._rank == root else None
+        return self._go(opts, "gather", (_raw(input, "input"), recv, root), [output])
+
+    def gather(self, output_tensors, input_tensors, opts):
+        (t,) = input_tensors
+        root = opts.rootRank
+        if self._rank != root:
+            return self._go(opts, "gather", (_raw(t, "input"), None, root), output_tensors)
+        (outs,) = output_tensors
+        flat = torch.empty((self._size,) + tuple(t.shape), dtype=t.dtype)
+
+        def finish():
+            for i, o in enumerate(outs):
+                o.copy_(flat[i])
+
+        args = (_raw(t, "input"), _raw(flat, "output"), root)
+        return self._go(opts, "gather", args, output_tensors, finish)
+
+    def scatter(self, output_tensors, input_tensors, opts):
+        (out,) = output_tensors
+        root = opts.rootRank
+        if self._rank != root:
+            return self._go(opts, "scatter", (None, _raw(out, "output"), root), output_tensors)
+        (ins,) = input_tensors
+        flat = torch.cat([i.reshape(-1) for i in ins])
+        args = (_raw(flat, "input"), _raw(out, "output"), root)
+        return self._go(opts, "scatter", args, output_tensors, _keep(flat, None))
+
+    def barrier(self, opts=None):
+        return self._go(opts, "barrier", (), [])
+
+    def send(self, tensors, dst, tag):
+        (t,) = tensors
+        return HcclRsWork(self.comm.send_async(_raw(t, "tensor"), dst), tensors)
+
+    def recv(self, tensors, src, tag):
+        (t,) = tensors
+        return HcclRsWork(self.comm.recv_async(_raw(t, "tensor"), src), tensors)
+
+    def abort(self) -> None:
+        self.comm.abort("aborted by torch.distributed")
+
+    def shutdown(self) -> None:
+        self.comm.destroy()
+
+
+class _WaitAll:
+    """Waits for several Works as one native handle would."""
+
+    def __init__(self, works) -> None:
+        self._works = works
+
+    def wait(self) -> bool:
+        for w in self._works:
+            w.wait()
+        return True
+
+    def is_completed(self) -> bool:
+        return all(w.is_completed() for w in self._works)
+
+
+def _keep(tensor, finish):
+    """A finish step that also keeps ``tensor`` (a staging copy the op
+    reads) referenced until the op completed."""
+
+    def run():
+        _ = tensor
+        if finish is not None:
+            finish()
+
+    return run
+
+
+def _create(store, rank: int, size: int, timeout: timedelta) -> HcclRsBackend:
+    return HcclRsBackend(store, rank, size, timeout)
+
+
+def register() -> None:
+    """Registers the ``"hccl_rs"`` backend for CPU tensors (idempotent;
+    importing this module does it)."""
+    if BACKEND_NAME.upper() in getattr(dist.Backend, "_plugins", {}):
+        return
+    dist.Backend.register_backend(BACKEND_NAME, _create, devices=["cpu"])
+
+
+register()

@@ -1,0 +1,625 @@
+//! [`Comm`]: one rank's communicator as Python sees it — creation,
+//! splitting, abort and destroy here; the ops' argument handling is in
+//! `ops`.
+
+use crate::errors;
+use crate::ops::{self, Op};
+use crate::shared::Shared;
+use crate::work::Work;
+use hccl_adapter::{HcclComm, HcclError, RootInfo, HCCL_ROOT_INFO_BYTES};
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+use std::net::ToSocketAddrs;
+use std::sync::{Arc, RwLock};
+
+/// One rank's communicator (HCCL's `HcclComm`).
+///
+/// Create it with `Comm(n_ranks, root_info, rank)` (root info from
+/// `get_root_info()` on one rank, handed to all), or `Comm.from_env()`
+/// under torchrun, mpirun or srun. Every op takes buffer-protocol objects
+/// (NumPy arrays, `bytearray`, `memoryview`) or torch CPU tensors, with
+/// the element type taken from the buffer; blocking calls return when the
+/// op completed, `*_async` calls return a `Work`. The GIL is released
+/// while an op runs and Ctrl-C interrupts a wait (aborting the
+/// communicator). Errors are `hccl_rs.HcclError` subclasses.
+#[pyclass(frozen, module = "hccl_rs._native")]
+pub struct Comm {
+    live: RwLock<Option<Arc<Shared>>>,
+    rank: u32,
+    size: u32,
+    name: String,
+}
+
+impl Comm {
+    fn wrap(comm: HcclComm) -> Comm {
+        Comm {
+            rank: comm.rank(),
+            size: comm.size(),
+            name: comm.name().to_owned(),
+            live: RwLock::new(Some(Arc::new(Shared::new(comm)))),
+        }
+    }
+
+    /// The live communicator, or the error of a destroyed one.
+    pub(crate) fn shared(&self, py: Python<'_>) -> PyResult<Arc<Shared>> {
+        match &*self.live.read().unwrap_or_else(|p| p.into_inner()) {
+            Some(s) => Ok(s.clone()),
+            None => Err(errors::to_py(
+                py,
+                HcclError::para(format!("communicator {} was destroyed", self.name))
+                    .rank(self.rank),
+            )),
+        }
+    }
+}
+
+/// Runs an op's argument handling: `Ok(None)` for a blocking call, the
+/// handle for an async one.
+type OpResult = PyResult<Option<Work>>;
+
+#[pymethods]
+impl Comm {
+    /// `Comm(n_ranks, root_info, rank)`: this process is `rank` of
+    /// `n_ranks`, meeting at `root_info` (the bytes `get_root_info()`
+    /// returned on the root). Blocks until every rank has joined
+    /// (`HCCL_CONNECT_TIMEOUT`).
+    #[new]
+    fn new(py: Python<'_>, n_ranks: u32, root_info: &[u8], rank: u32) -> PyResult<Comm> {
+        let bytes: [u8; HCCL_ROOT_INFO_BYTES] = root_info.try_into().map_err(|_| {
+            errors::para(
+                py,
+                format!(
+                    "root_info must be the {HCCL_ROOT_INFO_BYTES} bytes get_root_info() returned, got {}",
+                    root_info.len()
+                ),
+            )
+        })?;
+        let root = RootInfo(bytes);
+        let comm = py
+            .detach(|| HcclComm::init_root_info(n_ranks, &root, rank))
+            .map_err(|e| errors::to_py(py, e))?;
+        Ok(Comm::wrap(comm))
+    }
+
+    /// A communicator from the launcher's environment: torchrun (`RANK`,
+    /// `WORLD_SIZE`, `MASTER_ADDR`), Open MPI's mpirun, MPICH, Slurm's
+    /// srun. Ranks meet at `HCCL_ROOT_ADDR`, else `MASTER_ADDR` and
+    /// `MASTER_PORT` — under torchrun (whose store holds `MASTER_PORT`)
+    /// at `MASTER_PORT + 1` — else through the file `HCCL_RS_ROOT_FILE`.
+    #[staticmethod]
+    fn from_env(py: Python<'_>) -> PyResult<Comm> {
+        meet_beside_torchrun(py)?;
+        let comm = py
+            .detach(HcclComm::init_from_env)
+            .map_err(|e| errors::to_py(py, e))?;
+        Ok(Comm::wrap(comm))
+    }
+
+    /// This rank.
+    #[getter]
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Number of ranks.
+    #[getter]
+    fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// The communicator's name (its op tags end with it).
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether `destroy()` has been called.
+    #[getter]
+    fn destroyed(&self) -> bool {
+        self.live
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none()
+    }
+
+    /// A communicator of the listed ranks of this one (in that order: the
+    /// i-th listed rank is rank i of the new one), or None on a rank not
+    /// listed. Every listed rank must call it with the same list; ranks
+    /// not listed may skip the call.
+    fn split(&self, py: Python<'_>, ranks: Vec<u32>) -> PyResult<Option<Comm>> {
+        let sh = self.shared(py)?;
+        let Some(sub_rank) = ranks.iter().position(|&r| r == self.rank) else {
+            return Ok(None);
+        };
+        let id = {
+            let n = sh.next_split(&ranks);
+            split_id(&self.name, &ranks, n)
+        };
+        let sub = py
+            .detach(|| sh.comm.create_sub_comm(&ranks, id, sub_rank as u32))
+            .map_err(|e| errors::to_py(py, e))?;
+        Ok(Some(Comm::wrap(sub)))
+    }
+
+    /// Aborts the communicator: ops in flight end with an error here and on
+    /// the peers, later ops are refused.
+    #[pyo3(signature = (reason = None))]
+    fn abort(&self, py: Python<'_>, reason: Option<&str>) -> PyResult<()> {
+        let sh = self.shared(py)?;
+        sh.comm.abort(reason.unwrap_or("aborted from Python"));
+        Ok(())
+    }
+
+    /// What broke the communicator in the background, as an exception
+    /// object, or None.
+    fn async_error(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        let sh = self.shared(py)?;
+        Ok(sh
+            .comm
+            .async_error()
+            .map(|e| errors::to_py(py, e).into_value(py).into_any()))
+    }
+
+    /// Releases the communicator (buffers, links, threads) once the ops
+    /// still referenced by `Work` handles are done; later calls raise.
+    /// Idempotent.
+    fn destroy(&self, py: Python<'_>) {
+        let sh = self.live.write().unwrap_or_else(|p| p.into_inner()).take();
+        // the last handle's drop joins threads: not with the GIL held
+        py.detach(move || drop(sh));
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> bool {
+        self.destroy(py);
+        false
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<hccl_rs.Comm '{}' rank {} of {}{}>",
+            self.name,
+            self.rank,
+            self.size,
+            if self.destroyed() { ", destroyed" } else { "" }
+        )
+    }
+
+    // ---- collectives (argument handling in `ops`) ----
+
+    /// AllReduce: every rank's `sendbuf` reduced with `op` (`"sum"`,
+    /// `"prod"`, `"max"`, `"min"`) into every rank's `recvbuf` (same type,
+    /// at least as long), or in place into `sendbuf` when `recvbuf` is None.
+    #[pyo3(signature = (sendbuf, recvbuf = None, op = None))]
+    fn all_reduce(
+        &self,
+        py: Python<'_>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: Option<&Bound<'_, PyAny>>,
+        op: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        ops::run(
+            py,
+            &self.shared(py)?,
+            Op::all_reduce(sendbuf, recvbuf, op)?,
+            false,
+        )
+        .map(drop)
+    }
+
+    /// `all_reduce`, returning a `Work` at once.
+    #[pyo3(signature = (sendbuf, recvbuf = None, op = None))]
+    fn all_reduce_async(
+        &self,
+        py: Python<'_>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: Option<&Bound<'_, PyAny>>,
+        op: Option<&Bound<'_, PyAny>>,
+    ) -> OpResult {
+        ops::run(
+            py,
+            &self.shared(py)?,
+            Op::all_reduce(sendbuf, recvbuf, op)?,
+            true,
+        )
+    }
+
+    /// AllGather: every rank's `sendbuf`, in rank order, into every rank's
+    /// `recvbuf` (`size` times as long).
+    fn all_gather(
+        &self,
+        py: Python<'_>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        ops::run(
+            py,
+            &self.shared(py)?,
+            Op::all_gather(sendbuf, recvbuf)?,
+            false,
+        )
+        .map(drop)
+    }
+
+    /// `all_gather`, returning a `Work` at once.
+    fn all_gather_async(
+        &self,
+        py: Python<'_>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: &Bound<'_, PyAny>,
+    ) -> OpResult {
+        ops::run(
+            py,
+            &self.shared(py)?,
+            Op::all_gather(sendbuf, recvbuf)?,
+            true,
+        )
+    }
+
+    /// AllGatherV: rank q's `sendbuf` (`recv_counts[q]` elements) lands at
+    /// element `recv_displs[q]` of every `recvbuf` (displacements packed in
+    /// rank order when None).
+    #[pyo3(signature = (sendbuf, recvbuf, recv_counts, recv_displs = None))]
+    fn all_gather_v(
+        &self,
+        py: Python<'_>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: &Bound<'_, PyAny>,
+        recv_counts: Vec<u64>,
+        recv_displs: Option<Vec<u64>>,
+    ) -> PyResult<()> {
+        let op = Op::all_gather_v(sendbuf, recvbuf, recv_counts, recv_displs)?;
+        ops::run(py, &self.shared(py)?, op, false).map(drop)
+    }
+
+    /// `all_gather_v`, returning a `Work` at once.
+    #[pyo3(signature = (sendbuf, recvbuf, recv_counts, recv_displs = None))]
+    fn all_gather_v_async(
+        &self,
+        py: Python<'_>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: &Bound<'_, PyAny>,
+        recv_counts: Vec<u64>,
+        recv_displs: Option<Vec<u64>>,
+    ) -> OpResult {
+        let op = Op::all_gather_v(sendbuf, recvbuf, recv_counts, recv_displs)?;
+        ops::run(py, &self.shared(py)?, op, true)
+    }
+
+    /// ReduceScatter: block r (`len(recvbuf)` elements) of the reduction of
+    /// every rank's `sendbuf` (`size` blocks) into rank r's `recvbuf`.
+    #[pyo3(signature = (sendbuf, recvbuf, op = None))]
+    fn reduce_scatter(
+        &self,
+        py: Python<'_>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: &Bound<'_, PyAny>,
+        op: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let o = Op::reduce_scatter(sendbuf, recvbuf, op)?;
+        ops::run(py, &self.shared(py)?, o, false).map(drop)
+    }
+
+    /// `reduce_scatter`, returning a `Work` at once.
+    #[pyo3(signature = (sendbuf, recvbuf, op = None))]
+    fn reduce_scatter_async(
+        &self,
+        py: Python<'_>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: &Bound<'_, PyAny>,
+        op: Option<&Bound<'_, PyAny>>,
+    ) -> OpResult {
+        let o = Op::reduce_scatter(sendbuf, recvbuf, op)?;
+        ops::run(py, &self.shared(py)?, o, true)
+    }
+
+    /// ReduceScatterV: rank q receives in `recvbuf` the reduction of every
+    /// rank's `send_counts[q]` elements at `send_displs[q]` (packed when
+    /// None); `len(recvbuf)` must be `send_counts[rank]`.
+    #[pyo3(signature = (sendbuf, recvbuf, send_counts, send_displs = None, op = None))]
+    fn reduce_scatter_v(
+        &self,
+        py: Python<'_>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: &Bound<'_, PyAny>,
+        send_counts: Vec<u64>,
+        send_displs: Option<Vec<u64>>,
+        op: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let o = Op::reduce_scatter_v(sendbuf, recvbuf, send_counts, send_displs, op)?;
+        ops::run(py, &self.shared(py)?, o, false).map(drop)
+    }
+
+    /// `reduce_scatter_v`, returning a `Work` at once.
+    #[pyo3(signature = (sendbuf, recvbuf, send_counts, send_displs = None, op = None))]
+    fn reduce_scatter_v_async(
+        &self,
+        py: Python<'_>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: &Bound<'_, PyAny>,
+        send_counts: Vec<u64>,
+        send_displs: Option<Vec<u64>>,
+        op: Option<&Bound<'_, PyAny>>,
+    ) -> OpResult {
+        let o = Op::reduce_scatter_v(sendbuf, recvbuf, send_counts, send_displs, op)?;
+        ops::run(py, &self.shared(py)?, o, true)
+    }
+
+    /// Broadcast of `buf` from `root` into every rank's `buf`.
+    #[pyo3(signature = (buf, root = 0))]
+    fn broadcast(&self, py: Python<'_>, buf: &Bound<'_, PyAny>, root: u32) -> PyResult<()> {
+        ops::run(py, &self.shared(py)?, Op::broadcast(buf, root)?, false).map(drop)
+    }
+
+    /// `broadcast`, returning a `Work` at once.
+    #[pyo3(signature = (buf, root = 0))]
+    fn broadcast_async(&self, py: Python<'_>, buf: &Bound<'_, PyAny>, root: u32) -> OpResult {
+        ops::run(py, &self.shared(py)?, Op::broadcast(buf, root)?, true)
+    }
+
+    /// Reduce: every rank's `sendbuf` reduced with `op` into `root`'s
+    /// `recvbuf` (in place into `sendbuf` when None; unused off root).
+    #[pyo3(signature = (sendbuf, recvbuf = None, op = None, root = 0))]
+    fn reduce(
+        &self,
+        py: Python<'_>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: Option<&Bound<'_, PyAny>>,
+        op: Option<&Bound<'_, PyAny>>,
+        root: u32,
+    ) -> PyResult<()> {
+        let o = Op::reduce(sendbuf, recvbuf, op, root, self.rank)?;
+        ops::run(py, &self.shared(py)?, o, false).map(drop)
+    }
+
+    /// `reduce`, returning a `Work` at once.
+    #[pyo3(signature = (sendbuf, recvbuf = None, op = None, root = 0))]
+    fn reduce_async(
+        &self,
+        py: Python<'_>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: Option<&Bound<'_, PyAny>>,
+        op: Option<&Bound<'_, PyAny>>,
+        root: u32,
+    ) -> OpResult {
+        let o = Op::reduce(sendbuf, recvbuf, op, root, self.rank)?;
+        ops::run(py, &self.shared(py)?, o, true)
+    }
+
+    /// Scatter: block r of `root`'s `sendbuf` (`size` blocks of
+    /// `len(recvbuf)`) into rank r's `recvbuf`; `sendbuf` may be None off
+    /// root.
+    #[pyo3(signature = (sendbuf, recvbuf, root = 0))]
+    fn scatter(
+        &self,
+        py: Python<'_>,
+        sendbuf: Option<&Bound<'_, PyAny>>,
+        recvbuf: &Bound<'_, PyAny>,
+        root: u32,
+    ) -> PyResult<()> {
+        let o = Op::scatter(sendbuf, recvbuf, root, self.rank)?;
+        ops::run(py, &self.shared(py)?, o, false).map(drop)
+    }
+
+    /// `scatter`, returning a `Work` at once.
+    #[pyo3(signature = (sendbuf, recvbuf, root = 0))]
+    fn scatter_async(
+        &self,
+        py: Python<'_>,
+        sendbuf: Option<&Bound<'_, PyAny>>,
+        recvbuf: &Bound<'_, PyAny>,
+        root: u32,
+    ) -> OpResult {
+        let o = Op::scatter(sendbuf, recvbuf, root, self.rank)?;
+        ops::run(py, &self.shared(py)?, o, true)
+    }
+
+    /// Gather: every rank's `sendbuf`, in rank order, into `root`'s
+    /// `recvbuf` (`size` times as long; may be None off root).
+    #[pyo3(signature = (sendbuf, recvbuf, root = 0))]
+    fn gather(
+        &self,
+        py: Python<'_>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: Option<&Bound<'_, PyAny>>,
+        root: u32,
+    ) -> PyResult<()> {
+        let o = Op::gather(sendbuf, recvbuf, root, self.rank)?;
+        ops::run(py, &self.shared(py)?, o, false).map(drop)
+    }
+
+    /// `gather`, returning a `Work` at once.
+    #[pyo3(signature = (sendbuf, recvbuf, root = 0))]
+    fn gather_async(
+        &self,
+        py: Python<'_>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: Option<&Bound<'_, PyAny>>,
+        root: u32,
+    ) -> OpResult {
+        let o = Op::gather(sendbuf, recvbuf, root, self.rank)?;
+        ops::run(py, &self.shared(py)?, o, true)
+    }
+
+    /// AllToAll: block q of `sendbuf` (`size` equal blocks) goes to rank q;
+    /// rank q's block lands at block q of `recvbuf`.
+    fn all_to_all(
+        &self,
+        py: Python<'_>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let o = Op::all_to_all(sendbuf, recvbuf, self.size)?;
+        ops::run(py, &self.shared(py)?, o, false).map(drop)
+    }
+
+    /// `all_to_all`, returning a `Work` at once.
+    fn all_to_all_async(
+        &self,
+        py: Python<'_>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: &Bound<'_, PyAny>,
+    ) -> OpResult {
+        let o = Op::all_to_all(sendbuf, recvbuf, self.size)?;
+        ops::run(py, &self.shared(py)?, o, true)
+    }
+
+    /// AllToAllV: `send_counts[q]` elements at `send_displs[q]` go to rank
+    /// q; rank q's `recv_counts[q]` land at `recv_displs[q]` (displacements
+    /// packed in rank order when None).
+    #[pyo3(signature = (sendbuf, recvbuf, send_counts, recv_counts, send_displs = None, recv_displs = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn all_to_all_v(
+        &self,
+        py: Python<'_>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: &Bound<'_, PyAny>,
+        send_counts: Vec<u64>,
+        recv_counts: Vec<u64>,
+        send_displs: Option<Vec<u64>>,
+        recv_displs: Option<Vec<u64>>,
+    ) -> PyResult<()> {
+        let o = Op::all_to_all_v(
+            sendbuf,
+            recvbuf,
+            send_counts,
+            recv_counts,
+            send_displs,
+            recv_displs,
+        )?;
+        ops::run(py, &self.shared(py)?, o, false).map(drop)
+    }
+
+    /// `all_to_all_v`, returning a `Work` at once.
+    #[pyo3(signature = (sendbuf, recvbuf, send_counts, recv_counts, send_displs = None, recv_displs = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn all_to_all_v_async(
+        &self,
+        py: Python<'_>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: &Bound<'_, PyAny>,
+        send_counts: Vec<u64>,
+        recv_counts: Vec<u64>,
+        send_displs: Option<Vec<u64>>,
+        recv_displs: Option<Vec<u64>>,
+    ) -> OpResult {
+        let o = Op::all_to_all_v(
+            sendbuf,
+            recvbuf,
+            send_counts,
+            recv_counts,
+            send_displs,
+            recv_displs,
+        )?;
+        ops::run(py, &self.shared(py)?, o, true)
+    }
+
+    /// Send: all of `buf` to rank `dest`, which must post a matching
+    /// `recv`.
+    fn send(&self, py: Python<'_>, buf: &Bound<'_, PyAny>, dest: u32) -> PyResult<()> {
+        ops::run(py, &self.shared(py)?, Op::send(buf, dest)?, false).map(drop)
+    }
+
+    /// `send`, returning a `Work` at once.
+    fn send_async(&self, py: Python<'_>, buf: &Bound<'_, PyAny>, dest: u32) -> OpResult {
+        ops::run(py, &self.shared(py)?, Op::send(buf, dest)?, true)
+    }
+
+    /// Receive: `len(buf)` elements from rank `source` into `buf`.
+    /// Receives run beside sends, so a rank's `send_async` and
+    /// `recv_async` may be in flight together.
+    fn recv(&self, py: Python<'_>, buf: &Bound<'_, PyAny>, source: u32) -> PyResult<()> {
+        ops::run(py, &self.shared(py)?, Op::recv(buf, source)?, false).map(drop)
+    }
+
+    /// `recv`, returning a `Work` at once.
+    fn recv_async(&self, py: Python<'_>, buf: &Bound<'_, PyAny>, source: u32) -> OpResult {
+        ops::run(py, &self.shared(py)?, Op::recv(buf, source)?, true)
+    }
+
+    /// Batched point-to-point transfers (HCCL's `HcclBatchSendRecv`):
+    /// `items` is a sequence of `("send", buf, peer)` and
+    /// `("recv", buf, peer)`; the batch completes when all have. Items to
+    /// one peer in one direction keep their order, which must match the
+    /// peer's.
+    fn batch_send_recv(&self, py: Python<'_>, items: &Bound<'_, PyAny>) -> PyResult<()> {
+        let o = Op::batch_send_recv(items)?;
+        ops::run(py, &self.shared(py)?, o, false).map(drop)
+    }
+
+    /// `batch_send_recv`, returning a `Work` at once.
+    fn batch_send_recv_async(&self, py: Python<'_>, items: &Bound<'_, PyAny>) -> OpResult {
+        let o = Op::batch_send_recv(items)?;
+        ops::run(py, &self.shared(py)?, o, true)
+    }
+
+    /// Barrier: returns once every rank has reached it.
+    fn barrier(&self, py: Python<'_>) -> PyResult<()> {
+        ops::run(py, &self.shared(py)?, Op::barrier(), false).map(drop)
+    }
+
+    /// `barrier`, returning a `Work` at once.
+    fn barrier_async(&self, py: Python<'_>) -> OpResult {
+        ops::run(py, &self.shared(py)?, Op::barrier(), true)
+    }
+}
+
+/// Under torchrun (whose agent serves its store at `MASTER_PORT`), points
+/// the rendezvous at `MASTER_PORT + 1` unless `HCCL_ROOT_ADDR` says where.
+fn meet_beside_torchrun(py: Python<'_>) -> PyResult<()> {
+    let environ = py.import("os")?.getattr("environ")?;
+    let get =
+        |k: &str| -> PyResult<Option<String>> { environ.call_method1("get", (k,))?.extract() };
+    if get("TORCHELASTIC_RUN_ID")?.is_none() || get("HCCL_ROOT_ADDR")?.is_some() {
+        return Ok(());
+    }
+    let (Some(addr), Some(port)) = (get("MASTER_ADDR")?, get("MASTER_PORT")?) else {
+        return Ok(());
+    };
+    let port: u16 = port.trim().parse().map_err(|_| {
+        errors::para(
+            py,
+            format!("environment variable MASTER_PORT='{port}' is invalid: not a port"),
+        )
+    })?;
+    let port = port
+        .checked_add(1)
+        .ok_or_else(|| errors::para(py, "MASTER_PORT is 65535: no port above it to meet at"))?;
+    let at = (addr.trim(), port)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| {
+            errors::para(
+                py,
+                format!("environment variable MASTER_ADDR='{addr}' does not resolve to an address"),
+            )
+        })?
+        .to_string();
+    tracing::debug!(at, "torchrun: meeting beside its store");
+    environ.set_item("HCCL_ROOT_ADDR", at)?;
+    Ok(())
+}
+
+/// The id every member of a split computes alike: from the parent's name,
+/// the member list and how many times this list has split the parent.
+fn split_id(parent: &str, ranks: &[u32], nth: u64) -> u64 {
+    // FNV-1a: stable across processes (std's hasher is seeded)
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for b in bytes {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    eat(parent.as_bytes());
+    for r in ranks {
+        eat(&r.to_le_bytes());
+    }
+    eat(&nth.to_le_bytes());
+    h
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Makes (or refreshes) the Python environment the Python package's tests and
+# benchmarks run in: a venv at target/pyenv (override with PYENV=DIR) with
+# numpy, pytest, pytest-timeout, maturin and torch from PyPI, then builds and
+# installs ./python into it (`pip install ./python`, release, abi3 wheel).
+#
+#   bash tools/python-env.sh            # create or update, then install hccl_rs
+#   bash tools/python-env.sh --no-build # only the third-party packages
+#
+# Prints the venv's python at the end. Quick when everything is present:
+# pip skips what is installed; the build reuses python/target.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+venv=${PYENV:-target/pyenv}
+build=1
+[ "${1:-}" = "--no-build" ] && build=0
+
+python=${PYTHON:-python3}
+if ! "$python" -c 'import sys; assert sys.version_info >= (3, 9)' 2>/dev/null; then
+  echo "python-env: $python (3.9 or newer) is needed" >&2
+  exit 1
+fi
+if [ ! -x "$venv/bin/python" ]; then
+  echo "python-env: creating $venv"
+  "$python" -m venv "$venv"
+fi
+py="$venv/bin/python"
+want=(numpy pytest pytest-timeout "maturin>=1.5,<2" torch)
+missing=()
+for pkg in numpy pytest pytest_timeout maturin torch; do
+  "$py" -c "import $pkg" >/dev/null 2>&1 || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "python-env: installing ${want[*]} (torch is large: a few GB the first time)"
+  "$py" -m pip install -q --disable-pip-version-check --upgrade pip
+  "$py" -m pip install -q --disable-pip-version-check "${want[@]}"
+fi
+if [ "$build" = 1 ]; then
+  echo "python-env: building and installing ./python"
+  # --no-build-isolation: maturin is in the venv already (no download per
+  # build); pip runs it from PATH
+  PATH="$(cd "$venv/bin" && pwd):$PATH" "$py" -m pip install -q --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps ./python
+fi
+echo "$py"
