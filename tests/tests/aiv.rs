@@ -459,3 +459,52 @@ fn a_peer_that_never_calls_times_out_naming_it() {
         "{msg}"
     );
 }
+
+/// A mismatch is reported once: the communicator stays usable, and the
+/// next ops (an AllReduce, whose every rank reads every entry, and a
+/// Broadcast, whose root checks its peers' entries later) give the right
+/// results on every rank, round after round.
+#[test]
+fn after_a_mismatch_the_next_ops_run_on_every_rank() {
+    let p = 3;
+    let comms = comms(p, &[]);
+    run_ranks(p, Duration::from_secs(60), move |r| {
+        let comm = &comms[r as usize];
+        let s = comm.create_stream();
+        for round in 0..20u32 {
+            let c = if r == round % p { 2 } else { 3 };
+            let send = mem_f32(&vec![1.0; c]);
+            let recv = DeviceMem::alloc(c * 4).unwrap();
+            comm.all_reduce_raw(&send, &recv, c as u64, DataType::Fp32, ReduceOp::Sum, &s)
+                .unwrap();
+            let e = s.synchronize().unwrap_err();
+            assert!(
+                e.to_string().contains("inconsistent between ranks"),
+                "round {round} rank {r}: {e}"
+            );
+            let v = (round * 10 + r) as f32;
+            let send = mem_f32(&[v; 4]);
+            let recv = DeviceMem::alloc(16).unwrap();
+            comm.all_reduce_raw(&send, &recv, 4, DataType::Fp32, ReduceOp::Sum, &s)
+                .unwrap();
+            let bcast = mem_f32(&[v; 5]);
+            comm.broadcast_raw(&bcast, 5, DataType::Fp32, round % p, &s)
+                .unwrap();
+            s.synchronize().unwrap_or_else(|e| {
+                panic!("round {round} rank {r}: the op after a mismatch failed: {e}")
+            });
+            let sum: f32 = (0..p).map(|q| (round * 10 + q) as f32).sum();
+            assert_eq!(
+                recv.to_vec::<f32>(4).unwrap(),
+                vec![sum; 4],
+                "round {round} rank {r}"
+            );
+            let root_v = (round * 10 + round % p) as f32;
+            assert_eq!(
+                bcast.to_vec::<f32>(5).unwrap(),
+                vec![root_v; 5],
+                "round {round} rank {r}"
+            );
+        }
+    });
+}

@@ -77,6 +77,10 @@ pub(super) fn catch_up(b: &AivBoards, upto: u64) -> Result<()> {
                 None => break 'ops,
             };
             check_desc(b.rank, peer.rank, &mine, &theirs).map_err(|e| {
+                // op m failed and is reported now: for the boards it is
+                // over (every op before it was checked), so no later check
+                // reports it again and the peers may reuse its entries
+                b.own.set_done(m);
                 if m == upto {
                     e
                 } else {

@@ -334,6 +334,8 @@ pub(super) fn poll_kernel(
             // reuses. Every op published so far has its output written:
             // check what can be checked, which may free the entry.
             if let Err(e) = catch_up(b, b.own.last_seq()) {
+                // the failed op counts as completed: peers may wait on it
+                wake_if_completed(b, was_completed);
                 return Poll::Ready(Err(e));
             }
             published = publish(pr, b, input);
@@ -459,6 +461,17 @@ fn fold(pr: &mut Progress, b: &AivBoards, output: &DeviceMem) -> Poll<Result<()>
             return pending(pr, [b.peer(q)]);
         };
         if let Err(e) = check_desc(me, q, &pr.desc, &desc) {
+            // The op failed and is reported now: record it completed, once
+            // every earlier op is (their errors come first), so neither a
+            // later kernel nor the synchronize's check reports it again.
+            if b.completed() + 1 < pr.seq {
+                if let Err(earlier) = catch_up(b, pr.seq - 1) {
+                    return Poll::Ready(Err(earlier));
+                }
+            }
+            if b.completed() + 1 == pr.seq {
+                b.own.set_done(pr.seq);
+            }
             return Poll::Ready(Err(e));
         }
         // the same op as this rank's: the publisher wrote what its rank

@@ -61,10 +61,10 @@ impl Kernel for AivCheck {
     fn poll(&mut self) -> Poll<Result<()>> {
         let b = &self.boards;
         let (before, upto) = (b.completed(), b.own.last_seq());
-        if let Err(e) = catch_up(b, upto) {
-            return Poll::Ready(Err(e));
-        }
+        let checked = catch_up(b, upto);
+        // a failed op is completed too: peers may wait to reuse its entries
         wake_if_completed(b, before);
+        checked?;
         if b.completed() >= upto {
             return Poll::Ready(Ok(()));
         }
