@@ -286,12 +286,6 @@ def mismatch():
         print(f"rank {r} saw: {e}")
     else:
         raise AssertionError("mismatched counts were not reported")
-    # the communicator stays usable: the next op is right on every rank
-    y = np.full(6, r + 1, np.float32)
-    comm.all_reduce(y)
-    p = comm.size
-    assert (y == p * (p + 1) / 2).all(), y
-    comm.destroy()
 
 
 def killed_peer():
