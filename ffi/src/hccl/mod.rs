@@ -13,6 +13,7 @@ mod group;
 mod memory_ranges;
 mod register;
 mod registration;
+mod state;
 mod sym_win;
 
 pub use collectives::*;
@@ -21,6 +22,7 @@ pub use diagnostics::*;
 pub use group::*;
 pub use register::*;
 pub use registration::*;
+pub use state::*;
 pub use sym_win::*;
 
 pub(crate) use comm::comm_devices_on;
