@@ -200,6 +200,44 @@ pub struct HcclCommConfig {
     pub hcclChannelSqDepth: u32,
 }
 
+impl Default for HcclCommConfig {
+    /// What the header's `static inline HcclCommConfigInit` writes: the
+    /// version-11 header (size, magic word, version) and every field "not
+    /// set" or at HCCL's default.
+    fn default() -> Self {
+        let mut reserved = [0 as c_char; HCCL_COMM_CONFIG_INFO_BYTES];
+        let hdr = std::mem::size_of::<HcclCommConfig>()
+            .to_ne_bytes()
+            .into_iter()
+            .chain(HCCL_COMM_CONFIG_MAGIC_WORD.to_ne_bytes())
+            .chain(HCCL_COMM_CONFIG_VERSION.to_ne_bytes());
+        for (d, s) in reserved.iter_mut().zip(hdr) {
+            *d = s as c_char;
+        }
+        HcclCommConfig {
+            reserved,
+            hcclBufferSize: HCCL_CONFIG_NOT_SET,
+            hcclDeterministic: HCCL_CONFIG_NOT_SET,
+            hcclCommName: [0; COMM_NAME_MAX_LENGTH],
+            hcclUdi: [0; UDI_MAX_LENGTH],
+            hcclOpExpansionMode: 0,
+            hcclRdmaTrafficClass: HCCL_CONFIG_NOT_SET,
+            hcclRdmaServiceLevel: HCCL_CONFIG_NOT_SET,
+            hcclWorldRankID: 0,
+            hcclJobID: 0,
+            aclGraphZeroCopyEnable: 0,
+            hcclExecTimeOut: HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET,
+            hcclAlgo: [0; HCCL_COMM_ALGO_MAX_LENGTH],
+            hcclRetryEnable: [0; HCCL_COMM_RETRY_ENABLE_MAX_LENGTH],
+            hcclRetryParams: [0; HCCL_COMM_RETRY_PARAMS_MAX_LENGTH],
+            hcclBufferName: [0; BUFFER_NAME_MAX_LENGTH],
+            hcclQos: HCCL_CONFIG_NOT_SET,
+            hcclSymWinMaxMemSizePerRank: HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE,
+            hcclChannelSqDepth: HCCL_CONFIG_NOT_SET,
+        }
+    }
+}
+
 /// `HcclCommStatus` (a C enum).
 pub type HcclCommStatus = u32;
 /// `HCCL_COMM_STATUS_READY`.
