@@ -68,8 +68,7 @@ pub use hccl_framework::{
 pub use hccl_framework::{launched_as, LaunchedAs};
 pub use hccl_framework::{
     read_root_file, AlgoConfig, CommConfig, Deterministic, InProcGroup, RootInfo,
-    HCCL_ROOT_INFO_BYTES,
-    OP_EXPANSION_MODES,
+    HCCL_ROOT_INFO_BYTES, OP_EXPANSION_MODES,
 };
 // Calibrated cost-model parameters (`hccl-test --calibrate`).
 pub use hccl_framework::{LinkTuning, Tuning, TUNING_VERSION};

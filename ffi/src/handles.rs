@@ -79,7 +79,11 @@ impl<T> Registry<T> {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .as_ref()
-            .map(|m| m.iter().map(|(&h, v)| (h as *mut c_void, v.clone())).collect())
+            .map(|m| {
+                m.iter()
+                    .map(|(&h, v)| (h as *mut c_void, v.clone()))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 

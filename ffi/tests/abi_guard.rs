@@ -332,9 +332,7 @@ impl Side {
             syn::Type::Never(_) => "!".to_owned(),
             // a C function pointer: `Option<unsafe extern "C" fn(..) -> R>`,
             // parameter names dropped, each type reduced
-            syn::Type::Path(p)
-                if p.path.segments.last().is_some_and(|s| s.ident == "Option") =>
-            {
+            syn::Type::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "Option") => {
                 let inner = match &p.path.segments.last().expect("checked").arguments {
                     syn::PathArguments::AngleBracketed(a) => a.args.iter().find_map(|g| match g {
                         syn::GenericArgument::Type(t) => Some(t),
@@ -1763,11 +1761,17 @@ fn guard_catches_changed_signature_and_struct() {
         "HcclCommConfig::hcclChannelSqDepth's type not reported; new mismatches:\n{listing}"
     );
     assert!(
-        has("aclrtMapMem", &["`offset`", "header `u32`", "library `usize`"]),
+        has(
+            "aclrtMapMem",
+            &["`offset`", "header `u32`", "library `usize`"]
+        ),
         "aclrtMapMem's offset parameter not reported; new mismatches:\n{listing}"
     );
     assert!(
-        has("HcclBatchPut", &["`descNum`", "header `u64`", "library `u32`"]),
+        has(
+            "HcclBatchPut",
+            &["`descNum`", "header `u64`", "library `u32`"]
+        ),
         "HcclBatchPut's descNum parameter not reported; new mismatches:\n{listing}"
     );
     assert!(

@@ -274,7 +274,11 @@ impl Communicator {
         }
         let regs = self.memory().regs.lock().unwrap_or_else(|p| p.into_inner());
         let end = remote_addr.checked_add(len as u64);
-        for (_, m, base) in regs.iter().flat_map(|r| r.peers.iter()).filter(|p| p.0 == peer) {
+        for (_, m, base) in regs
+            .iter()
+            .flat_map(|r| r.peers.iter())
+            .filter(|p| p.0 == peer)
+        {
             let top = *base + m.len() as u64;
             if remote_addr >= *base && end.is_some_and(|e| e <= top) {
                 return m.range((remote_addr - base) as usize, len);

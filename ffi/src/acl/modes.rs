@@ -65,7 +65,9 @@ pub extern "C" fn aclrtSetStreamFailureMode(stream: aclrtStream, mode: u64) -> a
             m => {
                 return Err(acl_err(
                     ACL_ERROR_INVALID_PARAM,
-                    format!("mode {m} is not ACL_CONTINUE_ON_FAILURE (0) or ACL_STOP_ON_FAILURE (1)"),
+                    format!(
+                        "mode {m} is not ACL_CONTINUE_ON_FAILURE (0) or ACL_STOP_ON_FAILURE (1)"
+                    ),
                 ))
             }
         }

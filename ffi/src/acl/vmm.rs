@@ -81,7 +81,10 @@ fn check_prop(prop: *const aclrtPhysicalMemProp) -> Result<aclrtPhysicalMemProp,
         )));
     }
     if p.memAttr > ACL_HBM_MEM_P2P_HUGE1G {
-        return Err(invalid(format!("prop.memAttr {} is not an aclrtMemAttr", p.memAttr)));
+        return Err(invalid(format!(
+            "prop.memAttr {} is not an aclrtMemAttr",
+            p.memAttr
+        )));
     }
     match p.location.type_ {
         ACL_MEM_LOCATION_TYPE_HOST => {}
@@ -111,7 +114,11 @@ pub extern "C" fn aclrtMemGetAllocationGranularity(
         let g = match option {
             ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM => page(),
             ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED => RECOMMENDED.max(page()),
-            o => return Err(invalid(format!("option {o} is not an aclrtMemGranularityOptions"))),
+            o => {
+                return Err(invalid(format!(
+                    "option {o} is not an aclrtMemGranularityOptions"
+                )))
+            }
         };
         // SAFETY: non-null, points to a size_t (C contract).
         unsafe { granularity.write(g) };
@@ -136,7 +143,9 @@ pub extern "C" fn aclrtReserveMemAddress(
         }
         page_multiple("size", size)?;
         if alignment != 0 && !alignment.is_power_of_two() {
-            return Err(invalid(format!("alignment {alignment} is not a power of two")));
+            return Err(invalid(format!(
+                "alignment {alignment} is not a power of two"
+            )));
         }
         if flags != 0 {
             return Err(invalid(format!("flags must be 0, not {flags}")));
@@ -311,7 +320,10 @@ pub extern "C" fn aclrtMapMem(
         if v % page() != 0 {
             return Err(acl_err(
                 ACL_ERROR_MEMORY_ADDRESS_UNALIGNED,
-                format!("virPtr {virPtr:p} is not aligned to the granularity ({} bytes)", page()),
+                format!(
+                    "virPtr {virPtr:p} is not aligned to the granularity ({} bytes)",
+                    page()
+                ),
             ));
         }
         let mut r = RESERVED.lock().unwrap_or_else(|p| p.into_inner());
@@ -324,7 +336,11 @@ pub extern "C" fn aclrtMapMem(
                     "[{virPtr:p}, +{size}) is not inside a range reserved with aclrtReserveMemAddress"
                 ))
             })?;
-        if let Some((a, (l, _))) = res.maps.iter().find(|(&a, (l, _))| a < v + size && v < a + l) {
+        if let Some((a, (l, _))) = res
+            .maps
+            .iter()
+            .find(|(&a, (l, _))| a < v + size && v < a + l)
+        {
             return Err(invalid(format!(
                 "[{virPtr:p}, +{size}) overlaps [{a:#x}, +{l}), mapped already"
             )));
@@ -365,9 +381,7 @@ pub extern "C" fn aclrtUnmapMem(virPtr: *mut c_void) -> aclError {
             .next_back()
             .map(|(_, res)| res)
             .filter(|res| res.maps.contains_key(&v))
-            .ok_or_else(|| {
-                invalid(format!("{virPtr:p} is not where aclrtMapMem mapped memory"))
-            })?;
+            .ok_or_else(|| invalid(format!("{virPtr:p} is not where aclrtMapMem mapped memory")))?;
         let (size, p) = res.maps.remove(&v).expect("checked above");
         // SAFETY: [v, v + size) is our own mapping of the physical memory,
         // inside our reservation: it becomes inaccessible reserved space again.
@@ -394,7 +408,10 @@ fn meminfo() -> std::io::Result<(usize, usize)> {
             .and_then(|r| r.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
             .map(|kb| kb * 1024)
     };
-    match (field("MemAvailable:").or(field("MemFree:")), field("MemTotal:")) {
+    match (
+        field("MemAvailable:").or(field("MemFree:")),
+        field("MemTotal:"),
+    ) {
         (Some(f), Some(t)) => Ok((f, t)),
         _ => Err(std::io::Error::other("MemAvailable/MemTotal missing")),
     }
@@ -403,7 +420,11 @@ fn meminfo() -> std::io::Result<(usize, usize)> {
 /// `aclrtGetMemInfo`: the host's available and total memory (device memory
 /// is host memory), whatever `attr`.
 #[no_mangle]
-pub extern "C" fn aclrtGetMemInfo(attr: aclrtMemAttr, free: *mut usize, total: *mut usize) -> aclError {
+pub extern "C" fn aclrtGetMemInfo(
+    attr: aclrtMemAttr,
+    free: *mut usize,
+    total: *mut usize,
+) -> aclError {
     acl("aclrtGetMemInfo", || {
         if attr > ACL_HBM_MEM_P2P_HUGE1G {
             return Err(invalid(format!("attr {attr} is not an aclrtMemAttr")));

@@ -128,10 +128,7 @@ pub(crate) fn comm_config(cfg: *const HcclCommConfig) -> Result<(CommConfig, Com
     let has = |off: usize, len: usize| off + len <= n;
     macro_rules! has {
         ($f:ident) => {
-            has(
-                offset_of!(HcclCommConfig, $f),
-                std::mem::size_of_val(&c.$f),
-            )
+            has(offset_of!(HcclCommConfig, $f), std::mem::size_of_val(&c.$f))
         };
     }
     if has!(hcclBufferSize) && c.hcclBufferSize != HCCL_CONFIG_NOT_SET {
@@ -196,9 +193,8 @@ pub(crate) fn comm_config(cfg: *const HcclCommConfig) -> Result<(CommConfig, Com
     }
     if has!(hcclAlgo) && c.hcclAlgo[0] != 0 {
         let algo = text(&c.hcclAlgo, "hcclAlgo")?;
-        out.algo = AlgoConfig::parse(&algo).map_err(|e| {
-            HcclError::para(format!("config hcclAlgo '{algo}' is invalid: {e}"))
-        })?;
+        out.algo = AlgoConfig::parse(&algo)
+            .map_err(|e| HcclError::para(format!("config hcclAlgo '{algo}' is invalid: {e}")))?;
     }
     if has!(hcclRetryEnable) {
         extras.retry_enable = text(&c.hcclRetryEnable, "hcclRetryEnable")?;
@@ -220,14 +216,11 @@ pub(crate) fn comm_config(cfg: *const HcclCommConfig) -> Result<(CommConfig, Com
     }
     if has!(hcclSymWinMaxMemSizePerRank) {
         let gb = c.hcclSymWinMaxMemSizePerRank;
-        extras.sym_win_max_bytes = gb
-            .checked_mul(1 << 30)
-            .filter(|_| gb > 0)
-            .ok_or_else(|| {
-                HcclError::para(format!(
-                    "config hcclSymWinMaxMemSizePerRank is {gb} GB (expected at least 1)"
-                ))
-            })?;
+        extras.sym_win_max_bytes = gb.checked_mul(1 << 30).filter(|_| gb > 0).ok_or_else(|| {
+            HcclError::para(format!(
+                "config hcclSymWinMaxMemSizePerRank is {gb} GB (expected at least 1)"
+            ))
+        })?;
     }
     if version >= 11 && has!(hcclChannelSqDepth) && c.hcclChannelSqDepth != HCCL_CONFIG_NOT_SET {
         extras.sq_depth = Some(c.hcclChannelSqDepth);

@@ -123,7 +123,10 @@ pub extern "C" fn HcclCommResume(comm: HcclComm) -> HcclResult {
 /// `HcclCommGetStatus`: READY, SUSPENDING, or INVALID (broken in the
 /// background) of the communicator named `commId`.
 #[no_mangle]
-pub extern "C" fn HcclCommGetStatus(commId: *const c_char, status: *mut HcclCommStatus) -> HcclResult {
+pub extern "C" fn HcclCommGetStatus(
+    commId: *const c_char,
+    status: *mut HcclCommStatus,
+) -> HcclResult {
     hccl("HcclCommGetStatus", || {
         let name = c_str(commId, "commId")?;
         non_null(status, "status")?;
@@ -168,7 +171,10 @@ pub extern "C" fn HcclCommRegCommStateCallback(
 
 /// `HcclCommGetHandleWithName`.
 #[no_mangle]
-pub extern "C" fn HcclCommGetHandleWithName(commName: *const c_char, comm: *mut HcclComm) -> HcclResult {
+pub extern "C" fn HcclCommGetHandleWithName(
+    commName: *const c_char,
+    comm: *mut HcclComm,
+) -> HcclResult {
     hccl("HcclCommGetHandleWithName", || {
         let name = c_str(commName, "commName")?;
         non_null(comm, "comm")?;
@@ -256,7 +262,10 @@ pub extern "C" fn HcclConfigGetInfo(
         }
         tracing::debug!(target: "hccl", requested = c.extras.op_expansion_mode, "op expansion mode: host");
         // SAFETY: non-null, at least `need` bytes (checked); unaligned-safe write.
-        unsafe { info.cast::<HcclOpExpansionMode>().write_unaligned(HCCL_OP_EXPANSION_MODE_HOST) };
+        unsafe {
+            info.cast::<HcclOpExpansionMode>()
+                .write_unaligned(HCCL_OP_EXPANSION_MODE_HOST)
+        };
         Ok(())
     })
 }
