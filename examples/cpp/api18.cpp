@@ -30,6 +30,9 @@
 #include <vector>
 
 #ifdef API18_MPI
+// the C API of MPI only (Open MPI's C++ bindings do not build with -Werror)
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 #endif
 
