@@ -820,7 +820,7 @@ fn virtual_memory_reserve_map_unmap_release() {
         ACL_ERROR_INVALID_PARAM
     );
     assert_eq!(
-        aclrtReserveMemAddress(&mut va.clone(), size, 0, null_mut(), 1),
+        aclrtReserveMemAddress(&mut va.clone(), size, 0, null_mut(), 2),
         ACL_ERROR_INVALID_PARAM
     );
 

@@ -128,7 +128,8 @@ pub extern "C" fn aclrtMemGetAllocationGranularity(
 
 /// `aclrtReserveMemAddress`: reserves `size` bytes of address space,
 /// aligned to `alignment` (0 = the page size), inaccessible until memory
-/// is mapped in. `expectPtr` is a hint; `flags` must be 0.
+/// is mapped in. `expectPtr` is a hint; `flags`: 0, or 1 (huge pages, as
+/// HCCL's hccl_test asks: accepted, the reservation is the same).
 #[no_mangle]
 pub extern "C" fn aclrtReserveMemAddress(
     virPtr: *mut *mut c_void,
@@ -147,8 +148,8 @@ pub extern "C" fn aclrtReserveMemAddress(
                 "alignment {alignment} is not a power of two"
             )));
         }
-        if flags != 0 {
-            return Err(invalid(format!("flags must be 0, not {flags}")));
+        if flags > 1 {
+            return Err(invalid(format!("flags must be 0 or 1, not {flags}")));
         }
         let align = alignment.max(page());
         let span = size
