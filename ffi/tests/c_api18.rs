@@ -372,7 +372,8 @@ fn version_11_config_layout_checks_and_effects() {
     assert_eq!(HcclGetCommConfigCapability(), 12);
 
     // bad values: HCCL_E_PARA naming the field, before any connection
-    let bad: [(&str, fn(&mut HcclCommConfig)); 9] = [
+    type Edit = fn(&mut HcclCommConfig);
+    let bad: [(&str, Edit); 9] = [
         ("hcclDeterministic", |c| c.hcclDeterministic = 3),
         ("hcclOpExpansionMode", |c| c.hcclOpExpansionMode = 7),
         ("aclGraphZeroCopyEnable", |c| c.aclGraphZeroCopyEnable = 2),
@@ -398,12 +399,14 @@ fn version_11_config_layout_checks_and_effects() {
     }
     // accepted values still reach the connection step (which then fails:
     // nobody serves the zero root info), not a parameter error
-    let mut c = HcclCommConfig::default();
-    c.hcclDeterministic = 2;
-    c.hcclOpExpansionMode = 6;
-    c.hcclQos = 7;
-    c.aclGraphZeroCopyEnable = 1;
-    c.hcclExecTimeOut = 0;
+    let mut c = HcclCommConfig {
+        hcclDeterministic: 2,
+        hcclOpExpansionMode: 6,
+        hcclQos: 7,
+        aclGraphZeroCopyEnable: 1,
+        hcclExecTimeOut: 0,
+        ..Default::default()
+    };
     set_text(&mut c.hcclAlgo, "level0:NA;level1:ring");
     let code = init_code(&c);
     assert!(

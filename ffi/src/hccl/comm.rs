@@ -281,14 +281,14 @@ pub extern "C" fn HcclCreateSubCommConfig(
 pub extern "C" fn HcclCommDestroy(comm: HcclComm) -> HcclResult {
     hccl("HcclCommDestroy", || {
         lookup(comm)?;
-        super::state::notify(comm, HCCL_COMM_STATE_PHASE_DESTROY_PRE);
+        super::callbacks::notify(comm, HCCL_COMM_STATE_PHASE_DESTROY_PRE);
         let e = COMMS.remove(comm).ok_or_else(|| {
             HcclError::para(format!(
                 "comm handle {comm:p} is not a live communicator (destroyed already?)"
             ))
         })?;
         drop(e);
-        super::state::notify(comm, HCCL_COMM_STATE_PHASE_DESTROY_POST);
+        super::callbacks::notify(comm, HCCL_COMM_STATE_PHASE_DESTROY_POST);
         Ok(())
     })
 }

@@ -5,6 +5,7 @@
 //! buffers (see `mem.rs`), then call the adapter, which validates every
 //! argument before anything is enqueued.
 
+mod callbacks;
 mod collectives;
 mod comm;
 mod config;

@@ -10,6 +10,7 @@
 //! (they may call the library). There are no device NICs: the working-NIC
 //! request is checked, recorded and logged.
 
+use super::callbacks::{notify, register_callback};
 use super::comm::{lookup, CommEntry, COMMS};
 use crate::acl::current_device;
 use crate::guard::{hccl, non_null};
@@ -17,35 +18,7 @@ use crate::types::*;
 use hccl_adapter::{HcclError, Result};
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
-
-/// One registered state callback.
-struct Callback {
-    name: String,
-    cb: unsafe extern "C" fn(HcclComm, HcclCommStatePhase, *mut c_void) -> HcclResult,
-    args: usize,
-}
-
-static CALLBACKS: Mutex<Vec<Callback>> = Mutex::new(Vec::new());
-
-/// Calls every registered state callback with `comm` and `phase`; a
-/// failure is logged.
-pub(crate) fn notify(comm: HcclComm, phase: HcclCommStatePhase) {
-    let list: Vec<(String, _, usize)> = CALLBACKS
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-        .map(|c| (c.name.clone(), c.cb, c.args))
-        .collect();
-    for (name, cb, args) in list {
-        // SAFETY: a C function pointer registered by the caller with this
-        // signature (HcclCommStateCallback); `args` is its own pointer back.
-        let r = unsafe { cb(comm, phase, args as *mut c_void) };
-        if r != 0 {
-            tracing::warn!(target: "hccl", callback = %name, phase, code = r, "state callback failed");
-        }
-    }
-}
+use std::sync::Arc;
 
 /// A C string argument (`what` names it in errors).
 fn c_str<'a>(p: *const c_char, what: &str) -> Result<&'a str> {
@@ -158,13 +131,7 @@ pub extern "C" fn HcclCommRegCommStateCallback(
             return Err(HcclError::para("regName is empty"));
         }
         let cb = cb.ok_or_else(|| HcclError::ptr("cb is null"))?;
-        let mut list = CALLBACKS.lock().unwrap_or_else(|p| p.into_inner());
-        list.retain(|c| c.name != name);
-        list.push(Callback {
-            name: name.to_owned(),
-            cb,
-            args: args as usize,
-        });
+        register_callback(name, cb, args);
         Ok(())
     })
 }
