@@ -5,7 +5,10 @@
 #   PREFIX/lib and as -lhccl -lhcomm -lascendcl from PREFIX/lib64),
 #   ACL graphs (captured HCCL calls replayed) with threads as ranks,
 #   ACL profiling around an AllReduce loop (linked -lmsprofiler, traces checked),
-#   C++ HcclCommInitAll, C under `mpirun -np 4` (if mpicc is present; the
+#   C++ HcclCommInitAll, C++11 with issue 18's surface (version-11 config,
+#   FP8 AllGather, symmetric windows, HcclBatchGet, suspend/resume, ACL
+#   profiling) as threads and under `mpirun -np 4` (if mpicxx is present),
+#   C under `mpirun -np 4` (if mpicc is present; the
 #   ACL-graph example and symmetric windows with registered memory too),
 #   Python ctypes across 4 processes.
 # Usage: bash examples/run.sh PREFIX
@@ -53,6 +56,19 @@ run "$out/prof" "$out/prof_traces_large" 2 300000 3
 echo "== C++: HcclCommInitAll"
 g++ "${strict[@]}" -std=c++17 $cflags "$here/cpp/allreduce.cpp" $libs -pthread -o "$out/cpp"
 run "$out/cpp" 4 100000
+
+echo "== C++11: version-11 config, FP8 AllGather, symmetric windows, HcclBatchGet, suspend/resume, ACL profiling; threads as ranks (-lhccl -lhcomm -lacl_rt -lmsprofiler from lib64)"
+api18_libs=(-L"$PREFIX/lib64" -Wl,-rpath,"$PREFIX/lib64" -lhccl -lhcomm -lacl_rt -lmsprofiler)
+g++ "${strict[@]}" -std=c++11 $cflags "$here/cpp/api18.cpp" "${api18_libs[@]}" -pthread -o "$out/api18"
+# the example provokes refusals on purpose (FP8 reductions, an oversized window, a suspended communicator)
+HCCL_RS_LOG=error run "$out/api18" threads 4 "$out/api18_prof_threads"
+HCCL_RS_LOG=error run "$out/api18" threads 3 "$out/api18_prof_threads3"
+
+if command -v mpicxx >/dev/null 2>&1; then
+  echo "== C++11: the same, one rank per process under mpirun -np 4"
+  mpicxx "${strict[@]}" -std=c++11 -DAPI18_MPI $cflags "$here/cpp/api18.cpp" "${api18_libs[@]}" -pthread -o "$out/api18_mpi"
+  HCCL_RS_LOG=error run mpirun --allow-run-as-root --oversubscribe -np 4 "$out/api18_mpi" mpi "$out/api18_prof_mpi"
+fi
 
 if command -v mpicc >/dev/null 2>&1; then
   echo "== C: one rank per process under mpirun -np 4"

@@ -66,7 +66,10 @@ pub use hccl_framework::{
 // Making communicators: configuration, threads of this process, and the
 // root info processes share.
 pub use hccl_framework::{launched_as, LaunchedAs};
-pub use hccl_framework::{read_root_file, CommConfig, InProcGroup, RootInfo, HCCL_ROOT_INFO_BYTES};
+pub use hccl_framework::{
+    read_root_file, AlgoConfig, CommConfig, Deterministic, InProcGroup, RootInfo,
+    HCCL_ROOT_INFO_BYTES, OP_EXPANSION_MODES,
+};
 // Calibrated cost-model parameters (`hccl-test --calibrate`).
 pub use hccl_framework::{LinkTuning, Tuning, TUNING_VERSION};
 // Memory, streams, element types and errors.

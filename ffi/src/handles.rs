@@ -73,6 +73,20 @@ impl<T> Registry<T> {
         }
     }
 
+    /// Every live object with its handle.
+    pub(crate) fn entries(&self) -> Vec<(*mut c_void, Arc<T>)> {
+        self.map
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|m| {
+                m.iter()
+                    .map(|(&h, v)| (h as *mut c_void, v.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// Every live object.
     pub(crate) fn all(&self) -> Vec<Arc<T>> {
         self.map

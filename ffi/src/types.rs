@@ -44,6 +44,77 @@ pub type aclmdlRICaptureMode = u32;
 pub type aclmdlRICaptureStatus = u32;
 /// `aclprofAicoreMetrics` (a C enum).
 pub type aclprofAicoreMetrics = u32;
+/// `aclrtFloatOverflowMode` (a C enum).
+pub type aclrtFloatOverflowMode = u32;
+/// `aclrtMemAttr` (a C enum).
+pub type aclrtMemAttr = u32;
+/// `aclrtMemLocationType` (a C enum).
+pub type aclrtMemLocationType = u32;
+/// `aclrtMemAllocationType` (a C enum).
+pub type aclrtMemAllocationType = u32;
+/// `aclrtMemHandleType` (a C enum).
+pub type aclrtMemHandleType = u32;
+/// `aclrtMemGranularityOptions` (a C enum).
+pub type aclrtMemGranularityOptions = u32;
+
+/// `aclrtMemLocation`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct aclrtMemLocation {
+    /// Device id (ignored for the host).
+    pub id: u32,
+    /// `ACL_MEM_LOCATION_TYPE_*`.
+    pub type_: aclrtMemLocationType,
+}
+
+/// `aclrtPhysicalMemProp`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct aclrtPhysicalMemProp {
+    /// `ACL_MEM_HANDLE_TYPE_NONE`.
+    pub handleType: aclrtMemHandleType,
+    /// `ACL_MEM_ALLOCATION_TYPE_PINNED`.
+    pub allocationType: aclrtMemAllocationType,
+    /// `aclrtMemAttr`.
+    pub memAttr: aclrtMemAttr,
+    /// Where the memory is.
+    pub location: aclrtMemLocation,
+    /// Reserved (0).
+    pub reserve: u64,
+}
+
+/// `ACL_RT_OVERFLOW_MODE_SATURATION`.
+pub const ACL_RT_OVERFLOW_MODE_SATURATION: aclrtFloatOverflowMode = 0;
+/// `ACL_RT_OVERFLOW_MODE_INFNAN`.
+pub const ACL_RT_OVERFLOW_MODE_INFNAN: aclrtFloatOverflowMode = 1;
+/// `ACL_RT_OVERFLOW_MODE_UNDEF`.
+pub const ACL_RT_OVERFLOW_MODE_UNDEF: aclrtFloatOverflowMode = 2;
+/// `ACL_CONTINUE_ON_FAILURE`.
+pub const ACL_CONTINUE_ON_FAILURE: u64 = 0;
+/// `ACL_STOP_ON_FAILURE`.
+pub const ACL_STOP_ON_FAILURE: u64 = 1;
+/// `ACL_DDR_MEM`: the first `aclrtMemAttr`.
+pub const ACL_DDR_MEM: aclrtMemAttr = 0;
+/// `ACL_HBM_MEM_P2P_HUGE1G`: the last `aclrtMemAttr`.
+pub const ACL_HBM_MEM_P2P_HUGE1G: aclrtMemAttr = 11;
+/// `ACL_MEM_LOCATION_TYPE_HOST`.
+pub const ACL_MEM_LOCATION_TYPE_HOST: aclrtMemLocationType = 0;
+/// `ACL_MEM_LOCATION_TYPE_DEVICE`.
+pub const ACL_MEM_LOCATION_TYPE_DEVICE: aclrtMemLocationType = 1;
+/// `ACL_MEM_ALLOCATION_TYPE_PINNED`.
+pub const ACL_MEM_ALLOCATION_TYPE_PINNED: aclrtMemAllocationType = 0;
+/// `ACL_MEM_HANDLE_TYPE_NONE`.
+pub const ACL_MEM_HANDLE_TYPE_NONE: aclrtMemHandleType = 0;
+/// `ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM`.
+pub const ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM: aclrtMemGranularityOptions = 0;
+/// `ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED`.
+pub const ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED: aclrtMemGranularityOptions = 1;
+/// `ACL_ERROR_API_NOT_SUPPORT`.
+pub const ACL_ERROR_API_NOT_SUPPORT: aclError = 200_001;
+/// `ACL_ERROR_MEMORY_ADDRESS_UNALIGNED`.
+pub const ACL_ERROR_MEMORY_ADDRESS_UNALIGNED: aclError = 200_003;
+/// `ACL_ERROR_FEATURE_UNSUPPORTED`.
+pub const ACL_ERROR_FEATURE_UNSUPPORTED: aclError = 200_006;
 
 /// `HCCL_ROOT_INFO_BYTES`.
 pub const HCCL_ROOT_INFO_BYTES: usize = 4108;
@@ -57,8 +128,24 @@ pub const HCCL_COMM_CONFIG_INFO_BYTES: usize = 24;
 pub const HCCL_COMM_CONFIG_MAGIC_WORD: u32 = 0xf0f0_f0f0;
 /// `HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET` (and the other "not set" values).
 pub const HCCL_CONFIG_NOT_SET: u32 = 0xffff_ffff;
-/// `HCCL_COMM_CONFIG_RESERVED`: one past the last configuration field.
-pub const HCCL_COMM_CONFIG_RESERVED: u32 = 5;
+/// `HCCL_COMM_CONFIG_RESERVED`: one past the last configuration field
+/// (what `HcclGetCommConfigCapability` returns, as HCCL: 12).
+pub const HCCL_COMM_CONFIG_RESERVED: u32 = 12;
+/// `HCCL_COMM_CONFIG_VERSION`: the layout version `HcclCommConfigInit` writes.
+pub const HCCL_COMM_CONFIG_VERSION: u32 = 11;
+/// `BUFFER_NAME_MAX_LENGTH`: bytes of `hcclBufferName`.
+pub const BUFFER_NAME_MAX_LENGTH: usize = 128;
+/// `HCCL_COMM_ALGO_MAX_LENGTH`: bytes of `hcclAlgo`.
+pub const HCCL_COMM_ALGO_MAX_LENGTH: usize = 1600;
+/// `HCCL_COMM_RETRY_ENABLE_MAX_LENGTH`: bytes of `hcclRetryEnable`.
+pub const HCCL_COMM_RETRY_ENABLE_MAX_LENGTH: usize = 50;
+/// `HCCL_COMM_RETRY_PARAMS_MAX_LENGTH`: bytes of `hcclRetryParams`.
+pub const HCCL_COMM_RETRY_PARAMS_MAX_LENGTH: usize = 128;
+/// `HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET`: `hcclExecTimeOut` not set (−1).
+pub const HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET: i32 = -1;
+/// `HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE`: default
+/// `hcclSymWinMaxMemSizePerRank`, GB.
+pub const HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE: u64 = 16;
 
 /// `HcclRootInfo`.
 #[repr(C)]
@@ -68,7 +155,8 @@ pub struct HcclRootInfo {
     pub internal: [c_char; HCCL_ROOT_INFO_BYTES],
 }
 
-/// `HcclCommConfig` (version 5 layout).
+/// `HcclCommConfig` (version 11 layout, 2,248 bytes; older versions are
+/// shorter prefixes of it, told apart by the header's size and version).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct HcclCommConfig {
@@ -88,6 +176,114 @@ pub struct HcclCommConfig {
     pub hcclRdmaTrafficClass: u32,
     /// RDMA service level.
     pub hcclRdmaServiceLevel: u32,
+    /// Global rank id of the process in the AI framework (NSLB-DP).
+    pub hcclWorldRankID: u32,
+    /// Job id (NSLB-DP).
+    pub hcclJobID: u64,
+    /// ACL graph zero copy (0/1).
+    pub aclGraphZeroCopyEnable: u8,
+    /// Execution timeout, s (`HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET` = unset).
+    pub hcclExecTimeOut: i32,
+    /// Algorithms, `HCCL_ALGO` form.
+    pub hcclAlgo: [c_char; HCCL_COMM_ALGO_MAX_LENGTH],
+    /// Op retry switch (`"L1:1,L2:0"`).
+    pub hcclRetryEnable: [c_char; HCCL_COMM_RETRY_ENABLE_MAX_LENGTH],
+    /// Op retry parameters (`"MaxCnt:3,HoldTime:5000,IntervalTime:1000"`).
+    pub hcclRetryParams: [c_char; HCCL_COMM_RETRY_PARAMS_MAX_LENGTH],
+    /// CCL buffer name (communicators naming one buffer share it in HCCL).
+    pub hcclBufferName: [c_char; BUFFER_NAME_MAX_LENGTH],
+    /// Hyperplane QoS level, 0..=7 (`HCCL_COMM_QOS_CONFIG_NOT_SET` = unset).
+    pub hcclQos: u32,
+    /// Symmetric memory reserved per rank, GB.
+    pub hcclSymWinMaxMemSizePerRank: u64,
+    /// Send queue depth of channels (version 11).
+    pub hcclChannelSqDepth: u32,
+}
+
+impl Default for HcclCommConfig {
+    /// What the header's `static inline HcclCommConfigInit` writes: the
+    /// version-11 header (size, magic word, version) and every field "not
+    /// set" or at HCCL's default.
+    fn default() -> Self {
+        let mut reserved = [0 as c_char; HCCL_COMM_CONFIG_INFO_BYTES];
+        let hdr = std::mem::size_of::<HcclCommConfig>()
+            .to_ne_bytes()
+            .into_iter()
+            .chain(HCCL_COMM_CONFIG_MAGIC_WORD.to_ne_bytes())
+            .chain(HCCL_COMM_CONFIG_VERSION.to_ne_bytes());
+        for (d, s) in reserved.iter_mut().zip(hdr) {
+            *d = s as c_char;
+        }
+        HcclCommConfig {
+            reserved,
+            hcclBufferSize: HCCL_CONFIG_NOT_SET,
+            hcclDeterministic: HCCL_CONFIG_NOT_SET,
+            hcclCommName: [0; COMM_NAME_MAX_LENGTH],
+            hcclUdi: [0; UDI_MAX_LENGTH],
+            hcclOpExpansionMode: 0,
+            hcclRdmaTrafficClass: HCCL_CONFIG_NOT_SET,
+            hcclRdmaServiceLevel: HCCL_CONFIG_NOT_SET,
+            hcclWorldRankID: 0,
+            hcclJobID: 0,
+            aclGraphZeroCopyEnable: 0,
+            hcclExecTimeOut: HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET,
+            hcclAlgo: [0; HCCL_COMM_ALGO_MAX_LENGTH],
+            hcclRetryEnable: [0; HCCL_COMM_RETRY_ENABLE_MAX_LENGTH],
+            hcclRetryParams: [0; HCCL_COMM_RETRY_PARAMS_MAX_LENGTH],
+            hcclBufferName: [0; BUFFER_NAME_MAX_LENGTH],
+            hcclQos: HCCL_CONFIG_NOT_SET,
+            hcclSymWinMaxMemSizePerRank: HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE,
+            hcclChannelSqDepth: HCCL_CONFIG_NOT_SET,
+        }
+    }
+}
+
+/// `HcclCommStatus` (a C enum).
+pub type HcclCommStatus = u32;
+/// `HCCL_COMM_STATUS_READY`.
+pub const HCCL_COMM_STATUS_READY: HcclCommStatus = 0;
+/// `HCCL_COMM_STATUS_SUSPENDING`.
+pub const HCCL_COMM_STATUS_SUSPENDING: HcclCommStatus = 1;
+/// `HCCL_COMM_STATUS_INVALID`.
+pub const HCCL_COMM_STATUS_INVALID: HcclCommStatus = 254;
+
+/// `HcclCommStatePhase` (a C enum, signed).
+pub type HcclCommStatePhase = i32;
+/// `HCCL_COMM_STATE_PHASE_DESTROY_PRE`: before `HcclCommDestroy`.
+pub const HCCL_COMM_STATE_PHASE_DESTROY_PRE: HcclCommStatePhase = 0;
+/// `HCCL_COMM_STATE_PHASE_DESTROY_POST`: after `HcclCommDestroy`.
+pub const HCCL_COMM_STATE_PHASE_DESTROY_POST: HcclCommStatePhase = 1;
+/// `HCCL_COMM_STATE_PHASE_RESUME_PRE`: before `HcclCommResume`.
+pub const HCCL_COMM_STATE_PHASE_RESUME_PRE: HcclCommStatePhase = 2;
+/// `HCCL_COMM_STATE_PHASE_RESUME_POST`: after `HcclCommResume`.
+pub const HCCL_COMM_STATE_PHASE_RESUME_POST: HcclCommStatePhase = 3;
+
+/// `HcclCommStateCallback`.
+pub type HcclCommStateCallback =
+    Option<unsafe extern "C" fn(HcclComm, HcclCommStatePhase, *mut c_void) -> HcclResult>;
+
+/// `HcclOpExpansionMode` (a C enum, signed).
+pub type HcclOpExpansionMode = i32;
+/// `HCCL_OP_EXPANSION_MODE_HOST`: expanded on the host CPU (what hccl-rs does).
+pub const HCCL_OP_EXPANSION_MODE_HOST: HcclOpExpansionMode = 2;
+/// `HcclConfigType` (a C enum, signed).
+pub type HcclConfigType = i32;
+/// `HCCL_CONFIG_TYPE_OP_EXPANSION_MODE`.
+pub const HCCL_CONFIG_TYPE_OP_EXPANSION_MODE: HcclConfigType = 0;
+
+/// `HcclOneSideOpDesc`: one transfer of `HcclBatchPut` / `HcclBatchGet`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct HcclOneSideOpDesc {
+    /// This rank's buffer.
+    pub localAddr: *mut c_void,
+    /// The address in the remote rank's process (inside memory it
+    /// registered and exchanged with this rank).
+    pub remoteAddr: *mut c_void,
+    /// Elements.
+    pub count: u64,
+    /// Element type.
+    pub dataType: HcclDataType,
 }
 
 /// `HcclSendRecvItem`.

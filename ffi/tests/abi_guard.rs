@@ -40,7 +40,8 @@
 //!
 //! All mismatches are collected and reported at once. The second test runs
 //! the same comparison over a mutated copy of the include tree (a parameter
-//! of `HcclAllReduce`, two struct fields, an enum value, an `ACL_*` define;
+//! of `HcclAllReduce`, of `HcclBatchPut` and of `aclrtMapMem`, three struct fields
+//! (one of the version-11 `HcclCommConfig`), an enum value, an `ACL_*` define;
 //! in `acl_prof.h` a parameter of `aclprofStart`, an `aclprofAicoreMetrics`
 //! value, an `ACL_PROF_*` flag, and a definition given to the opaque
 //! `aclprofAicoreEvents`) and checks that exactly those changes are
@@ -54,7 +55,8 @@ use std::sync::Mutex;
 use syn::visit::Visit;
 
 /// What bindgen generates bindings for.
-const ALLOWLIST: &str = "Hccl.*|hccl.*|HCCL_.*|acl.*|ACL_.*|COMM_NAME_MAX_LENGTH|UDI_MAX_LENGTH";
+const ALLOWLIST: &str =
+    "Hccl.*|hccl.*|HCCL_.*|acl.*|ACL_.*|COMM_NAME_MAX_LENGTH|UDI_MAX_LENGTH|BUFFER_NAME_MAX_LENGTH";
 
 /// Functions the library exports although no header declares them (none).
 const EXPORTED_NOT_DECLARED: &[&str] = &[];
@@ -328,6 +330,37 @@ impl Side {
             syn::Type::Group(g) => self.norm_depth(&g.elem, consts, depth + 1),
             syn::Type::Tuple(t) if t.elems.is_empty() => "()".to_owned(),
             syn::Type::Never(_) => "!".to_owned(),
+            // a C function pointer: `Option<unsafe extern "C" fn(..) -> R>`,
+            // parameter names dropped, each type reduced
+            syn::Type::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "Option") => {
+                let inner = match &p.path.segments.last().expect("checked").arguments {
+                    syn::PathArguments::AngleBracketed(a) => a.args.iter().find_map(|g| match g {
+                        syn::GenericArgument::Type(t) => Some(t),
+                        _ => None,
+                    }),
+                    _ => None,
+                };
+                match inner {
+                    Some(t) => format!("Option<{}>", self.norm_depth(t, consts, depth + 1)),
+                    None => written(ty),
+                }
+            }
+            syn::Type::BareFn(f) => {
+                let args: Vec<String> = f
+                    .inputs
+                    .iter()
+                    .map(|a| self.norm_depth(&a.ty, consts, depth + 1))
+                    .collect();
+                let ret = match &f.output {
+                    syn::ReturnType::Default => "()".to_owned(),
+                    syn::ReturnType::Type(_, t) => self.norm_depth(t, consts, depth + 1),
+                };
+                format!(
+                    "{}extern \"C\" fn({}) -> {ret}",
+                    if f.unsafety.is_some() { "unsafe " } else { "" },
+                    args.join(", ")
+                )
+            }
             syn::Type::Path(_) => match bare_path(ty) {
                 Some(name) if self.records.contains_key(&name) => self.record_name(&name),
                 Some(name) => match self.aliases.get(&name) {
@@ -759,6 +792,26 @@ fn library_layouts() -> BTreeMap<String, Layout> {
             hcclOpExpansionMode,
             hcclRdmaTrafficClass,
             hcclRdmaServiceLevel,
+            hcclWorldRankID,
+            hcclJobID,
+            aclGraphZeroCopyEnable,
+            hcclExecTimeOut,
+            hcclAlgo,
+            hcclRetryEnable,
+            hcclRetryParams,
+            hcclBufferName,
+            hcclQos,
+            hcclSymWinMaxMemSizePerRank,
+            hcclChannelSqDepth,
+        ),
+        layout!(HcclOneSideOpDesc: localAddr, remoteAddr, count, dataType),
+        layout!(aclrtMemLocation: id, type_),
+        layout!(
+            aclrtPhysicalMemProp: handleType,
+            allocationType,
+            memAttr,
+            location,
+            reserve,
         ),
         layout!(HcclSendRecvItem: sendRecvType, buf, count, dataType, remoteRank),
         layout!(HcclConfigValue: value),
@@ -808,6 +861,38 @@ fn library_consts() -> Vec<(&'static str, i128)> {
         HCCL_COMM_CONFIG_INFO_BYTES,
         HCCL_COMM_CONFIG_MAGIC_WORD,
         HCCL_COMM_CONFIG_RESERVED,
+        HCCL_COMM_CONFIG_VERSION,
+        BUFFER_NAME_MAX_LENGTH,
+        HCCL_COMM_ALGO_MAX_LENGTH,
+        HCCL_COMM_RETRY_ENABLE_MAX_LENGTH,
+        HCCL_COMM_RETRY_PARAMS_MAX_LENGTH,
+        HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET,
+        HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE,
+        HCCL_COMM_STATUS_READY,
+        HCCL_COMM_STATUS_SUSPENDING,
+        HCCL_COMM_STATUS_INVALID,
+        HCCL_COMM_STATE_PHASE_DESTROY_PRE,
+        HCCL_COMM_STATE_PHASE_DESTROY_POST,
+        HCCL_COMM_STATE_PHASE_RESUME_PRE,
+        HCCL_COMM_STATE_PHASE_RESUME_POST,
+        HCCL_OP_EXPANSION_MODE_HOST,
+        HCCL_CONFIG_TYPE_OP_EXPANSION_MODE,
+        ACL_RT_OVERFLOW_MODE_SATURATION,
+        ACL_RT_OVERFLOW_MODE_INFNAN,
+        ACL_RT_OVERFLOW_MODE_UNDEF,
+        ACL_CONTINUE_ON_FAILURE,
+        ACL_STOP_ON_FAILURE,
+        ACL_DDR_MEM,
+        ACL_HBM_MEM_P2P_HUGE1G,
+        ACL_MEM_LOCATION_TYPE_HOST,
+        ACL_MEM_LOCATION_TYPE_DEVICE,
+        ACL_MEM_ALLOCATION_TYPE_PINNED,
+        ACL_MEM_HANDLE_TYPE_NONE,
+        ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
+        ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED,
+        ACL_ERROR_API_NOT_SUPPORT,
+        ACL_ERROR_MEMORY_ADDRESS_UNALIGNED,
+        ACL_ERROR_FEATURE_UNSUPPORTED,
         ACL_SUCCESS,
         ACL_ERROR_INVALID_PARAM,
         ACL_ERROR_UNINITIALIZE,
@@ -1421,11 +1506,16 @@ fn check_consts(header: &Side, lib: &Side, out: &mut Mismatches) {
             None => out.push(*name, "library constant with no header #define"),
         }
     }
-    // HCCL_CONFIG_NOT_SET stands for every HCCL_COMM_*_CONFIG_NOT_SET.
+    // HCCL_CONFIG_NOT_SET stands for every HCCL_COMM_*_CONFIG_NOT_SET of
+    // the uint32_t fields (hcclExecTimeOut's, an int32_t -1, has a
+    // constant of its own, compared above).
     let not_set = i128::from(hccl::types::HCCL_CONFIG_NOT_SET);
     let mut any = false;
     for (name, c) in &header.consts {
-        if name.starts_with("HCCL_COMM_") && name.ends_with("_CONFIG_NOT_SET") {
+        if name.starts_with("HCCL_COMM_")
+            && name.ends_with("_CONFIG_NOT_SET")
+            && name != "HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET"
+        {
             any = true;
             if c.value != Some(not_set) {
                 out.push(
@@ -1600,6 +1690,29 @@ fn guard_catches_changed_signature_and_struct() {
         "aclprofAicoreEvents aclprofAicoreEvents",
         "aclprofAicoreEvents { uint32_t events; } aclprofAicoreEvents",
     );
+    // issue 18's surface: a version-11 config field, a parameter of a
+    // virtual-memory call and of a one-sided call
+    mutate(
+        &types_h,
+        "typedef struct HcclCommConfigDef {",
+        '}',
+        "uint32_t hcclChannelSqDepth;",
+        "uint64_t hcclChannelSqDepth;",
+    );
+    mutate(
+        &tree.0.join("acl/acl_rt.h"),
+        "aclError aclrtMapMem(",
+        ';',
+        "size_t offset",
+        "uint32_t offset",
+    );
+    mutate(
+        &tree.0.join("hccl/hccl_ex.h"),
+        "HcclResult HcclBatchPut(",
+        ';',
+        "uint32_t descNum",
+        "uint64_t descNum",
+    );
     let mutated = check_abi(&tree.0);
     let new: Vec<Mismatch> = mutated
         .iter()
@@ -1639,6 +1752,27 @@ fn guard_catches_changed_signature_and_struct() {
             &["`hcclDeterministic`", "header `i32`", "library `u32`"]
         ),
         "HcclCommConfig::hcclDeterministic's type not reported; new mismatches:\n{listing}"
+    );
+    assert!(
+        has(
+            "HcclCommConfig",
+            &["`hcclChannelSqDepth`", "header `u64`", "library `u32`"]
+        ),
+        "HcclCommConfig::hcclChannelSqDepth's type not reported; new mismatches:\n{listing}"
+    );
+    assert!(
+        has(
+            "aclrtMapMem",
+            &["`offset`", "header `u32`", "library `usize`"]
+        ),
+        "aclrtMapMem's offset parameter not reported; new mismatches:\n{listing}"
+    );
+    assert!(
+        has(
+            "HcclBatchPut",
+            &["`descNum`", "header `u64`", "library `u32`"]
+        ),
+        "HcclBatchPut's descNum parameter not reported; new mismatches:\n{listing}"
     );
     assert!(
         has(
@@ -1711,6 +1845,8 @@ fn guard_catches_changed_signature_and_struct() {
         .filter(|m| {
             ![
                 "HcclAllReduce",
+                "HcclBatchPut",
+                "aclrtMapMem",
                 "HcclSendRecvItem",
                 "HcclCommConfig",
                 "HcclDataType",

@@ -474,27 +474,7 @@ fn threads_join_with_root_info_and_form_a_sub_communicator() {
 
 /// What `static inline HcclCommConfigInit` writes (the header's function is not exported).
 fn config_init() -> HcclCommConfig {
-    let mut c = HcclCommConfig {
-        reserved: [0; HCCL_COMM_CONFIG_INFO_BYTES],
-        hcclBufferSize: HCCL_CONFIG_NOT_SET,
-        hcclDeterministic: HCCL_CONFIG_NOT_SET,
-        hcclCommName: [0; COMM_NAME_MAX_LENGTH],
-        hcclUdi: [0; UDI_MAX_LENGTH],
-        hcclOpExpansionMode: 0,
-        hcclRdmaTrafficClass: HCCL_CONFIG_NOT_SET,
-        hcclRdmaServiceLevel: HCCL_CONFIG_NOT_SET,
-    };
-    let hdr: Vec<u8> = std::mem::size_of::<HcclCommConfig>()
-        .to_ne_bytes()
-        .into_iter()
-        .chain(HCCL_COMM_CONFIG_MAGIC_WORD.to_ne_bytes())
-        .chain(5u32.to_ne_bytes())
-        .chain(0u64.to_ne_bytes())
-        .collect();
-    for (d, s) in c.reserved.iter_mut().zip(hdr) {
-        *d = s as _;
-    }
-    c
+    HcclCommConfig::default()
 }
 
 #[test]
@@ -555,7 +535,7 @@ fn bad_input_returns_the_documented_codes_and_enqueues_nothing() {
         E_PARA
     );
     assert_eq!(HcclSetConfig(3, HcclConfigValue { value: 1 }), E_PARA);
-    assert_eq!(HcclSetConfig(0, HcclConfigValue { value: 2 }), E_PARA);
+    assert_eq!(HcclSetConfig(0, HcclConfigValue { value: 3 }), E_PARA);
 
     // out-of-range ranks and counts
     assert_eq!(HcclBroadcast(src, 16, FP32, 2, c0, stream), E_PARA);
@@ -742,7 +722,7 @@ fn error_strings_are_hccls() {
     }
     assert_eq!(unsafe_free_cstr(HcclGetErrorString(999)), "unknown error");
     assert_eq!(unsafe_free_cstr(HcclGetErrorString(1042)), "unknown error");
-    assert_eq!(HcclGetCommConfigCapability(), 4);
+    assert_eq!(HcclGetCommConfigCapability(), 12);
 }
 
 /// Reads a static C string through the ACL memcpy, keeping the test free of `unsafe`.

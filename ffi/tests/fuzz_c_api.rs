@@ -573,6 +573,7 @@ fn comm_config() -> impl Strategy<Value = Cfg> {
                 hcclOpExpansionMode: mode,
                 hcclRdmaTrafficClass: tc,
                 hcclRdmaServiceLevel: sl,
+                ..HcclCommConfig::default()
             })
         },
     )

@@ -61,6 +61,17 @@ pub struct CommConfig {
     /// Log each op's entry with its arguments at info level
     /// (`HCCL_ENTRY_LOG_ENABLE=1`).
     pub entry_log: bool,
+    /// Deterministic reduction (`HCCL_DETERMINISTIC`, HCCL's
+    /// `hcclDeterministic`). Every built-in executor already reduces in an
+    /// order fixed by its plan (never by arrival), so all three settings
+    /// give bit-identical results run to run; the setting is recorded and
+    /// logged.
+    pub deterministic: Deterministic,
+    /// HCCL's operator expansion mode as requested (`HCCL_OP_EXPANSION_MODE`:
+    /// `AI_CPU`, `AIV`, `AIV_ONLY`, `HOST`, `HOST_TS`, `CCU_MS`,
+    /// `CCU_SCHED`); `None` = unset. Recorded only: ops are always expanded
+    /// on the host CPU here.
+    pub op_expansion_mode: Option<String>,
     /// Size of each of the CCL input and output buffers, bytes (`HCCL_BUFFSIZE` MB).
     pub buffer_size: usize,
     /// Bound on every wait (`HCCL_EXEC_TIMEOUT`; `None` = 0 = never).
@@ -129,6 +140,52 @@ pub struct CommConfig {
     pub channels: hccl_algorithm::rings::ChannelLimits,
 }
 
+/// HCCL's deterministic-computation setting (`HCCL_DETERMINISTIC`:
+/// `false`, `true`, `strict`; `hcclDeterministic`: 0, 1, 2).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Deterministic {
+    /// `false` / 0 (HCCL's default).
+    #[default]
+    Off,
+    /// `true` / 1: the same result for the same input, run to run.
+    On,
+    /// `strict` / 2: order-preserving reduction (every element reduced in
+    /// one fixed order), so repeated runs are bit-identical.
+    Strict,
+}
+
+impl Deterministic {
+    /// From HCCL's numeric form (0, 1, 2); `None` for anything else.
+    pub fn from_code(v: u32) -> Option<Deterministic> {
+        match v {
+            0 => Some(Deterministic::Off),
+            1 => Some(Deterministic::On),
+            2 => Some(Deterministic::Strict),
+            _ => None,
+        }
+    }
+
+    /// HCCL's numeric form (0, 1, 2).
+    pub fn code(self) -> u32 {
+        match self {
+            Deterministic::Off => 0,
+            Deterministic::On => 1,
+            Deterministic::Strict => 2,
+        }
+    }
+}
+
+/// The values `HCCL_OP_EXPANSION_MODE` takes in HCCL.
+pub const OP_EXPANSION_MODES: [&str; 7] = [
+    "AI_CPU",
+    "AIV",
+    "AIV_ONLY",
+    "HOST",
+    "HOST_TS",
+    "CCU_MS",
+    "CCU_SCHED",
+];
+
 /// Default of [`CommConfig::sockets_per_link`] (measured in
 /// docs/performance.md).
 pub(crate) const DEFAULT_SOCKETS_PER_LINK: usize = 1;
@@ -148,6 +205,8 @@ impl Default for CommConfig {
             trace_dir: None,
             trace_events: hccl_platform::DEFAULT_TIMELINE_EVENTS,
             entry_log: false,
+            deterministic: Deterministic::Off,
+            op_expansion_mode: None,
             direct_min_bytes: Some(DEFAULT_DIRECT_MIN_BYTES),
             aiv_max_bytes: Some(hccl_algorithm::AIV_MAX_BYTES as u64),
             exec_mode: ExecMode::Inline,
@@ -349,6 +408,40 @@ impl CommConfig {
                 _ => return Err(bad("HCCL_ENTRY_LOG_ENABLE", &v, "expected 0 or 1")),
             };
         }
+        if let Some(v) = env.get("HCCL_DETERMINISTIC") {
+            c.deterministic = match v.trim().to_ascii_lowercase().as_str() {
+                "false" | "" => Deterministic::Off,
+                "true" => Deterministic::On,
+                "strict" => Deterministic::Strict,
+                _ => {
+                    return Err(bad(
+                        "HCCL_DETERMINISTIC",
+                        &v,
+                        "expected false, true or strict",
+                    ))
+                }
+            };
+        }
+        if let Some(v) = env.get("HCCL_OP_EXPANSION_MODE") {
+            let t = v.trim();
+            if !t.is_empty() {
+                let m = OP_EXPANSION_MODES
+                    .iter()
+                    .find(|m| m.eq_ignore_ascii_case(t))
+                    .ok_or_else(|| {
+                        bad(
+                            "HCCL_OP_EXPANSION_MODE",
+                            &v,
+                            "expected AI_CPU, AIV, AIV_ONLY, HOST, HOST_TS, CCU_MS or CCU_SCHED",
+                        )
+                    })?;
+                tracing::info!(
+                    mode = m,
+                    "HCCL_OP_EXPANSION_MODE is recorded only: ops are expanded on the host CPU"
+                );
+                c.op_expansion_mode = Some((*m).to_owned());
+            }
+        }
         if let Some(v) = env.get("HCCL_RS_FR_DUMP_DIR") {
             let v = v.trim();
             if !v.is_empty() {
@@ -453,6 +546,27 @@ mod tests {
     }
 
     #[test]
+    fn deterministic_and_expansion_mode_from_the_environment() {
+        let c = CommConfig::from_source(&[][..]).unwrap();
+        assert_eq!(c.deterministic, Deterministic::Off);
+        assert_eq!(c.op_expansion_mode, None);
+        for (v, d) in [
+            ("false", Deterministic::Off),
+            ("true", Deterministic::On),
+            ("strict", Deterministic::Strict),
+            ("STRICT", Deterministic::Strict),
+        ] {
+            let c = CommConfig::from_source(&[("HCCL_DETERMINISTIC", v)][..]).unwrap();
+            assert_eq!(c.deterministic, d, "{v}");
+        }
+        assert_eq!(Deterministic::from_code(2), Some(Deterministic::Strict));
+        assert_eq!(Deterministic::from_code(3), None);
+        assert_eq!(Deterministic::Strict.code(), 2);
+        let c = CommConfig::from_source(&[("HCCL_OP_EXPANSION_MODE", "aiv")][..]).unwrap();
+        assert_eq!(c.op_expansion_mode.as_deref(), Some("AIV"));
+    }
+
+    #[test]
     fn yields_before_parking_reach_the_device() {
         let c = CommConfig::from_source(&[][..]).unwrap();
         assert_eq!(c.device_config(1).yields, DeviceConfig::default().yields);
@@ -522,6 +636,8 @@ mod tests {
             ),
             ("HCCL_RS_TRACE_EVENTS", "0", "from 1 to 67108864"),
             ("HCCL_ENTRY_LOG_ENABLE", "yes", "expected 0 or 1"),
+            ("HCCL_DETERMINISTIC", "2", "expected false, true or strict"),
+            ("HCCL_OP_EXPANSION_MODE", "GPU", "expected AI_CPU"),
             ("HCCL_RS_MAX_CHANNELS", "33", "a channel count from 1 to 32"),
             (
                 "HCCL_RS_MAX_CHANNELS",

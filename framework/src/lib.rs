@@ -51,7 +51,7 @@ pub use sym_window::SymWindow;
 // other source of variables; `HCCL_ALGO` parsed.
 pub use affinity::CpuAffinity;
 pub use algo_env::{AlgoConfig, LevelAlgos};
-pub use config::{CommConfig, EnvSource};
+pub use config::{CommConfig, Deterministic, EnvSource, OP_EXPANSION_MODES};
 
 // Bootstrap: HCCL's root info, which the root hands to the other ranks
 // (in memory, or through a file the adapter and tools read).

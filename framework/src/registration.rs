@@ -42,8 +42,9 @@ impl MemRegistration {
 struct RegEntry {
     id: u64,
     mem: DeviceMem,
-    /// The peers' registrations mapped by `exchange_mem`, by rank.
-    peers: Vec<(u32, DeviceMem)>,
+    /// The peers' registrations mapped by `exchange_mem`, by rank, with
+    /// the address each starts at in its owner's process.
+    peers: Vec<(u32, DeviceMem, u64)>,
     /// Claims those mappings in the process-wide cache.
     imports: ImportOwner,
 }
@@ -83,8 +84,9 @@ impl CommMemory {
     }
 }
 
-/// Bytes of a registration record: the handle and a marker.
-const RECORD: usize = 8 + MemHandle::WIRE;
+/// Bytes of a registration record: a marker, the memory's address in its
+/// owner's process (one-sided ops name peer memory by it), the handle.
+const RECORD: usize = 16 + MemHandle::WIRE;
 /// "This record holds a handle" ("HREG").
 const RECORD_MAGIC: u64 = 0x4745_5248;
 
@@ -177,7 +179,7 @@ impl Communicator {
                 ))));
             }
         }
-        let handle = {
+        let (handle, base) = {
             let regs = self.memory().regs.lock().unwrap_or_else(|p| p.into_inner());
             let e = regs.iter().find(|r| r.id == reg.id).ok_or_else(|| {
                 ctx(HcclError::para(format!(
@@ -185,13 +187,16 @@ impl Communicator {
                     reg.id
                 )))
             })?;
-            e.mem
+            let h = e
+                .mem
                 .share_handle()
-                .ok_or_else(|| ctx(HcclError::internal("registered memory has no handle")))?
+                .ok_or_else(|| ctx(HcclError::internal("registered memory has no handle")))?;
+            (h, e.mem.addr() as usize as u64)
         };
         let mut record = [0u8; RECORD];
         record[..8].copy_from_slice(&RECORD_MAGIC.to_le_bytes());
-        record[8..].copy_from_slice(&handle.to_bytes());
+        record[8..16].copy_from_slice(&base.to_le_bytes());
+        record[16..].copy_from_slice(&handle.to_bytes());
         let theirs = self
             .exchange_records("ExchangeMem", &record, peers)
             .map_err(ctx)?;
@@ -204,7 +209,8 @@ impl Communicator {
         })?;
         for (&q, rec) in peers.iter().zip(&theirs) {
             let magic = u64::from_le_bytes(rec[..8].try_into().expect("8 bytes"));
-            let h = rec[8..]
+            let their_base = u64::from_le_bytes(rec[8..16].try_into().expect("8 bytes"));
+            let h = rec[16..]
                 .try_into()
                 .ok()
                 .and_then(MemHandle::from_bytes)
@@ -222,8 +228,8 @@ impl Communicator {
                     .peer(q)
                     .during(format!("mapping rank {q}'s registered memory")))
             })?;
-            e.peers.retain(|(r, _)| *r != q);
-            e.peers.push((q, m));
+            e.peers.retain(|(r, _, _)| *r != q);
+            e.peers.push((q, m, their_base));
         }
         Ok(())
     }
@@ -234,7 +240,55 @@ impl Communicator {
         let regs = self.memory().regs.lock().unwrap_or_else(|p| p.into_inner());
         regs.iter()
             .find(|r| r.id == reg.id)
-            .map(|e| e.peers.clone())
+            .map(|e| e.peers.iter().map(|(q, m, _)| (*q, m.clone())).collect())
             .unwrap_or_default()
+    }
+
+    /// `len` bytes at `remote_addr` in rank `peer`'s process, as this
+    /// process maps them: the range must lie in memory `peer` registered
+    /// and exchanged with this rank ([`exchange_mem`](Self::exchange_mem),
+    /// under any of this communicator's registrations). HCCL's one-sided
+    /// `HcclBatchPut` / `HcclBatchGet` name peer memory this way. Errors: a
+    /// peer out of range or this rank (`HCCL_E_PARA`); a peer on another
+    /// host (`HCCL_E_NOT_SUPPORT`, naming both hosts: its memory cannot be
+    /// mapped here); a range outside every exchanged registration of the
+    /// peer (`HCCL_E_PARA`).
+    pub fn remote_mem(&self, peer: u32, remote_addr: u64, len: usize) -> Result<DeviceMem> {
+        let me = self.rank();
+        if peer >= self.size() || peer == me {
+            return Err(HcclError::para(format!(
+                "remote rank {peer} is not a peer of rank {me} in {} ranks",
+                self.size()
+            ))
+            .rank(me));
+        }
+        if !self.same_host(peer) {
+            return Err(HcclError::not_support(format!(
+                "rank {peer} is on host {}, this rank ({me}) on host {}: one-sided operations \
+                 reach only the registered memory of ranks on this host",
+                self.host_of(peer),
+                self.host_of(me)
+            ))
+            .rank(me)
+            .peer(peer));
+        }
+        let regs = self.memory().regs.lock().unwrap_or_else(|p| p.into_inner());
+        let end = remote_addr.checked_add(len as u64);
+        for (_, m, base) in regs
+            .iter()
+            .flat_map(|r| r.peers.iter())
+            .filter(|p| p.0 == peer)
+        {
+            let top = *base + m.len() as u64;
+            if remote_addr >= *base && end.is_some_and(|e| e <= top) {
+                return m.range((remote_addr - base) as usize, len);
+            }
+        }
+        Err(HcclError::para(format!(
+            "[{remote_addr:#x}, +{len}) is not inside memory rank {peer} registered and exchanged \
+             with this rank (HcclCommRegister + HcclCommExchangeMem on both sides)"
+        ))
+        .rank(me)
+        .peer(peer))
     }
 }

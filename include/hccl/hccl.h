@@ -82,7 +82,7 @@ extern HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError);
 /** A static description of a result code. */
 extern const char *HcclGetErrorString(HcclResult code);
 
-/** The first HcclCommConfigCapability this library does not support. */
+/** The first HcclCommConfigCapability this library does not support (12: all, as HCCL). */
 extern uint32_t HcclGetCommConfigCapability(void);
 
 /* ---- collectives -------------------------------------------------------- */
@@ -185,6 +185,17 @@ static inline void HcclCommConfigInit(HcclCommConfig *config)
     config->hcclOpExpansionMode = HCCL_COMM_DEFAULT_OP_EXPANSION_MODE;
     config->hcclRdmaTrafficClass = HCCL_COMM_TRAFFIC_CLASS_CONFIG_NOT_SET;
     config->hcclRdmaServiceLevel = HCCL_COMM_SERVICE_LEVEL_CONFIG_NOT_SET;
+    config->hcclWorldRankID = 0;
+    config->hcclJobID = 0;
+    config->aclGraphZeroCopyEnable = 0;
+    config->hcclExecTimeOut = HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET;
+    config->hcclAlgo[0] = '\0';
+    config->hcclRetryEnable[0] = '\0';
+    config->hcclRetryParams[0] = '\0';
+    config->hcclBufferName[0] = '\0';
+    config->hcclQos = HCCL_COMM_QOS_CONFIG_NOT_SET;
+    config->hcclSymWinMaxMemSizePerRank = HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE;
+    config->hcclChannelSqDepth = HCCL_COMM_SQ_DEPTH_CONFIG_NOT_SET;
 }
 
 #ifdef __cplusplus

@@ -52,6 +52,71 @@ extern HcclResult HcclCommSymWinDeregister(HcclCommSymWindow winHandle);
 extern HcclResult HcclCommSymWinGet(HcclComm comm, void *ptr, size_t size, HcclCommSymWindow *winHandle,
     size_t *offset);
 
+/* ---- state: suspend, resume, status, callbacks ------------------------------ */
+
+/**
+ * Suspends the communicator: later ops on it (collectives, send/receive,
+ * one-sided) fail with HCCL_E_SUSPENDING and enqueue nothing; ops already
+ * enqueued run to completion. Idempotent.
+ */
+extern HcclResult HcclCommSuspend(HcclComm comm);
+
+/** Called on state changes of every communicator: comm, phase, the registered args. */
+typedef HcclResult (*HcclCommStateCallback)(HcclComm comm, HcclCommStatePhase state, void *args);
+
+/**
+ * Registers (or, for a regName registered before, replaces) a process-wide
+ * callback, called before and after HcclCommDestroy and HcclCommResume of any
+ * communicator. A callback's failure is logged and does not stop the call.
+ */
+extern HcclResult HcclCommRegCommStateCallback(const char *regName, HcclCommStateCallback cb, void *args);
+
+/** Undoes HcclCommSuspend: ops are accepted again. */
+extern HcclResult HcclCommResume(HcclComm comm);
+
+/** The state of the communicator named commId (HcclGetCommName) in this process. */
+extern HcclResult HcclCommGetStatus(const char *commId, HcclCommStatus *status);
+
+/**
+ * The communicator named commName in this process. Several of this process
+ * with that name (threads as ranks): the one created on the calling thread's
+ * current device; HCCL_E_NOT_FOUND if none.
+ */
+extern HcclResult HcclCommGetHandleWithName(const char *commName, HcclComm *comm);
+
+/**
+ * Switches ranks[i] to its backup NIC when useBackup[i]. CPUs have no device
+ * NICs: checked, recorded and logged; nothing changes.
+ */
+extern HcclResult HcclCommWorkingDevNicSet(HcclComm comm, uint32_t *ranks, bool *useBackup, uint32_t nRanks);
+
+/* ---- configuration queries ------------------------------------------------- */
+
+typedef enum {
+    HCCL_OP_EXPANSION_MODE_INVALID = -1,
+    HCCL_OP_EXPANSION_MODE_AI_CPU = 0,
+    HCCL_OP_EXPANSION_MODE_AIV = 1,
+    HCCL_OP_EXPANSION_MODE_HOST = 2,
+    HCCL_OP_EXPANSION_MODE_HOST_TS = 3,
+    HCCL_OP_EXPANSION_MODE_CCU_MS = 4,
+    HCCL_OP_EXPANSION_MODE_CCU_SCHED = 5,
+    HCCL_OP_EXPANSION_AIV_ONLY = 6
+} HcclOpExpansionMode;
+
+typedef enum {
+    HCCL_CONFIG_TYPE_INVALID = -1,
+    HCCL_CONFIG_TYPE_OP_EXPANSION_MODE = 0
+} HcclConfigType;
+
+typedef HcclOpExpansionMode HcclConfigTypeOpExpansionMode;
+
+/**
+ * Reads a configuration item of the communicator into info (infoLen bytes).
+ * HCCL_CONFIG_TYPE_OP_EXPANSION_MODE: an HcclOpExpansionMode, always
+ * HCCL_OP_EXPANSION_MODE_HOST here (ops are expanded on the host CPU).
+ */
+extern HcclResult HcclConfigGetInfo(HcclComm comm, HcclConfigType cfgType, uint32_t infoLen, void *info);
+
 #ifdef __cplusplus
 }
 #endif

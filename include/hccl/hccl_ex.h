@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include <hccl/hccl_types.h>
+#include <acl/acl_base.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -29,6 +30,30 @@ extern HcclResult HcclCommDeregister(HcclComm comm, void *handle);
  */
 extern HcclResult HcclCommExchangeMem(HcclComm comm, void *windowHandle, uint32_t *peerRanks,
     uint32_t peerRankNum);
+
+/* ---- one-sided operations ------------------------------------------------ */
+
+/** One transfer of HcclBatchPut / HcclBatchGet. */
+typedef struct {
+    void *localAddr;       /**< this rank's buffer */
+    void *remoteAddr;      /**< an address in the remote rank's process, in memory it registered and exchanged */
+    uint64_t count;        /**< elements */
+    HcclDataType dataType; /**< element type */
+} HcclOneSideOpDesc;
+
+/**
+ * Enqueues on stream one copy per descriptor from localAddr into remoteRank's
+ * memory at remoteAddr (which remoteRank registered with HcclCommRegister and
+ * exchanged with this rank by HcclCommExchangeMem): the peer's memory is mapped
+ * here, so each copy is one memcpy. No synchronization with the peer is
+ * implied. A peer on another host: HCCL_E_NOT_SUPPORT.
+ */
+extern HcclResult HcclBatchPut(HcclComm comm, uint32_t remoteRank, HcclOneSideOpDesc *desc, uint32_t descNum,
+    aclrtStream stream);
+
+/** As HcclBatchPut, copying from remoteRank's memory at remoteAddr into localAddr. */
+extern HcclResult HcclBatchGet(HcclComm comm, uint32_t remoteRank, HcclOneSideOpDesc *desc, uint32_t descNum,
+    aclrtStream stream);
 
 /*
  * hccl-rs extensions (not in HCCL): diagnosis on request.

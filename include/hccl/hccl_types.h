@@ -85,7 +85,7 @@ typedef enum {
 
 /** Process-wide options of HcclSetConfig / HcclGetConfig. */
 typedef enum {
-    HCCL_DETERMINISTIC = 0, /**< 0: non-deterministic, 1: deterministic */
+    HCCL_DETERMINISTIC = 0, /**< 0: non-deterministic, 1: deterministic, 2: strict (order-preserving) */
     HCCL_CONFIG_RESERVED
 } HcclConfig;
 
@@ -97,6 +97,10 @@ typedef union HcclConfigValue {
 #define HCCL_ROOT_INFO_BYTES 4108 /* bytes in HcclRootInfo */
 #define COMM_NAME_MAX_LENGTH 128  /* bytes in a communicator name, NUL included */
 #define UDI_MAX_LENGTH 128        /* bytes in HcclCommConfig::hcclUdi */
+#define BUFFER_NAME_MAX_LENGTH 128            /* bytes in HcclCommConfig::hcclBufferName */
+#define HCCL_COMM_ALGO_MAX_LENGTH 1600        /* bytes in HcclCommConfig::hcclAlgo */
+#define HCCL_COMM_RETRY_ENABLE_MAX_LENGTH 50  /* bytes in HcclCommConfig::hcclRetryEnable */
+#define HCCL_COMM_RETRY_PARAMS_MAX_LENGTH 128 /* bytes in HcclCommConfig::hcclRetryParams */
 
 /** What the root rank hands every rank to form a communicator. */
 typedef struct HcclRootInfoDef {
@@ -105,7 +109,7 @@ typedef struct HcclRootInfoDef {
 
 #define HCCL_COMM_CONFIG_INFO_BYTES 24
 #define HCCL_COMM_CONFIG_MAGIC_WORD 0xf0f0f0f0u
-#define HCCL_COMM_CONFIG_VERSION 5
+#define HCCL_COMM_CONFIG_VERSION 11
 #define HCCL_COMM_DEFAULT_BUFFSIZE 200 /* MB */
 #define HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET 0xffffffffu
 #define HCCL_COMM_DEFAULT_DETERMINISTIC 0
@@ -113,22 +117,39 @@ typedef struct HcclRootInfoDef {
 #define HCCL_COMM_DEFAULT_OP_EXPANSION_MODE 0
 #define HCCL_COMM_TRAFFIC_CLASS_CONFIG_NOT_SET 0xffffffffu
 #define HCCL_COMM_SERVICE_LEVEL_CONFIG_NOT_SET 0xffffffffu
+#define HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET (-1) /* int32_t 0xffffffff */
+#define HCCL_COMM_QOS_CONFIG_NOT_SET 0xffffffffu
+#define HCCL_COMM_SQ_DEPTH_CONFIG_NOT_SET 0xffffffffu
+#define HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE 16ULL /* GB */
 
 /**
- * Per-communicator configuration. The first HCCL_COMM_CONFIG_INFO_BYTES
- * bytes are a versioned header (size_t size, uint32_t magic, uint32_t
- * version, uint64_t reserved) written by HcclCommConfigInit; the library
- * reads only the fields the header's size covers.
+ * Per-communicator configuration (version 11, 2248 bytes). The first
+ * HCCL_COMM_CONFIG_INFO_BYTES bytes are a versioned header (size_t size,
+ * uint32_t magic, uint32_t version, uint64_t reserved) written by
+ * HcclCommConfigInit; the library reads only the fields the header's size
+ * covers (hcclQos from version 10, hcclChannelSqDepth from version 11), so
+ * programs built with an older, shorter layout keep working.
  */
 typedef struct HcclCommConfigDef {
     char reserved[HCCL_COMM_CONFIG_INFO_BYTES];
-    uint32_t hcclBufferSize;    /**< CCL buffer size in MB */
-    uint32_t hcclDeterministic; /**< 0 or 1 */
+    uint32_t hcclBufferSize;    /**< CCL buffer size in MB (takes effect) */
+    uint32_t hcclDeterministic; /**< 0, 1 or 2 (strict) */
     char hcclCommName[COMM_NAME_MAX_LENGTH];
     char hcclUdi[UDI_MAX_LENGTH];
-    uint32_t hcclOpExpansionMode; /**< 0 default, 1 host, 2 aicpu, 3 aiv */
+    uint32_t hcclOpExpansionMode; /**< 0..6; recorded (ops expand on the host CPU here) */
     uint32_t hcclRdmaTrafficClass;
     uint32_t hcclRdmaServiceLevel;
+    uint32_t hcclWorldRankID;        /**< recorded */
+    uint64_t hcclJobID;              /**< recorded */
+    uint8_t aclGraphZeroCopyEnable;  /**< 0 or 1; recorded */
+    int32_t hcclExecTimeOut;         /**< s, like HCCL_EXEC_TIMEOUT (takes effect) */
+    char hcclAlgo[HCCL_COMM_ALGO_MAX_LENGTH]; /**< HCCL_ALGO form (takes effect) */
+    char hcclRetryEnable[HCCL_COMM_RETRY_ENABLE_MAX_LENGTH]; /**< recorded */
+    char hcclRetryParams[HCCL_COMM_RETRY_PARAMS_MAX_LENGTH]; /**< recorded */
+    char hcclBufferName[BUFFER_NAME_MAX_LENGTH];             /**< recorded */
+    uint32_t hcclQos;                          /**< 0..7; recorded */
+    uint64_t hcclSymWinMaxMemSizePerRank;      /**< GB; bounds HcclCommSymWinRegister */
+    uint32_t hcclChannelSqDepth;               /**< recorded */
 } HcclCommConfig;
 
 /** Configuration fields; HcclGetCommConfigCapability returns the first unsupported one. */
@@ -138,6 +159,13 @@ typedef enum {
     HCCL_COMM_CONFIG_COMM_NAME = 2,
     HCCL_COMM_CONFIG_OP_EXPANSION_MODE = 3,
     HCCL_COMM_CONFIG_SUPPORT_INIT_BY_ENV = 4,
+    HCCL_COMM_CONFIG_WORLD_RANKID = 5,
+    HCCL_COMM_CONFIG_JOBID = 6,
+    HCCL_COMM_CONFIG_ACLGRAPH_ZEROCOPY_ENABLE = 7,
+    HCCL_COMM_CONFIG_EXEC_TIMEOUT = 8,
+    HCCL_COMM_CONFIG_ALGO = 9,
+    HCCL_COMM_CONFIG_RETRY = 10,
+    HCCL_COMM_CONFIG_BUFFER_NAME = 11,
     HCCL_COMM_CONFIG_RESERVED
 } HcclCommConfigCapability;
 
@@ -156,6 +184,23 @@ typedef struct HcclSendRecvItemDef {
     HcclDataType dataType;
     uint32_t remoteRank;
 } HcclSendRecvItem;
+
+/** A communicator's state (HcclCommGetStatus). */
+typedef enum {
+    HCCL_COMM_STATUS_READY = 0,      /**< ops are accepted */
+    HCCL_COMM_STATUS_SUSPENDING = 1, /**< suspended (HcclCommSuspend): ops give HCCL_E_SUSPENDING */
+    HCCL_COMM_STATUS_INVALID = 254,  /**< broken in the background (HcclGetCommAsyncError says why) */
+    HCCL_COMM_STATUS_RESERVED = 255
+} HcclCommStatus;
+
+/** When a state callback (HcclCommRegCommStateCallback) is called. */
+typedef enum {
+    HCCL_COMM_STATE_PHASE_INVALID = -1,
+    HCCL_COMM_STATE_PHASE_DESTROY_PRE = 0,  /**< before HcclCommDestroy */
+    HCCL_COMM_STATE_PHASE_DESTROY_POST = 1, /**< after HcclCommDestroy */
+    HCCL_COMM_STATE_PHASE_RESUME_PRE = 2,   /**< before HcclCommResume */
+    HCCL_COMM_STATE_PHASE_RESUME_POST = 3   /**< after HcclCommResume */
+} HcclCommStatePhase;
 
 #ifdef __cplusplus
 }

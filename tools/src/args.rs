@@ -49,20 +49,26 @@ pub struct PerfArgs {
     #[arg(required_unless_present_any = ["list_executors", "calibrate"])]
     pub op_name: Option<String>,
     /// Ranks (threads of this process; processes with --transport process).
-    #[arg(short = 'p', long = "npus", default_value_t = 8)]
+    /// Default, as hccl_test: the number of devices (`HCCL_RS_DEVICE_COUNT`,
+    /// else 8).
+    #[arg(short = 'p', long = "npus", default_value_t = default_npus())]
     pub npus: u32,
-    /// Smallest message size (K/M/G suffixes).
-    #[arg(short = 'b', long = "minbytes", default_value = "8", value_parser = parse_size)]
+    /// Smallest message size (K/M/G suffixes; hccl_test's default 64M).
+    #[arg(short = 'b', long = "minbytes", default_value = "64M", value_parser = parse_size)]
     pub minbytes: u64,
-    /// Largest message size (K/M/G suffixes).
+    /// Largest message size (K/M/G suffixes; hccl_test's default 64M).
     #[arg(short = 'e', long = "maxbytes", default_value = "64M", value_parser = parse_size)]
     pub maxbytes: u64,
-    /// Additive step between sizes (used when no step factor is given).
+    /// Additive step between sizes (K/M/G suffixes). Neither this nor
+    /// `-f` given: (maxbytes − minbytes) / 10, as hccl_test; 0 = minbytes
+    /// only.
     #[arg(short = 'i', long = "stepbytes", value_parser = parse_size)]
     pub stepbytes: Option<u64>,
-    /// Multiplicative step between sizes.
+    /// Multiplicative step between sizes, a number above 1.0 (e.g. 2 or
+    /// 1.5); wins over `-i` when both are given (with a warning), as in
+    /// hccl_test.
     #[arg(short = 'f', long = "stepfactor")]
-    pub stepfactor: Option<u64>,
+    pub stepfactor: Option<f64>,
     /// Timed iterations per size (the average), and iterations of the
     /// per-op pass behind p50/p99/max (see the columns below).
     #[arg(short = 'n', long = "iters", default_value_t = 20)]
@@ -82,8 +88,8 @@ pub struct PerfArgs {
     /// Root rank (rooted collectives).
     #[arg(short = 'r', long = "root", default_value_t = 0)]
     pub root: u32,
-    /// Check results: 1 = yes, 0 = no.
-    #[arg(short = 'c', long = "check", default_value_t = 1)]
+    /// Check results: 1 = yes, 0 = no (hccl_test refuses other values).
+    #[arg(short = 'c', long = "check", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1))]
     pub check: u8,
     /// Zero copy: 1 = the send and receive buffers are shareable memory
     /// registered with the communicator, so ops run in graph mode straight
@@ -184,6 +190,16 @@ pub struct PerfArgs {
 }
 
 /// Parses `8`, `64K`, `16M`, `1G` (binary multiples).
+/// hccl_test's `-p` default: the number of devices the runtime reports
+/// (`HCCL_RS_DEVICE_COUNT`, else 8, as the ACL shim).
+fn default_npus() -> u32 {
+    std::env::var("HCCL_RS_DEVICE_COUNT")
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(8)
+}
+
 pub(crate) fn parse_size(s: &str) -> std::result::Result<u64, String> {
     let s = s.trim();
     let (num, mult) = match s.chars().last().map(|c| c.to_ascii_uppercase()) {

@@ -148,6 +148,28 @@ pub(crate) fn sizes(args: &PerfArgs, elem: u64) -> Result<Vec<u64>> {
             args.minbytes, args.maxbytes
         )));
     }
+    // hccl_test's steps: -f (a factor above 1.0) wins over -i; without
+    // either, a tenth of the range; -i 0 (or an empty range) visits
+    // minbytes only
+    enum Step {
+        Factor(f64),
+        Bytes(u64),
+    }
+    let step = match (args.stepfactor, args.stepbytes) {
+        (Some(f), _) if !(f > 1.0 && f.is_finite()) => {
+            return Err(HcclError::para(format!(
+                "stepfactor must be a number above 1.0 (got {f})"
+            )))
+        }
+        (Some(f), bytes) => {
+            if bytes.is_some() {
+                tracing::warn!("both -f/--stepfactor and -i/--stepbytes given: -f is used");
+            }
+            Step::Factor(f)
+        }
+        (None, Some(s)) => Step::Bytes(s),
+        (None, None) => Step::Bytes((args.maxbytes - args.minbytes) / 10),
+    };
     let mut out = Vec::new();
     let mut b = args.minbytes;
     loop {
@@ -155,21 +177,22 @@ pub(crate) fn sizes(args: &PerfArgs, elem: u64) -> Result<Vec<u64>> {
         if out.last() != Some(&rounded) {
             out.push(rounded);
         }
-        let next = match (args.stepfactor, args.stepbytes) {
-            (Some(f), _) if f >= 2 => b.saturating_mul(f),
-            (Some(f), _) => {
-                return Err(HcclError::para(format!(
-                    "stepfactor must be at least 2 (got {f})"
-                )))
+        let next = match step {
+            Step::Factor(f) => {
+                let n = (b.max(1) as f64 * f).ceil();
+                if n >= u64::MAX as f64 {
+                    u64::MAX
+                } else {
+                    (n as u64).max(b + 1)
+                }
             }
-            (None, Some(s)) if s > 0 => b.saturating_add(s),
-            (None, Some(_)) => return Err(HcclError::para("stepbytes must be positive")),
-            (None, None) => b.saturating_mul(2),
+            Step::Bytes(0) => break,
+            Step::Bytes(s) => b.saturating_add(s),
         };
         if next > args.maxbytes || next == b {
             break;
         }
-        b = next.max(1);
+        b = next;
     }
     Ok(out)
 }
@@ -1329,6 +1352,34 @@ mod tests {
         assert_eq!(sizes(&a, 4).unwrap(), vec![8, 24, 40]);
         let a = args(&["-b", "64", "-e", "8"]);
         assert!(sizes(&a, 4).is_err());
+    }
+
+    #[test]
+    fn hccl_test_defaults_and_steps() {
+        // hccl_test: 64M to 64M (one size), 20 iterations, 10 warm-ups, check on
+        let a = args(&[]);
+        assert_eq!((a.minbytes, a.maxbytes), (64 << 20, 64 << 20));
+        assert_eq!((a.iters, a.warmup_iters, a.check), (20, 10, 1));
+        assert_eq!(sizes(&a, 4).unwrap(), vec![64 << 20]);
+        // no step given: a tenth of the range
+        let a = args(&["-b", "0", "-e", "1000"]);
+        assert_eq!(
+            sizes(&a, 4).unwrap(),
+            (0..=10).map(|i| i * 100).collect::<Vec<u64>>()
+        );
+        // -i 0: minbytes only
+        let a = args(&["-b", "8", "-e", "64", "-i", "0"]);
+        assert_eq!(sizes(&a, 4).unwrap(), vec![8]);
+        // a fractional factor, and -f winning over -i
+        let a = args(&["-b", "1K", "-e", "4K", "-f", "1.5", "-i", "8"]);
+        assert_eq!(sizes(&a, 4).unwrap(), vec![1024, 1536, 2304, 3456]);
+        for bad in ["1", "1.0", "0.5", "-2", "inf"] {
+            let a = PerfArgs::try_parse_from(["hccl-test", "all_reduce", "-f", bad]);
+            assert!(a.is_err() || sizes(&a.unwrap(), 4).is_err(), "-f {bad}");
+        }
+        // -c takes 0 or 1 only
+        assert!(PerfArgs::try_parse_from(["hccl-test", "all_reduce", "-c", "2"]).is_err());
+        assert_eq!(args(&["-c", "0"]).check, 0);
     }
 
     #[test]

@@ -312,6 +312,57 @@ fn bad_arguments_fail_with_a_message() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("minbytes 64 is larger than maxbytes 8"));
 }
 
+/// hccl_test's defaults and steps: no -b/-e is one 64 MiB size; -f takes a
+/// fractional factor; -c takes 0 or 1 only.
+#[test]
+fn hccl_test_defaults_and_flags() {
+    let out = hccl_test(&["all_gather", "-p", "2", "-n", "1", "-w", "0"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(
+            "the minbytes is 67108864, maxbytes is 67108864, iters is 1, warmup_iters is 0"
+        ),
+        "{stdout}"
+    );
+    let rows: Vec<&str> = stdout.lines().filter(|l| l.contains("success")).collect();
+    assert_eq!(rows.len(), 1, "{stdout}");
+    assert!(rows[0].trim_start().starts_with("67108864"), "{stdout}");
+    let out = hccl_test(&[
+        "all_reduce",
+        "-p",
+        "2",
+        "-b",
+        "1K",
+        "-e",
+        "4K",
+        "-f",
+        "1.5",
+        "-n",
+        "1",
+        "-w",
+        "0",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let sizes: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("success"))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(sizes, ["1024", "1536", "2304", "3456"], "{stdout}");
+    let out = hccl_test(&["all_reduce", "-p", "2", "-c", "2"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--check"));
+    let out = hccl_test(&["all_reduce", "-p", "2", "-f", "1.0"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stepfactor must be a number above 1.0"));
+}
+
 /// `-d hif8|fp8e4m3|fp8e5m2|fp8e8m0`: every op that moves data without
 /// reducing it checks each FP8 type byte for byte (ranks as threads, and
 /// as processes for AllGather, Broadcast and AllToAll); the reducing ops

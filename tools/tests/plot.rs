@@ -110,6 +110,8 @@ fn plot_of_a_sweep(transport: &str) {
         "8",
         "-e",
         "64K",
+        "-f",
+        "2",
         "-n",
         "3",
         "-w",
@@ -291,7 +293,17 @@ fn bad_plot_paths_and_inputs_fail_with_a_message() {
         assert_fails(&out, transport, "cannot write the plot to");
         assert!(out.stdout.is_empty(), "{transport}: measured anyway");
     }
-    let out = hccl_test(&["all_reduce", "-p", "2", "-e", "8", "--plot", &dir.path("")]);
+    let out = hccl_test(&[
+        "all_reduce",
+        "-p",
+        "2",
+        "-b",
+        "8",
+        "-e",
+        "8",
+        "--plot",
+        &dir.path(""),
+    ]);
     assert_fails(&out, "a directory", "is a directory");
     assert!(!Path::new(&nowhere).exists());
 

@@ -39,6 +39,13 @@ impl HcclComm {
         self.communicator().exchanged_peers(reg)
     }
 
+    /// `len` bytes at `remote_addr` in rank `peer`'s process, mapped here
+    /// (memory `peer` registered and exchanged with this rank). See
+    /// [`Communicator::remote_mem`](hccl_framework::Communicator::remote_mem).
+    pub fn remote_mem(&self, peer: u32, remote_addr: u64, len: usize) -> Result<DeviceMem> {
+        self.communicator().remote_mem(peer, remote_addr, len)
+    }
+
     /// Registers `mem` as this rank's part of a symmetric window
     /// (collective; every rank's of the same size). See
     /// [`Communicator::sym_win_register`](hccl_framework::Communicator::sym_win_register).

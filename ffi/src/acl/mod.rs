@@ -22,16 +22,20 @@ mod device;
 mod event;
 mod graph;
 mod memory;
+mod modes;
 mod placement;
 mod prof;
 mod stream;
+mod vmm;
 
 pub use device::*;
 pub use event::*;
 pub use graph::*;
 pub use memory::*;
+pub use modes::*;
 pub use prof::*;
 pub use stream::*;
+pub use vmm::*;
 
 pub(crate) use placement::{bind_device, current_device};
 pub(crate) use prof::device_appeared;

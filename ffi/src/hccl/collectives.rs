@@ -23,8 +23,9 @@ fn reduce_op(code: HcclReduceOp) -> Result<ReduceOp> {
 }
 
 /// The communicator and the platform stream of an op call.
-fn target(comm: HcclComm, stream: aclrtStream) -> Result<(Arc<CommEntry>, Stream)> {
+pub(super) fn target(comm: HcclComm, stream: aclrtStream) -> Result<(Arc<CommEntry>, Stream)> {
     let c = lookup(comm)?;
+    c.check_active()?;
     let s = stream_for_op(stream, c.comm.device())?;
     Ok((c, s))
 }

@@ -1,6 +1,6 @@
 //! Communicator setup, queries and process-wide options.
 
-use super::config::{comm_config, DETERMINISTIC};
+use super::config::{comm_config, env_config, CommExtras, DETERMINISTIC};
 use super::memory_ranges::Registration;
 use crate::acl::{bind_device, current_device, device_appeared};
 use crate::guard::{hccl, non_null};
@@ -8,7 +8,7 @@ use crate::handles::Registry;
 use crate::types::*;
 use hccl_adapter::{HcclComm as Comm, HcclError, Result, RootInfo};
 use std::ffi::{c_char, CStr};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// What an `HcclComm` handle stands for.
@@ -22,6 +22,26 @@ pub(crate) struct CommEntry {
     /// The ACL device it was created on (whose new streams run on its
     /// platform device; profiling that ACL device records it).
     pub acl_device: i32,
+    /// The configuration fields recorded (and the symmetric-window bound).
+    pub extras: CommExtras,
+    /// Suspended (`HcclCommSuspend`): ops fail with `HCCL_E_SUSPENDING`.
+    pub suspended: AtomicBool,
+    /// `HcclCommWorkingDevNicSet`'s last request, by rank (recorded only).
+    pub nic_backup: Mutex<Vec<(u32, bool)>>,
+}
+
+impl CommEntry {
+    /// `HCCL_E_SUSPENDING` while the communicator is suspended.
+    pub(crate) fn check_active(&self) -> Result<()> {
+        if self.suspended.load(Ordering::Acquire) {
+            return Err(HcclError::suspending(format!(
+                "communicator {} (rank {}) is suspended (HcclCommSuspend); HcclCommResume it first",
+                self.comm.name(),
+                self.comm.rank()
+            )));
+        }
+        Ok(())
+    }
 }
 
 pub(crate) static COMMS: Registry<CommEntry> = Registry::new(0x1c);
@@ -38,8 +58,8 @@ pub(crate) fn lookup(h: HcclComm) -> Result<Arc<CommEntry>> {
 }
 
 /// Registers a new communicator: this thread's device runs on its device.
-fn publish(comm: Comm, out: *mut HcclComm) -> Result<()> {
-    let h = register(comm, current_device());
+fn publish(comm: Comm, extras: CommExtras, out: *mut HcclComm) -> Result<()> {
+    let h = register(comm, current_device(), extras);
     // SAFETY: `out` was checked non-null by the caller; it points to an HcclComm.
     unsafe { out.write(h) };
     Ok(())
@@ -49,7 +69,7 @@ fn publish(comm: Comm, out: *mut HcclComm) -> Result<()> {
 /// streams then run on the communicator's platform device; returns its
 /// handle. Profiling is told after the registration, so a profiling start
 /// racing with it finds the communicator one way or the other.
-fn register(comm: Comm, acl_device: i32) -> HcclComm {
+fn register(comm: Comm, acl_device: i32, extras: CommExtras) -> HcclComm {
     bind_device(acl_device, comm.device());
     let dev = comm.device().clone();
     let label = label(acl_device, &comm);
@@ -58,6 +78,9 @@ fn register(comm: Comm, acl_device: i32) -> HcclComm {
         reg: Mutex::new(Registration::default()),
         windows: Mutex::new(Vec::new()),
         acl_device,
+        extras,
+        suspended: AtomicBool::new(false),
+        nic_backup: Mutex::new(Vec::new()),
     }));
     device_appeared(acl_device, &dev, Some(label));
     h
@@ -138,8 +161,12 @@ pub extern "C" fn HcclCommInitRootInfoConfig(
         non_null(comm, "comm")?;
         let root = root_info(rootInfo)?;
         check_rank(nRanks, rank)?;
-        let cfg = comm_config(config)?;
-        publish(Comm::init_root_info_with(nRanks, &root, rank, cfg)?, comm)
+        let (cfg, extras) = comm_config(config)?;
+        publish(
+            Comm::init_root_info_with(nRanks, &root, rank, cfg)?,
+            extras,
+            comm,
+        )
     })
 }
 
@@ -168,8 +195,8 @@ pub extern "C" fn HcclCommInitClusterInfoConfig(
         let path = unsafe { CStr::from_ptr(clusterInfo) }
             .to_str()
             .map_err(|_| HcclError::para("clusterInfo is not a UTF-8 path"))?;
-        let cfg = comm_config(config)?;
-        publish(Comm::init_cluster_info_with(path, rank, cfg)?, comm)
+        let (cfg, extras) = comm_config(config)?;
+        publish(Comm::init_cluster_info_with(path, rank, cfg)?, extras, comm)
     })
 }
 
@@ -196,9 +223,9 @@ pub extern "C" fn HcclCommInitAll(
                 return Err(HcclError::para(format!("device {d} is listed twice")));
             }
         }
-        let all = Comm::init_all(ndev)?;
+        let all = Comm::init_all_with(ndev, env_config()?)?;
         for (i, (c, d)) in all.into_iter().zip(devs).enumerate() {
-            let h = register(c, d);
+            let h = register(c, d, CommExtras::default());
             // SAFETY: non-null; the caller provides room for ndev handles.
             unsafe { comms.add(i).write(h) };
         }
@@ -234,15 +261,18 @@ pub extern "C" fn HcclCreateSubCommConfig(
         }
         // SAFETY: non-null; the caller passes rankNum ids (checked ≤ parent size).
         let ids = unsafe { std::slice::from_raw_parts(rankIds, rankNum as usize) }.to_vec();
-        let cfg = if config.is_null() {
-            parent.comm.communicator().config().clone()
+        let (cfg, extras) = if config.is_null() {
+            (
+                parent.comm.communicator().config().clone(),
+                parent.extras.clone(),
+            )
         } else {
             comm_config(config)?
         };
         let sub = parent
             .comm
             .create_sub_comm_with(&ids, subCommId, subCommRankId, cfg)?;
-        publish(sub, subComm)
+        publish(sub, extras, subComm)
     })
 }
 
@@ -250,12 +280,16 @@ pub extern "C" fn HcclCreateSubCommConfig(
 #[no_mangle]
 pub extern "C" fn HcclCommDestroy(comm: HcclComm) -> HcclResult {
     hccl("HcclCommDestroy", || {
-        non_null(comm, "comm")?;
-        COMMS.remove(comm).map(drop).ok_or_else(|| {
+        lookup(comm)?;
+        super::callbacks::notify(comm, HCCL_COMM_STATE_PHASE_DESTROY_PRE);
+        let e = COMMS.remove(comm).ok_or_else(|| {
             HcclError::para(format!(
                 "comm handle {comm:p} is not a live communicator (destroyed already?)"
             ))
-        })
+        })?;
+        drop(e);
+        super::callbacks::notify(comm, HCCL_COMM_STATE_PHASE_DESTROY_POST);
+        Ok(())
     })
 }
 
@@ -322,14 +356,16 @@ pub extern "C" fn HcclGetErrorString(code: HcclResult) -> *const c_char {
         .as_ptr()
 }
 
-/// `HcclGetCommConfigCapability`: fields below `HCCL_COMM_CONFIG_SUPPORT_INIT_BY_ENV`
-/// (buffer size, deterministic, name, expansion mode) are honoured.
+/// `HcclGetCommConfigCapability`: `HCCL_COMM_CONFIG_RESERVED` (12), as
+/// HCCL: every field of the version-11 config is accepted (see
+/// `config.rs` for which take effect and which are recorded).
 #[no_mangle]
 pub extern "C" fn HcclGetCommConfigCapability() -> u32 {
-    4
+    HCCL_COMM_CONFIG_RESERVED
 }
 
-/// `HcclSetConfig`: `HCCL_DETERMINISTIC` = 0 or 1.
+/// `HcclSetConfig`: `HCCL_DETERMINISTIC` = 0, 1 or 2 (strict), for
+/// communicators created afterwards whose config does not set it.
 #[no_mangle]
 pub extern "C" fn HcclSetConfig(config: HcclConfig, configValue: HcclConfigValue) -> HcclResult {
     hccl("HcclSetConfig", || {
@@ -338,9 +374,9 @@ pub extern "C" fn HcclSetConfig(config: HcclConfig, configValue: HcclConfigValue
         }
         // SAFETY: the union's only member is an int32_t.
         let v = unsafe { configValue.value };
-        if !(0..=1).contains(&v) {
+        if !(0..=2).contains(&v) {
             return Err(HcclError::para(format!(
-                "HCCL_DETERMINISTIC must be 0 or 1, not {v}"
+                "HCCL_DETERMINISTIC must be 0, 1 or 2 (strict), not {v}"
             )));
         }
         DETERMINISTIC.store(v, Ordering::Relaxed);
@@ -348,7 +384,8 @@ pub extern "C" fn HcclSetConfig(config: HcclConfig, configValue: HcclConfigValue
     })
 }
 
-/// `HcclGetConfig`.
+/// `HcclGetConfig`: `HcclSetConfig`'s value, else the environment's
+/// (`HCCL_DETERMINISTIC`: false 0, true 1, strict 2).
 #[no_mangle]
 pub extern "C" fn HcclGetConfig(
     config: HcclConfig,
@@ -359,12 +396,9 @@ pub extern "C" fn HcclGetConfig(
             return Err(HcclError::para(format!("unknown HcclConfig {config}")));
         }
         non_null(configValue, "configValue")?;
+        let value = env_config()?.deterministic.code() as i32;
         // SAFETY: non-null, points to an HcclConfigValue (C contract).
-        unsafe {
-            configValue.write(HcclConfigValue {
-                value: DETERMINISTIC.load(Ordering::Relaxed),
-            })
-        };
+        unsafe { configValue.write(HcclConfigValue { value }) };
         Ok(())
     })
 }

@@ -5,22 +5,27 @@
 //! buffers (see `mem.rs`), then call the adapter, which validates every
 //! argument before anything is enqueued.
 
+mod callbacks;
 mod collectives;
 mod comm;
 mod config;
 mod diagnostics;
 mod group;
 mod memory_ranges;
+mod one_sided;
 mod register;
 mod registration;
+mod state;
 mod sym_win;
 
 pub use collectives::*;
 pub use comm::*;
 pub use diagnostics::*;
 pub use group::*;
+pub use one_sided::*;
 pub use register::*;
 pub use registration::*;
+pub use state::*;
 pub use sym_win::*;
 
 pub(crate) use comm::comm_devices_on;

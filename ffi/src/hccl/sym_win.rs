@@ -55,6 +55,14 @@ pub extern "C" fn HcclCommSymWinRegister(
                 "flag must be 0 or 1 (HCCL_WIN_COLL_SYMMETRIC), not {flag}"
             )));
         }
+        if size > c.extras.sym_win_max_bytes {
+            return Err(HcclError::para(format!(
+                "size {size} exceeds the {} bytes this communicator allows per rank \
+                 (hcclSymWinMaxMemSizePerRank = {} GB)",
+                c.extras.sym_win_max_bytes,
+                c.extras.sym_win_max_bytes >> 30
+            )));
+        }
         let size = usize::try_from(size)
             .map_err(|_| HcclError::para(format!("size {size} is invalid")))?;
         // memory outside aclrtMalloc goes through as private memory: the
