@@ -20,6 +20,7 @@ types).
 
 from __future__ import annotations
 
+import atexit
 import os
 import queue
 import threading
@@ -156,7 +157,11 @@ def _op(opts, dtype) -> tuple[str, bool]:
 
 class _Completer:
     """One daemon thread that waits for async ops whose futures were asked
-    for and completes them (in issue order, as the ops complete)."""
+    for and completes them (in issue order, as the ops complete). It ends
+    at interpreter exit (:meth:`stop`, registered with ``atexit``): a
+    daemon thread still parked in the queue when Python finalizes is
+    unwound by force, which takes the process down with C++'s
+    ``terminate`` once torch's futures have run on it."""
 
     def __init__(self) -> None:
         self._q: queue.SimpleQueue = queue.SimpleQueue()
@@ -175,10 +180,21 @@ class _Completer:
     def _run(self) -> None:
         while True:
             w = self._q.get()
+            if w is None:
+                return
             w._settle_future()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Lets the thread finish the futures queued and end."""
+        with self._lock:
+            t, self._thread = self._thread, None
+        if t is not None:
+            self._q.put(None)
+            t.join(timeout)
 
 
 _completer = _Completer()
+atexit.register(_completer.stop)
 
 # Runs each Work's finishing step (AVG's division, copies out of staging
 # tensors) once, whichever thread completes it first.

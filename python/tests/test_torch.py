@@ -26,6 +26,11 @@ def test_every_collective_through_the_dispatcher(run):
         env={"HCCL_RS_TORCH_PG": "0"}).check()
 
 
+def test_exit_after_a_future(run):
+    for _ in range(3):  # the abort it guards against was not every time
+        run(["torch_worker.py", "future_then_exit"], 2, timeout=60, torch_env=True).check()
+
+
 def test_errors_are_typed(run):
     run(["torch_worker.py", "errors"], 2, torch_env=True).check()
 

@@ -195,6 +195,17 @@ def forms(r, p):
         assert torch.equal(t, torch.full((5 + k % 3,), float(p * k + p * (p - 1) / 2))), (k, t)
 
 
+def future_then_exit():
+    """A future completed by the background thread, then a plain exit: the
+    thread ends first (a daemon thread unwound at finalization after
+    running torch's futures used to abort the process)."""
+    dist.init_process_group("hccl_rs")
+    t = torch.ones(1000)
+    (got,) = dist.all_reduce(t, async_op=True).get_future().wait()
+    assert torch.equal(got, torch.full((1000,), float(dist.get_world_size())))
+    dist.destroy_process_group()
+
+
 def torchrun_env():
     """Under torchrun: the backend, and Comm.from_env() beside its store."""
     comm = hccl_rs.Comm.from_env()
@@ -270,5 +281,5 @@ def ddp(backend, out_path, steps="30"):
 
 
 if __name__ == "__main__":
-    scenario({"collectives": collectives, "torchrun_env": torchrun_env, "errors": errors, "ddp": ddp})
+    scenario({"future_then_exit": future_then_exit, "collectives": collectives, "torchrun_env": torchrun_env, "errors": errors, "ddp": ddp})
     sys.stdout.flush()
