@@ -3,7 +3,9 @@
 For each rank count (``--ranks 2,4``) it launches the ranks as processes
 once per backend and times, on the same machine in the same run:
 ``dist.all_reduce`` / ``all_gather_into_tensor`` / ``reduce_scatter_tensor``
-of fp32 from 8 B to 64 MiB, and a DistributedDataParallel training step.
+of fp32 from 8 B to 64 MiB, and DistributedDataParallel training steps
+(``--ddp-model``: an embedding-heavy text classifier, 6.5 M parameters,
+and a 1.6 M-parameter MLP).
 It prints, per size, both backends' p50 / p99 / max time (from rank 0's
 per-iteration times: averages hide stalls), the bus bandwidth at p50, and
 the ratios hccl_rs / Gloo (time: below 1 is faster; bus bandwidth: above
@@ -102,28 +104,9 @@ def _worker(args) -> None:
                 ts.append(time.perf_counter() - t0)
             res["ops"].setdefault(op, {})[str(n * 4)] = _stats(ts)
     if args.ddp_steps:
-        import torch.nn as nn
-        from torch.nn.parallel import DistributedDataParallel as DDP
-
-        torch.manual_seed(0)
-        model = nn.Sequential(
-            nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10)
-        )
-        ddp = DDP(model)
-        opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
-        x, y = torch.randn(args.ddp_batch, 512), torch.randint(0, 10, (args.ddp_batch,))
-        ts = []
-        for i in range(args.ddp_steps + 3):
-            dist.barrier()
-            t0 = time.perf_counter()
-            opt.zero_grad()
-            nn.functional.cross_entropy(ddp(x), y).backward()
-            opt.step()
-            if i >= 3:
-                ts.append(time.perf_counter() - t0)
-        res["ddp"] = _stats(ts)
-        res["ddp_params"] = sum(q.numel() for q in model.parameters())
-        res["ddp_batch"] = args.ddp_batch
+        res["ddp"] = {}
+        for name in [m for m in args.ddp_model.split(",") if m]:
+            res["ddp"][name] = _ddp(name, args)
     if args.numpy and args.backend == "hccl_rs":
         import numpy as np
 
@@ -145,6 +128,65 @@ def _worker(args) -> None:
     if r == 0:
         print("BENCH " + json.dumps(res), flush=True)
     dist.destroy_process_group()
+
+
+def _ddp_model(name: str, batch: int):
+    """(model, inputs, labels) of a DDP benchmark model."""
+    import torch
+    import torch.nn as nn
+
+    torch.manual_seed(0)
+    if name == "text":
+        # a bag-of-words text classifier (fastText-like): a 50k x 128
+        # embedding table with dense gradients and a small MLP head. 6.5 M
+        # parameters (26 MB of gradients) against little compute:
+        # communication-heavy, as embedding-heavy models are.
+        class Text(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.emb = nn.EmbeddingBag(50000, 128, mode="mean")
+                self.head = nn.Sequential(nn.Linear(128, 256), nn.ReLU(), nn.Linear(256, 10))
+
+            def forward(self, tokens):
+                return self.head(self.emb(tokens))
+
+        model = Text()
+        x = torch.randint(0, 50000, (batch, 64))
+    elif name == "mlp":
+        # a 3-layer MLP, 1.6 M parameters: compute and communication closer
+        model = nn.Sequential(
+            nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10)
+        )
+        x = torch.randn(batch, 512)
+    else:
+        raise SystemExit(f"unknown --ddp-model {name!r} (text, mlp)")
+    return model, x, torch.randint(0, 10, (batch,))
+
+
+def _ddp(name: str, args) -> dict:
+    """Per-step times of DDP training ``name`` (default DDP settings:
+    25 MiB buckets, gradients copied into them)."""
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model, x, y = _ddp_model(name, args.ddp_batch)
+    ddp = DDP(model)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    ts = []
+    for i in range(args.ddp_steps + 3):
+        dist.barrier()
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        nn.functional.cross_entropy(ddp(x), y).backward()
+        opt.step()
+        if i >= 3:
+            ts.append(time.perf_counter() - t0)
+    out = _stats(ts)
+    out["params"] = sum(q.numel() for q in model.parameters())
+    out["batch"] = args.ddp_batch
+    return out
 
 
 def _root_info(dist) -> bytes:
@@ -170,7 +212,8 @@ def _launch(backend: str, p: int, args) -> dict:
     argv = [sys.executable, "-m", "hccl_rs.bench", "--worker", "--backend", backend,
             "--min-bytes", str(args.min_bytes), "--max-bytes", str(args.max_bytes),
             "--factor", str(args.factor), "--scale", str(args.scale),
-            "--ddp-steps", str(args.ddp_steps), "--ddp-batch", str(args.ddp_batch)] + (["--numpy"] if args.numpy else [])
+            "--ddp-steps", str(args.ddp_steps), "--ddp-batch", str(args.ddp_batch),
+            "--ddp-model", args.ddp_model] + (["--numpy"] if args.numpy else [])
     procs = [
         subprocess.Popen(argv, env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -220,15 +263,12 @@ def _report(p: int, res: dict, out) -> None:
                 f" {bw_a:10.3f} {bw_b:8.3f} {bw_a / bw_b if bw_b else 0:6.2f}",
                 file=out,
             )
-    if h.get("ddp") and g.get("ddp"):
-        a, b = h["ddp"], g["ddp"]
-        print(
-            f"\nDDP step ({h.get('ddp_params', 0)} parameters, batch {h.get('ddp_batch')}): ms",
-            file=out,
-        )
+    for name, a in (h.get("ddp") or {}).items():
+        b = g["ddp"][name]
+        print(f"\nDDP step, {name} model ({a['params']} parameters, batch {a['batch']}): ms", file=out)
         print(f"{'':>8} {'p50':>8} {'p99':>8} {'max':>8}", file=out)
-        for name, s in (("hccl_rs", a), ("gloo", b)):
-            print(f"{name:>8} {s['p50'] * 1e3:8.2f} {s['p99'] * 1e3:8.2f} {s['max'] * 1e3:8.2f}", file=out)
+        for who, s in (("hccl_rs", a), ("gloo", b)):
+            print(f"{who:>8} {s['p50'] * 1e3:8.2f} {s['p99'] * 1e3:8.2f} {s['max'] * 1e3:8.2f}", file=out)
         print(f"{'ratio':>8} {a['p50'] / b['p50']:8.3f} {a['p99'] / b['p99']:8.3f} {a['max'] / b['max']:8.3f}", file=out)
     if h.get("numpy"):
         s = h["numpy"]
@@ -250,6 +290,11 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--ddp-batch", type=int, default=8,
         help="DDP batch (default 8: a step whose gradients' AllReduce matters)",
+    )
+    ap.add_argument(
+        "--ddp-model", default="text,mlp",
+        help="DDP models, comma-separated: text (6.5 M parameters, embedding-heavy), "
+        "mlp (1.6 M); default both",
     )
     ap.add_argument("--numpy", action="store_true", help="also the NumPy API's 8 B AllReduce")
     ap.add_argument("--timeout", type=float, default=1800)

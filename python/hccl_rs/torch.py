@@ -20,6 +20,7 @@ types).
 
 from __future__ import annotations
 
+import atexit
 import os
 import queue
 import threading
@@ -30,9 +31,18 @@ from datetime import timedelta
 # starts, so it only helps when hccl_rs.torch is imported first.
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
+from . import _launch  # noqa: E402
+
+# Under mpirun / srun: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+# MASTER_ADDR (one host) and MASTER_PORT (from the job id) for env://,
+# where absent (see hccl_rs._launch).
+_launch.fill_env()
+
 import torch  # noqa: E402
 import torch.distributed as dist
 from torch._C._distributed_c10d import Backend as _C10dBackend
+from torch._C._distributed_c10d import AllreduceOptions as _AllreduceOptions
+from torch._C._distributed_c10d import ProcessGroup as _ProcessGroup
 from torch._C._distributed_c10d import Work as _C10dWork
 from torch.distributed import ReduceOp
 
@@ -73,6 +83,10 @@ for _n in ("uint16", "uint32", "uint64"):
 _RawBuffer = _native.RawBuffer
 _FakeWork = torch._C._distributed_c10d.FakeWork
 _SUM = ReduceOp.SUM
+_CUSTOM = _ProcessGroup.BackendType.CUSTOM
+# torch >= 2.7 says in the options whether the caller waits (and takes None
+# from a blocking call as "already complete"); before, every call is async
+_HAS_ASYNC_OP = hasattr(_AllreduceOptions(), "asyncOp")
 
 
 def _raw(t: torch.Tensor, what: str) -> _native.RawBuffer:
@@ -85,6 +99,43 @@ def _raw(t: torch.Tensor, what: str) -> _native.RawBuffer:
     if not t.is_contiguous():
         raise ParameterError(f"{what} is not contiguous", 1)
     return _RawBuffer(t.data_ptr(), t.nbytes, name, t)
+
+
+# Wrappers of tensors' memory for blocking calls, by (address, bytes, type):
+# without an owner (the caller holds the tensor for the whole call), so
+# the cache keeps no tensor alive.
+_HELD: dict = {}
+_HELD_MAX = 64
+
+
+def _raw_held(t: torch.Tensor) -> _native.RawBuffer:
+    """:func:`_raw` for a blocking call, cached."""
+    if t.is_contiguous():
+        key = (t.data_ptr(), t.nbytes, t.dtype)
+        b = _HELD.get(key)
+        if b is not None and t.is_cpu:
+            return b
+        b = _raw(t, "tensor")
+        if len(_HELD) >= _HELD_MAX:
+            _HELD.clear()
+        b = _HELD[key] = _RawBuffer(b.address, b.nbytes, b.dtype, None)
+        return b
+    return _raw(t, "tensor")  # raises
+
+
+def _allreduce_args(tensors, opts):
+    """The other forms of ``ProcessGroup.allreduce``: a tensor for the
+    list, a ``ReduceOp`` (or nothing) for the options."""
+    if isinstance(tensors, torch.Tensor):
+        tensors = [tensors]
+    else:
+        tensors = list(tensors)
+    if opts is None or not isinstance(opts, _AllreduceOptions):
+        o = _AllreduceOptions()
+        if opts is not None:
+            o.reduceOp = opts
+        opts = o
+    return tensors, opts
 
 
 def _op(opts, dtype) -> tuple[str, bool]:
@@ -106,7 +157,11 @@ def _op(opts, dtype) -> tuple[str, bool]:
 
 class _Completer:
     """One daemon thread that waits for async ops whose futures were asked
-    for and completes them (in issue order, as the ops complete)."""
+    for and completes them (in issue order, as the ops complete). It ends
+    at interpreter exit (:meth:`stop`, registered with ``atexit``): a
+    daemon thread still parked in the queue when Python finalizes is
+    unwound by force, which takes the process down with C++'s
+    ``terminate`` once torch's futures have run on it."""
 
     def __init__(self) -> None:
         self._q: queue.SimpleQueue = queue.SimpleQueue()
@@ -125,10 +180,21 @@ class _Completer:
     def _run(self) -> None:
         while True:
             w = self._q.get()
+            if w is None:
+                return
             w._settle_future()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Lets the thread finish the futures queued and end."""
+        with self._lock:
+            t, self._thread = self._thread, None
+        if t is not None:
+            self._q.put(None)
+            t.join(timeout)
 
 
 _completer = _Completer()
+atexit.register(_completer.stop)
 
 # Runs each Work's finishing step (AVG's division, copies out of staging
 # tensors) once, whichever thread completes it first.
@@ -220,41 +286,22 @@ def _done(result) -> HcclRsWork:
     return HcclRsWork(None, result)
 
 
-class HcclRsBackend(_C10dBackend):
-    """A torch.distributed backend over one hccl_rs communicator.
+class _Collectives:
+    """The collectives of both faces of the backend (the c10d
+    :class:`HcclRsBackend` and the :class:`HcclRsProcessGroup`), over
+    ``self.comm``, ``self._rank``, ``self._size``. A blocking call returns
+    a finished Work when ``_blocking_work``, else None."""
 
-    A call whose options say ``asyncOp=False`` (what ``dist.*`` passes
-    without ``async_op=True``) runs the blocking op and returns a finished
-    Work; others return an :class:`HcclRsWork` at once.
-    """
+    comm: _native.Comm
+    _rank: int
+    _size: int
+    _blocking_work = True
 
-    def __init__(self, store, rank: int, size: int, timeout: timedelta) -> None:
-        super().__init__(rank, size)
-        self._rank, self._size = rank, size
-        if rank == 0:
-            store.set(_ROOT_KEY, _native.get_root_info())
-        root = store.get(_ROOT_KEY)
-        self.comm = _native.Comm(size, bytes(root), rank)
-
-    # -- names and capabilities torch asks for; a Python backend answers
-    # itself (the C++ defaults look the Python attribute up again)
     def getBackendName(self) -> str:  # noqa: N802 (torch's name)
         return BACKEND_NAME
 
     def _get_backend_name(self) -> str:
         return BACKEND_NAME
-
-    @property
-    def supports_splitting(self) -> bool:
-        return False
-
-    @property
-    def supports_coalescing(self) -> bool:
-        return False
-
-    @property
-    def supports_time_estimate(self) -> bool:
-        return False
 
     def _go(self, opts, call: str, args: tuple, result, finish=None):
         """Runs ``comm.<call>(*args)``: blocking when ``opts`` says so,
@@ -263,19 +310,23 @@ class HcclRsBackend(_C10dBackend):
             getattr(self.comm, call)(*args)
             if finish is not None:
                 finish()
-            return _FakeWork()
+            return _FakeWork() if self._blocking_work else None
         return HcclRsWork(getattr(self.comm, call + "_async")(*args), result, finish)
 
     # -- collectives
-    def allreduce(self, tensors, opts):
+    def allreduce(self, tensors, opts=None):
+        if opts.__class__ is not _AllreduceOptions or tensors.__class__ is not list:
+            tensors, opts = _allreduce_args(tensors, opts)
         (t,) = tensors
         op, avg = _op(opts, t.dtype)
-        b = _raw(t, "tensor")
-        if not opts.asyncOp:  # dist.all_reduce's blocking path, kept short
-            self.comm.all_reduce(b, None, op)
+        if _HAS_ASYNC_OP and not opts.asyncOp:
+            # dist.all_reduce's blocking path, kept short: the caller holds
+            # the tensor for the whole call (a cached wrapper, no Work)
+            self.comm.all_reduce(_raw_held(t), None, op)
             if avg:
                 t.div_(self._size)
-            return _FakeWork()
+            return _FakeWork() if self._blocking_work else None
+        b = _raw(t, "tensor")
         finish = (lambda: t.div_(self._size)) if avg else None
         return HcclRsWork(self.comm.all_reduce_async(b, None, op), tensors, finish)
 
@@ -428,6 +479,70 @@ class HcclRsBackend(_C10dBackend):
         self.comm.destroy()
 
 
+class HcclRsBackend(_Collectives, _C10dBackend):
+    """A c10d ``Backend`` over one hccl_rs communicator (torch's dispatcher
+    reaches it: functional collectives, and every op of a process group
+    when ``HCCL_RS_TORCH_PG=0``).
+
+    A call whose options say ``asyncOp=False`` (what ``dist.*`` passes
+    without ``async_op=True``) runs the blocking op and returns a finished
+    Work; others return an :class:`HcclRsWork` at once.
+    """
+
+    def __init__(self, store, rank: int, size: int, timeout: timedelta, comm=None) -> None:
+        super().__init__(rank, size)
+        self._rank, self._size = rank, size
+        if comm is None:
+            if rank == 0:
+                store.set(_ROOT_KEY, _native.get_root_info())
+            root = store.get(_ROOT_KEY)
+            comm = _native.Comm(size, bytes(root), rank)
+        self.comm = comm
+
+    # -- capabilities torch asks a backend for; a Python backend answers
+    # itself (the C++ defaults look the Python attribute up again)
+    @property
+    def supports_splitting(self) -> bool:
+        return False
+
+    @property
+    def supports_coalescing(self) -> bool:
+        return False
+
+    @property
+    def supports_time_estimate(self) -> bool:
+        return False
+
+
+class HcclRsProcessGroup(_Collectives, _ProcessGroup):
+    """The process group ``init_process_group("hccl_rs")`` and
+    ``new_group`` make: a ``ProcessGroup`` subclass whose collectives are
+    Python methods, so ``dist.all_reduce`` & co. call them directly instead
+    of through torch's C++ dispatcher (which costs several microseconds per
+    call to reach a Python backend). C++ callers (DDP's reducer) reach the
+    same methods through the ProcessGroup's virtual functions. An
+    :class:`HcclRsBackend` over the same communicator is registered for
+    the CPU device too, for what goes through the dispatcher (functional
+    collectives) and torch's backend queries.
+
+    Blocking calls (``asyncOp=False``) return None, which ``dist.*``
+    takes as "already complete".
+    """
+
+    def __init__(self, store, rank: int, size: int, timeout: timedelta) -> None:
+        super().__init__(rank, size)
+        self._rank, self._size = rank, size
+        self._backend = HcclRsBackend(store, rank, size, timeout)
+        self.comm = self._backend.comm
+        self._register_backend(torch.device("cpu"), _CUSTOM, self._backend)
+        self._set_default_backend(_CUSTOM)
+
+    _blocking_work = False
+
+    def __repr__(self) -> str:
+        return f"HcclRsProcessGroup(rank={self._rank}, size={self._size})"
+
+
 class _WaitAll:
     """Waits for several Works as one native handle would."""
 
@@ -455,8 +570,13 @@ def _keep(tensor, finish):
     return run
 
 
-def _create(store, rank: int, size: int, timeout: timedelta) -> HcclRsBackend:
-    return HcclRsBackend(store, rank, size, timeout)
+def _create(store, rank: int, size: int, timeout: timedelta):
+    """torch's creator: a :class:`HcclRsProcessGroup`, or with
+    ``HCCL_RS_TORCH_PG=0`` a plain :class:`HcclRsBackend` (every call then
+    goes through torch's dispatcher)."""
+    if os.environ.get("HCCL_RS_TORCH_PG", "1") == "0":
+        return HcclRsBackend(store, rank, size, timeout)
+    return HcclRsProcessGroup(store, rank, size, timeout)
 
 
 def register() -> None:

@@ -84,8 +84,11 @@ impl Comm {
     /// A communicator from the launcher's environment: torchrun (`RANK`,
     /// `WORLD_SIZE`, `MASTER_ADDR`), Open MPI's mpirun, MPICH, Slurm's
     /// srun. Ranks meet at `HCCL_ROOT_ADDR`, else `MASTER_ADDR` and
-    /// `MASTER_PORT` — under torchrun (whose store holds `MASTER_PORT`)
-    /// at `MASTER_PORT + 1` — else through the file `HCCL_RS_ROOT_FILE`.
+    /// `MASTER_PORT` — under torchrun and MPI/Slurm launchers (where
+    /// `MASTER_PORT` is torch's store) at `MASTER_PORT + 1` — else through
+    /// the file `HCCL_RS_ROOT_FILE`. Under an MPI or Slurm launcher with
+    /// none of these set, `hccl_rs._launch.fill_env` derives `MASTER_ADDR`
+    /// (one host: 127.0.0.1) and `MASTER_PORT` (from the job id) first.
     #[staticmethod]
     fn from_env(py: Python<'_>) -> PyResult<Comm> {
         meet_beside_torchrun(py)?;
@@ -568,13 +571,21 @@ impl Comm {
     }
 }
 
-/// Under torchrun (whose agent serves its store at `MASTER_PORT`), points
-/// the rendezvous at `MASTER_PORT + 1` unless `HCCL_ROOT_ADDR` says where.
+/// Under torchrun (whose agent serves its store at `MASTER_PORT`), and
+/// under an MPI or Slurm launcher (`hccl_rs._launch.fill_env` fills torch's
+/// variables, the store then taking `MASTER_PORT`), points the rendezvous
+/// at `MASTER_PORT + 1` unless `HCCL_ROOT_ADDR` says where.
 fn meet_beside_torchrun(py: Python<'_>) -> PyResult<()> {
     let environ = py.import("os")?.getattr("environ")?;
     let get =
         |k: &str| -> PyResult<Option<String>> { environ.call_method1("get", (k,))?.extract() };
-    if get("TORCHELASTIC_RUN_ID")?.is_none() || get("HCCL_ROOT_ADDR")?.is_some() {
+    if get("HCCL_ROOT_ADDR")?.is_some() {
+        return Ok(());
+    }
+    if get("HCCL_RS_ROOT_FILE")?.is_none() {
+        py.import("hccl_rs._launch")?.call_method0("fill_env")?;
+    }
+    if get("TORCHELASTIC_RUN_ID")?.is_none() && get("HCCL_RS_LAUNCHER")?.is_none() {
         return Ok(());
     }
     let (Some(addr), Some(port)) = (get("MASTER_ADDR")?, get("MASTER_PORT")?) else {

@@ -19,6 +19,18 @@ def test_every_collective(run, p):
     run(["torch_worker.py", "collectives"], p, timeout=240, torch_env=True).check()
 
 
+def test_every_collective_through_the_dispatcher(run):
+    """HCCL_RS_TORCH_PG=0: a plain c10d Backend, reached through torch's
+    dispatcher for every op."""
+    run(["torch_worker.py", "collectives"], 2, timeout=240, torch_env=True,
+        env={"HCCL_RS_TORCH_PG": "0"}).check()
+
+
+def test_exit_after_a_future(run):
+    for _ in range(3):  # the abort it guards against was not every time
+        run(["torch_worker.py", "future_then_exit"], 2, timeout=60, torch_env=True).check()
+
+
 def test_errors_are_typed(run):
     run(["torch_worker.py", "errors"], 2, torch_env=True).check()
 

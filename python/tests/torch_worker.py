@@ -156,7 +156,53 @@ def collectives():
     w = dist.all_reduce(t, group=g2, async_op=True)
     w.wait()
     assert torch.equal(t, torch.full((2,), float(p * (p - 1) / 2))), t
+    forms(r, p)
     dist.barrier()
+    dist.destroy_process_group()
+
+
+def forms(r, p):
+    """The group's own object: the ProcessGroup subclass (or, with
+    HCCL_RS_TORCH_PG=0, torch's ProcessGroup over the backend), its call
+    forms, and the dispatcher's path (functional collectives)."""
+    from hccl_rs.torch import HcclRsBackend, HcclRsProcessGroup
+
+    pg = dist.group.WORLD
+    want_pg = os.environ.get("HCCL_RS_TORCH_PG", "1") != "0"
+    assert isinstance(pg, HcclRsProcessGroup) == want_pg, type(pg)
+    assert isinstance(pg._get_backend(torch.device("cpu")), HcclRsBackend)
+    assert dist.get_backend() == "hccl_rs"
+    t = torch.full((3,), float(r + 1))
+    pg.allreduce(t).wait()  # a tensor, default options
+    assert torch.equal(t, torch.full((3,), p * (p + 1) / 2)), t
+    t = torch.full((3,), float(r + 1))
+    pg.allreduce([t], dist.ReduceOp.MAX).wait()  # a ReduceOp for the options
+    assert torch.equal(t, torch.full((3,), float(p))), t
+    opts = dist.AllreduceOptions()
+    opts.asyncOp = False
+    t = torch.full((3,), float(r))
+    w = pg.allreduce([t], opts)  # blocking: done on return
+    assert (w is None) == want_pg, w
+    assert torch.equal(t, torch.full((3,), p * (p - 1) / 2)), t
+    import torch.distributed._functional_collectives as fc
+
+    got = fc.all_reduce(torch.full((2,), float(r)), "sum", pg)
+    assert torch.equal(got, torch.full((2,), p * (p - 1) / 2)), got
+    # the blocking path's cached wrappers: a new tensor at a reused address
+    for k in range(20):
+        t = torch.full((5 + k % 3,), float(k + r))
+        dist.all_reduce(t)
+        assert torch.equal(t, torch.full((5 + k % 3,), float(p * k + p * (p - 1) / 2))), (k, t)
+
+
+def future_then_exit():
+    """A future completed by the background thread, then a plain exit: the
+    thread ends first (a daemon thread unwound at finalization after
+    running torch's futures used to abort the process)."""
+    dist.init_process_group("hccl_rs")
+    t = torch.ones(1000)
+    (got,) = dist.all_reduce(t, async_op=True).get_future().wait()
+    assert torch.equal(got, torch.full((1000,), float(dist.get_world_size())))
     dist.destroy_process_group()
 
 
@@ -235,5 +281,5 @@ def ddp(backend, out_path, steps="30"):
 
 
 if __name__ == "__main__":
-    scenario({"collectives": collectives, "torchrun_env": torchrun_env, "errors": errors, "ddp": ddp})
+    scenario({"future_then_exit": future_then_exit, "collectives": collectives, "torchrun_env": torchrun_env, "errors": errors, "ddp": ddp})
     sys.stdout.flush()
