@@ -15,7 +15,9 @@ mod group;
 mod memory;
 pub use batch::{SendRecvItem, SendRecvKind};
 pub use capture_fuse::CAPTURE_FUSE_MAX_BYTES;
-pub use group::{group, group_end, group_start, group_status, GROUP_FUSE_MAX_BYTES};
+pub use group::{
+    group, group_end, group_start, group_status, GROUP_FUSE_MAX_BYTES, PACK_FUSE_MAX_BYTES,
+};
 
 /// An op code's tag, made at its first call: (API name, tag).
 type TagSlot = std::sync::OnceLock<(&'static str, Arc<str>)>;

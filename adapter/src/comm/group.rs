@@ -212,6 +212,11 @@ fn launch(pending: Vec<Deferred>) -> Result<()> {
     Ok(())
 }
 
+/// Fused AllReduces whose buffers are not back to back in one allocation
+/// (so the fused op packs or unpacks them by copies) are fused only while
+/// they average at most this many bytes; larger ones run one by one.
+pub const PACK_FUSE_MAX_BYTES: usize = 256;
+
 /// One AllReduce for several. Where the inputs lie back to back in one
 /// allocation (a framework's flat gradient buffer), the op reads them in
 /// place; where the outputs do, it writes them in place; only a side
@@ -237,6 +242,20 @@ pub(super) fn fused_all_reduce(run: &[Deferred]) -> Result<()> {
         if i.overlaps(o) && !i.same_range(o) {
             output = None;
         }
+    }
+    // Packing and unpacking cost a copy task per tensor: measured, that
+    // pays only for the smallest ops (docs/performance.md, "Graph-mode
+    // bars"); larger ones on scattered buffers run one by one.
+    if (inputs.is_none() || output.is_none()) && total > PACK_FUSE_MAX_BYTES * run.len() {
+        for d in run {
+            d.comm.inner.exec_op(&d.param)?;
+        }
+        tracing::debug!(
+            ops = run.len(),
+            bytes = total,
+            "AllReduces on scattered buffers run one by one (too large to pack)"
+        );
+        return Ok(());
     }
     let staged = || {
         // a captured op runs on memory its peers map
