@@ -58,9 +58,7 @@ impl DeviceMem {
     /// communicator may only register shareable memory.
     pub fn alloc_shareable(len: usize) -> Result<DeviceMem> {
         let region = crate::sync::Arc::new(Region::shareable(len)?);
-        if let Some(s) = region.shareable_backing() {
-            s.publish(&region);
-        }
+        Region::publish_local(&region);
         Ok(Self::of_region(region))
     }
 

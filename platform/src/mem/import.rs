@@ -19,7 +19,6 @@
 //! region is mapped.
 
 use super::region::Region;
-use super::shareable::local_region;
 use super::DeviceMem;
 use crate::error::{HcclError, Result};
 use crate::sync::{process, Arc, OnceLock, Ordering};
@@ -121,7 +120,7 @@ impl MemHandle {
         if self.pid != std::process::id() {
             return Ok(None);
         }
-        let r = local_region(self.inode).ok_or_else(|| {
+        let r = Region::local(self.inode).ok_or_else(|| {
             HcclError::not_found(format!(
                 "the shareable allocation with inode {} of this process was freed",
                 self.inode

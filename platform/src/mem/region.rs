@@ -3,7 +3,8 @@
 use crate::error::{HcclError, Result};
 use crate::mem::shareable::Shareable;
 use crate::mem::shm::ShmSegment;
-use crate::sync::{AtomicUsize, OnceLock, Ordering};
+use crate::sync::{process, Arc, AtomicUsize, OnceLock, Ordering, Weak};
+use std::collections::HashMap;
 use std::ptr::NonNull;
 
 /// Where a region's bytes live.
@@ -175,6 +176,28 @@ impl Region {
         }
     }
 
+    /// Makes a shareable `region` findable by its memfd's inode for
+    /// handles of this process ([`Region::local`]); other kinds need not.
+    pub(crate) fn publish_local(region: &Arc<Region>) {
+        if let Some(s) = region.shareable_backing() {
+            // (entries leave when their region drops: see `Drop`)
+            local_shareable()
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(s.inode(), Arc::downgrade(region));
+        }
+    }
+
+    /// The shareable region of this process whose memfd has `inode`, if
+    /// it is still alive.
+    pub(crate) fn local(inode: u64) -> Option<Arc<Region>> {
+        local_shareable()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&inode)
+            .and_then(Weak::upgrade)
+    }
+
     /// The memfd behind a shareable region.
     pub(crate) fn shareable_backing(&self) -> Option<&Shareable> {
         match &self._backing {
@@ -218,5 +241,27 @@ impl Region {
 
     pub(crate) fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Acquire)
+    }
+}
+
+/// Shareable regions of this process that are alive, by memfd inode: a
+/// handle of this very process (ranks that are threads) resolves to the
+/// region itself instead of a second mapping.
+fn local_shareable() -> &'static process::Mutex<HashMap<u64, Weak<Region>>> {
+    static LOCAL: OnceLock<process::Mutex<HashMap<u64, Weak<Region>>>> = OnceLock::new();
+    LOCAL.get_or_init(Default::default)
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // Forget a shareable region while its memfd is still open (the
+        // backing drops after this), so a new allocation cannot have
+        // taken the inode in between.
+        if let Backing::Shareable(s) = &self._backing {
+            let mut t = local_shareable().lock().unwrap_or_else(|p| p.into_inner());
+            if t.get(&s.inode()).is_some_and(|w| w.strong_count() == 0) {
+                t.remove(&s.inode());
+            }
+        }
     }
 }

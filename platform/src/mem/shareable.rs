@@ -28,10 +28,8 @@
 //! ranges registered with the op's communicator.
 
 use crate::error::{HcclError, Result};
-use crate::mem::region::Region;
-use crate::sync::{process, OnceLock, Ordering, Weak};
+use crate::sync::{process, OnceLock, Ordering};
 use rustix::fs::{fstat, memfd_create, MemfdFlags};
-use std::collections::HashMap;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 
@@ -71,14 +69,6 @@ impl std::fmt::Debug for Shareable {
             .field("len", &self.map.len())
             .finish()
     }
-}
-
-/// Shareable regions of this process that are alive, by inode: a handle
-/// of this very process (ranks that are threads) resolves to the region
-/// itself instead of a second mapping.
-fn local_regions() -> &'static process::Mutex<HashMap<u64, Weak<Region>>> {
-    static LOCAL: OnceLock<process::Mutex<HashMap<u64, Weak<Region>>>> = OnceLock::new();
-    LOCAL.get_or_init(Default::default)
 }
 
 impl Shareable {
@@ -135,16 +125,6 @@ impl Shareable {
     /// The memfd's inode (what an importer checks).
     pub(crate) fn inode(&self) -> u64 {
         self.inode
-    }
-
-    /// Makes `region` (which this backs) findable by its inode for
-    /// handles of this process.
-    pub(crate) fn publish(&self, region: &crate::sync::Arc<Region>) {
-        // (entries leave when their region drops: see `Drop`)
-        local_regions()
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(self.inode, crate::sync::Arc::downgrade(region));
     }
 
     /// Marks `[offset, offset + len)` registered with `domain`; a range
@@ -212,26 +192,6 @@ impl Shareable {
         }
         false
     }
-}
-
-impl Drop for Shareable {
-    fn drop(&mut self) {
-        // Forget the region while its descriptor is still open (so a new
-        // allocation cannot have taken the inode's slot in between).
-        let mut t = local_regions().lock().unwrap_or_else(|p| p.into_inner());
-        if t.get(&self.inode).is_some_and(|w| w.strong_count() == 0) {
-            t.remove(&self.inode);
-        }
-    }
-}
-
-/// The region of this process with `inode`, if it is still alive.
-pub(crate) fn local_region(inode: u64) -> Option<crate::sync::Arc<Region>> {
-    local_regions()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get(&inode)
-        .and_then(Weak::upgrade)
 }
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit, once per process;
