@@ -10,7 +10,7 @@
 use hccl_adapter::Device;
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 /// The platform devices of each ACL device.
 #[derive(Default)]
@@ -59,9 +59,22 @@ pub(crate) fn platform_device(id: i32) -> Device {
     });
     if made {
         // outside the placement lock: profiling takes its own
-        super::prof::device_appeared(id, &dev, None);
+        if let Some(told) = DEVICE_MADE.get() {
+            told(id, &dev);
+        }
     }
     dev
+}
+
+/// Told of every platform device the shim makes for an ACL device (the
+/// profiling module records those of the devices it profiles); set once,
+/// by `aclprofInit`, so placement needs nothing of profiling.
+static DEVICE_MADE: OnceLock<fn(i32, &Device)> = OnceLock::new();
+
+/// From now on `told(acl_device, platform_device)` hears of every device
+/// [`platform_device`] makes (the first caller's function stays).
+pub(crate) fn on_device_made(told: fn(i32, &Device)) {
+    let _ = DEVICE_MADE.set(told);
 }
 
 /// From now on, device `id`'s new streams run on `dev` (a communicator's).

@@ -349,6 +349,8 @@ fn stop_and_write(dir: &Path, stopped: Vec<(i32, Profiled)>) -> Result<(), AclFa
 #[no_mangle]
 pub extern "C" fn aclprofInit(profilerResultPath: *const c_char, length: usize) -> aclError {
     acl("aclprofInit", || {
+        // devices the shim makes while a session runs join its timelines
+        super::placement::on_device_made(|id, dev| device_appeared(id, dev, None));
         let path = path_arg(profilerResultPath, length)?;
         let mut s = session();
         if s.is_some() {
