@@ -3,6 +3,7 @@
 use crate::config::CommConfig;
 use crate::fabric::{Fabric, InProcFabric};
 use crate::flight::FlightRecorder;
+use crate::json_file::{file_safe, write_json_file};
 use crate::registration::CommMemory;
 use crate::resource_manager::ResourceManager;
 use crate::selector::Selector;
@@ -873,33 +874,4 @@ impl Communicator {
             e
         })
     }
-}
-
-/// `name` with everything but ASCII letters, digits, `-` and `_` replaced,
-/// for file names.
-pub(crate) fn file_safe(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
-/// Writes `json` to `path` (its directory made if missing), through a
-/// temporary file renamed into place so a reader never sees half a file.
-pub(crate) fn write_json_file(path: &std::path::Path, json: &serde_json::Value) -> Result<()> {
-    let bytes = serde_json::to_vec(json)
-        .map_err(|e| HcclError::internal(format!("{}: {e}", path.display())))?;
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| HcclError::syscall(format!("creating {}: {e}", parent.display())))?;
-    }
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, bytes)
-        .and_then(|_| std::fs::rename(&tmp, path))
-        .map_err(|e| HcclError::syscall(format!("writing {}: {e}", path.display())))
 }

@@ -498,7 +498,7 @@ impl FlightRecorder {
     /// Writes the dump into `dir` as `hccl_fr_<comm>_rank<r>.json`;
     /// returns the file's path.
     pub fn dump_to_dir(&self, dir: &Path, reason: &str) -> hccl_platform::Result<PathBuf> {
-        let safe = crate::communicator::file_safe(&self.comm);
+        let safe = crate::json_file::file_safe(&self.comm);
         let path = dir.join(format!("hccl_fr_{safe}_rank{}.json", self.rank));
         self.dump_to(&path, reason)?;
         Ok(path)
@@ -509,7 +509,7 @@ impl FlightRecorder {
         let dump = self.snapshot(reason);
         let json = serde_json::to_value(&dump)
             .map_err(|e| HcclError::internal(format!("flight recorder: {e}")))?;
-        crate::communicator::write_json_file(path, &json)
+        crate::json_file::write_json_file(path, &json)
     }
 
     /// The dump as it stands.
@@ -624,7 +624,7 @@ fn registry_add(fr: &Arc<FlightRecorder>) {
     v.retain(|w| w.strong_count() > 0);
     v.push(Arc::downgrade(fr));
     if fr.dump_dir.is_some() {
-        crate::flight_signal::install();
+        crate::flight_signal::install(dump_all);
     }
 }
 

@@ -9,8 +9,10 @@ use std::sync::Once;
 
 static INSTALL: Once = Once::new();
 
-/// Starts the `SIGUSR1` thread, once per process.
-pub(crate) fn install() {
+/// Starts the `SIGUSR1` thread, once per process; on each signal it
+/// runs `dump` (the flight module's `dump_all`: every recorder with a dump
+/// directory), which returns how many recorders it dumped.
+pub(crate) fn install(dump: fn(&str) -> usize) {
     INSTALL.call_once(|| {
         let signals = match signal_hook::iterator::Signals::new([signal_hook::consts::SIGUSR1]) {
             Ok(s) => s,
@@ -24,7 +26,7 @@ pub(crate) fn install() {
             .spawn(move || {
                 let mut signals = signals;
                 for _ in signals.forever() {
-                    let n = crate::flight::dump_all("SIGUSR1");
+                    let n = dump("SIGUSR1");
                     tracing::info!(recorders = n, "flight recorder: dumped on SIGUSR1");
                 }
             });

@@ -24,6 +24,7 @@ mod fabric;
 mod flight;
 mod flight_signal;
 mod internal_ops;
+mod json_file;
 mod multi_process;
 mod registration;
 mod resource_manager;
