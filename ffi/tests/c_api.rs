@@ -1,6 +1,8 @@
 //! The C API exercised as a C program would: handles, raw pointers, codes.
 //! Data is checked against references; errors by code (and message).
 
+mod common;
+use common::*;
 use hccl::acl::*;
 use hccl::hccl::*;
 use hccl::last_error_message;
@@ -8,63 +10,16 @@ use hccl::types::*;
 use std::ffi::{c_void, CStr};
 use std::ptr::{null, null_mut};
 
-const SUCCESS: u32 = 0;
 const E_PARA: u32 = 1;
 const E_PTR: u32 = 2;
 const FP32: u32 = 4;
 const INT32: u32 = 2;
 const SUM: u32 = 0;
 
-fn ok(code: u32, what: &str) {
-    assert_eq!(code, SUCCESS, "{what}: {:?}", last_error_message());
-}
-
-fn acl_ok(code: i32, what: &str) {
-    assert_eq!(code, ACL_SUCCESS, "{what}: {:?}", last_error_message());
-}
-
-/// Device memory holding `data`.
-fn dev_from<T: Copy>(data: &[T]) -> *mut c_void {
-    let bytes = std::mem::size_of_val(data).max(1);
-    let mut p = null_mut();
-    acl_ok(aclrtMalloc(&mut p, bytes, 0), "aclrtMalloc");
-    acl_ok(
-        aclrtMemcpy(
-            p,
-            bytes,
-            data.as_ptr().cast(),
-            std::mem::size_of_val(data),
-            1,
-        ),
-        "aclrtMemcpy H2D",
-    );
-    p
-}
-
 fn dev_zeroed(bytes: usize) -> *mut c_void {
     let mut p = null_mut();
     acl_ok(aclrtMalloc(&mut p, bytes.max(1), 0), "aclrtMalloc");
     p
-}
-
-fn to_host<T: Copy + Default>(p: *const c_void, n: usize) -> Vec<T> {
-    let mut v = vec![T::default(); n];
-    let bytes = std::mem::size_of_val(v.as_slice());
-    acl_ok(
-        aclrtMemcpy(v.as_mut_ptr().cast(), bytes, p, bytes, 2),
-        "aclrtMemcpy D2H",
-    );
-    v
-}
-
-fn init_all(p: u32) -> Vec<usize> {
-    let mut devices: Vec<i32> = (0..p as i32).collect();
-    let mut comms = vec![null_mut(); p as usize];
-    ok(
-        HcclCommInitAll(p, devices.as_mut_ptr(), comms.as_mut_ptr()),
-        "HcclCommInitAll",
-    );
-    comms.into_iter().map(|c| c as usize).collect()
 }
 
 /// Runs `f(rank, comm, stream)` on one thread per rank (device = rank).

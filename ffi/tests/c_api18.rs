@@ -4,6 +4,8 @@
 //! `HcclBatchPut` / `HcclBatchGet`, and the ACL device, stream and
 //! virtual-memory calls; each with its bad-input matrix.
 
+mod common;
+use common::*;
 use hccl::acl::*;
 use hccl::hccl::*;
 use hccl::last_error_message;
@@ -13,7 +15,6 @@ use std::mem::{offset_of, size_of};
 use std::ptr::null_mut;
 use std::sync::{Barrier, Mutex};
 
-const SUCCESS: u32 = 0;
 const E_PARA: u32 = 1;
 const E_PTR: u32 = 2;
 const E_NOT_SUPPORT: u32 = 5;
@@ -21,45 +22,6 @@ const E_NOT_FOUND: u32 = 6;
 const E_SUSPENDING: u32 = 22;
 const FP32: u32 = 4;
 const SUM: u32 = 0;
-
-fn ok(code: u32, what: &str) {
-    assert_eq!(code, SUCCESS, "{what}: {:?}", last_error_message());
-}
-
-fn acl_ok(code: i32, what: &str) {
-    assert_eq!(code, ACL_SUCCESS, "{what}: {:?}", last_error_message());
-}
-
-fn dev_from<T: Copy>(data: &[T]) -> *mut c_void {
-    let bytes = size_of_val(data).max(1);
-    let mut p = null_mut();
-    acl_ok(aclrtMalloc(&mut p, bytes, 0), "aclrtMalloc");
-    acl_ok(
-        aclrtMemcpy(p, bytes, data.as_ptr().cast(), size_of_val(data), 1),
-        "aclrtMemcpy H2D",
-    );
-    p
-}
-
-fn to_host<T: Copy + Default>(p: *const c_void, n: usize) -> Vec<T> {
-    let mut v = vec![T::default(); n];
-    let bytes = size_of_val(v.as_slice());
-    acl_ok(
-        aclrtMemcpy(v.as_mut_ptr().cast(), bytes, p, bytes, 2),
-        "aclrtMemcpy D2H",
-    );
-    v
-}
-
-fn init_all(p: u32) -> Vec<usize> {
-    let mut devices: Vec<i32> = (0..p as i32).collect();
-    let mut comms = vec![null_mut(); p as usize];
-    ok(
-        HcclCommInitAll(p, devices.as_mut_ptr(), comms.as_mut_ptr()),
-        "HcclCommInitAll",
-    );
-    comms.into_iter().map(|c| c as usize).collect()
-}
 
 fn name_of(c: HcclComm) -> Vec<c_char> {
     let mut name = vec![0 as c_char; COMM_NAME_MAX_LENGTH];

@@ -2,6 +2,8 @@
 //! captured with `aclmdlRICaptureBegin`/`End`, replayed with
 //! `aclmdlRIExecuteAsync` as a C program would; bad input by code.
 
+mod common;
+use common::*;
 use hccl::acl::*;
 use hccl::hccl::*;
 use hccl::last_error_message;
@@ -12,14 +14,6 @@ use std::ptr::null_mut;
 const E_PARA: u32 = 1;
 const INT32: u32 = 2;
 const SUM: u32 = 0;
-
-fn ok(code: u32, what: &str) {
-    assert_eq!(code, 0, "{what}: {:?}", last_error_message());
-}
-
-fn acl_ok(code: i32, what: &str) {
-    assert_eq!(code, ACL_SUCCESS, "{what}: {:?}", last_error_message());
-}
 
 /// `code` is `want`, and the kept message mentions `needle`.
 fn acl_fails(code: i32, want: i32, needle: &str) {
@@ -49,16 +43,6 @@ fn get(p: *const c_void, n: usize) -> Vec<i32> {
         "aclrtMemcpy D2H",
     );
     v
-}
-
-fn init_all(p: u32) -> Vec<usize> {
-    let mut devices: Vec<i32> = (0..p as i32).collect();
-    let mut comms = vec![null_mut(); p as usize];
-    ok(
-        HcclCommInitAll(p, devices.as_mut_ptr(), comms.as_mut_ptr()),
-        "HcclCommInitAll",
-    );
-    comms.into_iter().map(|c| c as usize).collect()
 }
 
 fn status(stream: aclrtStream) -> (aclmdlRICaptureStatus, aclmdlRI) {

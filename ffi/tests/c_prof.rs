@@ -6,6 +6,8 @@
 //! Profiling is process-wide state (one `aclprofInit` at a time), so the
 //! tests of this file take turns ([`serial`]) whichever runner runs them.
 
+mod common;
+use common::*;
 use hccl::acl::*;
 use hccl::hccl::*;
 use hccl::last_error_message;
@@ -16,7 +18,6 @@ use std::path::{Path, PathBuf};
 use std::ptr::{null, null_mut};
 use std::sync::{Mutex, MutexGuard};
 
-const SUCCESS: u32 = 0;
 const E_PARA: u32 = 1;
 const E_PTR: u32 = 2;
 const E_NOT_SUPPORT: u32 = 5;
@@ -29,14 +30,6 @@ const SUM: u32 = 0;
 fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn ok(code: u32, what: &str) {
-    assert_eq!(code, SUCCESS, "{what}: {:?}", last_error_message());
-}
-
-fn acl_ok(code: i32, what: &str) {
-    assert_eq!(code, ACL_SUCCESS, "{what}: {:?}", last_error_message());
 }
 
 /// A fresh directory under the system temp dir, removed on drop.
