@@ -27,6 +27,7 @@ backend.
 from . import errors
 from ._native import ROOT_INFO_BYTES, Comm, RawBuffer, Work, __version__, get_root_info
 from .errors import (
+    CODE_NAMES,
     ConnectError,
     HcclError,
     HcclMemoryError,
@@ -45,16 +46,8 @@ __all__ = [
     "RawBuffer",
     "get_root_info",
     "ROOT_INFO_BYTES",
-    "HcclError",
-    "ParameterError",
-    "HcclTimeoutError",
-    "RemoteError",
-    "ConnectError",
-    "TransferError",
-    "NotSupportedError",
-    "HcclMemoryError",
-    "SuspendedError",
-    "InternalError",
     "errors",
     "__version__",
 ]
+# the exceptions (and CODE_NAMES), as errors.py lists them
+__all__ += errors.__all__
