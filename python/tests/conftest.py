@@ -9,6 +9,7 @@ every child (the whole group) however the test ends. Workers also arm
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -23,18 +24,27 @@ HERE = Path(__file__).resolve().parent
 
 
 def free_port() -> int:
-    """A TCP port free now (with the one above it, for MASTER_PORT + 1)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port >= 65000:
+    """A TCP port free now, with the one above it (MASTER_PORT + 1).
+
+    Taken below the kernel's ephemeral range, so the outgoing connections
+    of this or another test cannot grab either port between this check
+    and the bind (they did: "Address already in use" on MASTER_PORT + 1);
+    checked on every address, as the rendezvous server binds.
+    """
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    top = max(low - 2, 10002)
+    for _ in range(200):
+        port = random.randrange(10000, top, 2)
+        try:
+            with socket.socket() as s, socket.socket() as s2:
+                s.bind(("0.0.0.0", port))
+                s2.bind(("0.0.0.0", port + 1))
+        except OSError:
             continue
-        with socket.socket() as s2:
-            try:
-                s2.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
         return port
     raise RuntimeError("no free port pair")
 
