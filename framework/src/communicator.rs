@@ -1,7 +1,7 @@
 //! Communicators: one rank's membership of a group, and the op execution path.
 
 use crate::config::CommConfig;
-use crate::fabric::{Fabric, InProcFabric};
+use crate::fabric::{Fabric, PeerRecord};
 use crate::flight::FlightRecorder;
 use crate::json_file::{file_safe, write_json_file};
 use crate::registration::CommMemory;
@@ -12,10 +12,9 @@ use hccl_algorithm::{
     TopoInfo,
 };
 use hccl_algorithm::{OpType, WorkflowMode};
-use hccl_platform::{
-    DataType, Device, DeviceMem, HcclError, LinkHandle, MemKind, OpLabel, Result, Stream,
-};
-use hccl_platform::{InProcEndpoint, OpArgs, Timeline};
+use hccl_platform::transport::{component_id, ContextSetup, Placement, TransportOrder};
+use hccl_platform::{DataType, Device, DeviceMem, HcclError, LinkHandle, OpLabel, Result, Stream};
+use hccl_platform::{InProcRendezvous, OpArgs, Timeline};
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,7 +34,7 @@ pub struct InProcGroup {
     hosts: Option<Vec<u32>>,
     name: String,
     config: CommConfig,
-    fabric: Arc<InProcFabric>,
+    rendezvous: Arc<InProcRendezvous>,
 }
 
 static NEXT_GROUP: AtomicU64 = AtomicU64::new(0);
@@ -62,7 +61,7 @@ impl InProcGroup {
                 )
             }),
             config,
-            fabric: InProcFabric::new(size),
+            rendezvous: InProcRendezvous::new(size),
         }))
     }
 
@@ -101,14 +100,40 @@ impl InProcGroup {
         )?;
         let ccl_input = DeviceMem::alloc(self.config.buffer_size)?;
         let ccl_output = DeviceMem::alloc(self.config.buffer_size)?;
-        self.fabric.publish(InProcEndpoint {
+        let setup = ContextSetup {
             rank,
-            mems: vec![
-                (MemKind::CclInput, ccl_input.clone()),
-                (MemKind::CclOutput, ccl_output.clone()),
-            ],
-            waker: device.waker(),
-            board: Some(InProcEndpoint::new_board()?),
+            size: self.size,
+            unique_id: [0; 16],
+            device: device.clone(),
+            ccl: (ccl_input.clone(), ccl_output.clone()),
+            ip: std::net::Ipv4Addr::LOCALHOST.into(),
+            port: 0,
+            io_timeout: self.config.connect_timeout,
+            connect_timeout: self.config.connect_timeout,
+            sockets_per_link: 1,
+            segment: None,
+            in_process: Some(self.rendezvous.clone()),
+            params: self.config.transport_params.clone(),
+        };
+        let opened = crate::transports::open_in_process(&setup)?;
+        let server = |r: u32| self.hosts.as_ref().map_or(0, |h| h[r as usize]);
+        let peers = (0..self.size)
+            .map(|r| PeerRecord {
+                rank: r,
+                host: match &self.hosts {
+                    Some(h) => format!("declared host {}", h[r as usize]),
+                    None => "this host".to_owned(),
+                },
+                same_host: server(r) == server(rank),
+                same_process: true,
+                link_addr: None,
+                addresses: [(component_id("in-process"), Vec::new())].into(),
+            })
+            .collect();
+        let fabric = Fabric::new(rank, TransportOrder::Auto, opened, peers);
+        fabric.prepare(Placement {
+            index: rank,
+            count: self.size,
         })?;
         let topo = match &self.hosts {
             Some(map) => TopoInfo::new(rank, map.clone())?,
@@ -122,7 +147,7 @@ impl InProcGroup {
             self.config.clone(),
             device,
             (ccl_input, ccl_output),
-            self.fabric.clone(),
+            Arc::new(fabric),
         ))
     }
 }
@@ -234,7 +259,7 @@ impl Communicator {
         config: CommConfig,
         device: Device,
         (ccl_input, ccl_output): (DeviceMem, DeviceMem),
-        fabric: Arc<dyn Fabric>,
+        fabric: Arc<Fabric>,
     ) -> Communicator {
         let rank = topo.user_rank;
         // the one-host executors are offered only when every peer's link
@@ -407,7 +432,7 @@ impl Communicator {
         topo: &TopoInfo,
         hosts: &[String],
         config: &CommConfig,
-        fabric: &dyn Fabric,
+        fabric: &Fabric,
     ) {
         if !tracing::enabled!(tracing::Level::INFO) {
             return;
@@ -742,7 +767,10 @@ impl Communicator {
                     param
                 };
                 let req = executor.calc_res_request(param, &self.topo)?;
-                let res = st.resources.grant(&req, &param.input, &param.output)?;
+                let bytes = ResourceManager::transport_bytes(param);
+                let res = st
+                    .resources
+                    .grant(&req, &param.input, &param.output, bytes)?;
                 tracing::debug!(tag = %param.tag, executor = %name, rank = self.rank, "resources granted");
                 let label = Arc::new(OpLabel {
                     tag: param.tag.to_string(),

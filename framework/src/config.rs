@@ -106,9 +106,15 @@ pub struct CommConfig {
     /// Compare op descriptors with peers before each op
     /// (`HCCL_RS_CONSISTENCY_CHECK`, default on).
     pub consistency_check: bool,
-    /// Use shared memory between processes on one host (`HCCL_RS_TRANSPORT`
-    /// `auto`, the default) or TCP for every link (`tcp`).
-    pub shm: bool,
+    /// Which transport components carry links (`HCCL_RS_TRANSPORT`):
+    /// `auto` (the default: every registered component, the best score
+    /// per link) or a comma-separated order of preference (`shm,tcp`,
+    /// `ibverbs`; see `hccl_platform::transport::select`). Ranks that
+    /// are threads of one group always use in-process links.
+    pub transport: String,
+    /// Transport settings: the tune strings (`HCCL_RS_TL_<NAME>_TUNE`)
+    /// and the components' own variables (`HCCL_RS_IB_HCA`, ...).
+    pub transport_params: hccl_platform::transport::TransportParams,
     /// The user's algorithm choice (`HCCL_ALGO`).
     pub algo: crate::algo_env::AlgoConfig,
     /// The communicator's name (HCCL's `hcclCommName` config field);
@@ -220,7 +226,8 @@ impl Default for CommConfig {
             ipv6: false,
             algo: Default::default(),
             consistency_check: true,
-            shm: true,
+            transport: "auto".to_owned(),
+            transport_params: Default::default(),
             comm_name: None,
             cost: None,
             cpu_affinity: Default::default(),
@@ -334,12 +341,10 @@ impl CommConfig {
             };
         }
         if let Some(v) = env.get("HCCL_RS_TRANSPORT") {
-            c.shm = match v.trim().to_ascii_lowercase().as_str() {
-                "" | "auto" | "shm" => true,
-                "tcp" => false,
-                _ => return Err(bad("HCCL_RS_TRANSPORT", &v, "expected 'auto' or 'tcp'")),
-            };
+            crate::transports::order_of(&v)?;
+            c.transport = v;
         }
+        c.transport_params = crate::transports::params_from(env)?;
         if let Some(v) = env.get("HCCL_ALGO") {
             c.algo = crate::algo_env::AlgoConfig::parse(&v)?;
         }

@@ -1,136 +1,267 @@
-//! Fabrics: how a rank gets a link to a peer.
+//! The fabric: how a rank gets a link to a peer, from the transport
+//! components (`hccl_platform::transport`) its communicator opened.
 //!
-//! [`InProcFabric`]: ranks that are threads of one process.
-//! [`TcpFabric`]: ranks in other processes or on other hosts, over TCP.
-//!
-//! In-process details:
-//!
-//! Each rank publishes an endpoint (its buffers and its driver's waker) when
-//! it joins. Links are made lazily: the first of two ranks to ask for a link
-//! between them creates both ends and parks the peer's end here until the
-//! peer asks for it.
+//! It holds the opened contexts (with their scores after tuning) and what
+//! every peer published; for each link it asks [`choose`] which component
+//! carries it — from facts both ends share (the components both opened,
+//! whether they share a host or a process, the op's size), so both ends
+//! pick alike without talking — and has that context connect. It never
+//! names a link type.
 
-use crate::bootstrap::{RankInfo, RankTable};
-use hccl_platform::EventCount;
-use hccl_platform::{HcclError, LinkHandle, MemKind, PeerProcess, Result};
-use hccl_platform::{InProcEndpoint, InProcLink, ShmLink, ShmSegment, TcpNode};
+use crate::bootstrap::RankInfo;
+use hccl_platform::transport::{
+    choose, component_id, unpack_addresses, Level, PeerInfo, Placement, ScoreMap, Transport,
+    TransportContext, TransportOrder,
+};
+use hccl_platform::{HcclError, LinkHandle, Result};
 use std::collections::HashMap;
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
 
-/// Identifies a link between two ranks over given peer memories.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct LinkKey {
-    low: u32,
-    high: u32,
-}
+/// Message size at which [`Fabric::transport_to`] reports a link's
+/// transport for the init log (a mid-sized op).
+const REPORT_BYTES: u64 = 64 * 1024;
+/// Size at which the AIV kernels (small ops) are judged reachable.
+const BOARD_BYTES_HINT: u64 = 8;
+/// Size at which direct reads of peers' buffers (medium and large ops)
+/// are judged possible.
+const DIRECT_BYTES_HINT: u64 = 1 << 20;
 
-#[derive(Default)]
-struct FabricState {
-    endpoints: Vec<Option<InProcEndpoint>>,
-    /// Ends created by one rank and not yet collected by the other,
-    /// keyed by (pair, collecting rank).
-    parked: HashMap<(LinkKey, u32), LinkHandle>,
-}
-
-/// Builds links for a communicator.
-pub(crate) trait Fabric: Send + Sync + std::fmt::Debug {
-    /// `local`'s end of a link to `remote` whose ends address each other's
-    /// `input`/`output` buffers, waiting up to `connect_timeout` for the peer.
-    fn link(
-        &self,
-        local: u32,
-        remote: u32,
-        input: MemKind,
-        output: MemKind,
-        connect_timeout: Duration,
-    ) -> Result<LinkHandle>;
-
-    /// Whether `local`'s link to `remote` will be able to read the peer's
-    /// user buffers ([`Link::reads_peer_param`](hccl_platform::Link::reads_peer_param)),
-    /// known without building the link: the selector offers the
-    /// direct-read executors only when every link can.
-    fn reads_peer_param(&self, _remote: u32) -> bool {
-        false
-    }
-
-    /// Whether `local`'s link to `remote` will reach the AIV boards
-    /// ([`Link::boards`](hccl_platform::Link::boards)): the selector
-    /// offers the AIV executors only when every link will.
-    fn reaches_boards(&self, _remote: u32) -> bool {
-        false
-    }
-
-    /// Every rank's TCP link listener, by rank (empty when ranks are
-    /// threads of one process).
-    fn listeners(&self) -> Vec<std::net::SocketAddr> {
-        Vec::new()
-    }
-
-    /// The transport `local`'s link to `remote` will use, for the
-    /// communicator's init log.
-    fn transport_to(&self, remote: u32) -> &'static str;
-
-    /// Every rank's host name, by rank, for messages (empty when ranks
-    /// are threads of one process).
-    fn host_names(&self) -> Vec<String> {
-        Vec::new()
-    }
-}
-
-/// Links over TCP to the ranks of a [`RankTable`].
+/// A component this rank opened.
 #[derive(Debug)]
-pub(crate) struct TcpFabric {
-    node: TcpNode,
-    table: RankTable,
+pub(crate) struct Opened {
+    pub component: Arc<dyn Transport>,
+    pub context: Arc<dyn TransportContext>,
+    pub scores: ScoreMap,
 }
 
-impl TcpFabric {
-    /// A fabric using `node` (this rank's listener) and the peers in `table`.
-    pub(crate) fn new(node: TcpNode, table: RankTable) -> Self {
-        TcpFabric { node, table }
+impl Opened {
+    fn name(&self) -> &'static str {
+        self.component.name()
     }
 }
 
-impl Fabric for TcpFabric {
-    fn transport_to(&self, _remote: u32) -> &'static str {
-        "tcp"
+/// What this rank knows of one rank of the communicator.
+#[derive(Debug, Clone)]
+pub(crate) struct PeerRecord {
+    pub rank: u32,
+    /// The host's name, for messages.
+    pub host: String,
+    pub same_host: bool,
+    pub same_process: bool,
+    /// Its TCP listener, if it has one (diagnostics).
+    pub link_addr: Option<SocketAddr>,
+    /// The address bytes it published, by component id.
+    pub addresses: HashMap<u32, Vec<u8>>,
+}
+
+impl PeerRecord {
+    /// A peer from its rank info; `my_host` is this rank's host id.
+    pub(crate) fn from_info(info: &RankInfo, my_host: &str) -> Result<PeerRecord> {
+        let mut addresses: HashMap<u32, Vec<u8>> = unpack_addresses(&info.transports)
+            .map_err(|e| e.peer(info.rank))?
+            .into_iter()
+            .map(|(id, b)| (id, b.to_vec()))
+            .collect();
+        // a rank table names only TCP listeners
+        addresses
+            .entry(component_id("tcp"))
+            .or_insert_with(|| hccl_platform::encode_tcp_address(info.link_addr));
+        Ok(PeerRecord {
+            rank: info.rank,
+            host: host_name(info).to_owned(),
+            same_host: info.host_id == my_host,
+            same_process: false,
+            link_addr: Some(info.link_addr),
+            addresses,
+        })
+    }
+}
+
+/// Links for one rank of a communicator.
+#[derive(Debug)]
+pub(crate) struct Fabric {
+    rank: u32,
+    order: TransportOrder,
+    opened: Vec<Opened>,
+    /// By rank (this rank's own record included).
+    peers: Vec<PeerRecord>,
+}
+
+impl Fabric {
+    /// A fabric over the `opened` components for `rank`, whose peers are
+    /// `peers` (indexed by rank).
+    pub(crate) fn new(
+        rank: u32,
+        order: TransportOrder,
+        opened: Vec<Opened>,
+        peers: Vec<PeerRecord>,
+    ) -> Fabric {
+        Fabric {
+            rank,
+            order,
+            opened,
+            peers,
+        }
     }
 
-    fn listeners(&self) -> Vec<std::net::SocketAddr> {
-        self.table.ranks.iter().map(|r| r.link_addr).collect()
+    /// The peer as component `o` sees it.
+    fn info<'a>(&self, o: &Opened, p: &'a PeerRecord) -> PeerInfo<'a> {
+        PeerInfo {
+            rank: p.rank,
+            same_process: p.same_process,
+            same_host: p.same_host,
+            host: &p.host,
+            address: p.addresses.get(&component_id(o.name())).map(Vec::as_slice),
+        }
     }
 
-    fn host_names(&self) -> Vec<String> {
-        self.table
-            .ranks
+    fn peer(&self, remote: u32) -> Result<&PeerRecord> {
+        self.peers
+            .get(remote as usize)
+            .filter(|_| remote != self.rank)
+            .ok_or_else(|| {
+                HcclError::para(format!(
+                    "peer rank {remote} is out of range for {} ranks (or is this rank)",
+                    self.peers.len()
+                ))
+            })
+    }
+
+    /// Every other rank as each opened component sees it: what
+    /// [`TransportContext::prepare`] is given.
+    pub(crate) fn prepare(&self, placement: Placement) -> Result<()> {
+        for o in &self.opened {
+            let infos: Vec<PeerInfo<'_>> = self
+                .peers
+                .iter()
+                .filter(|p| p.rank != self.rank)
+                .map(|p| self.info(o, p))
+                .collect();
+            o.context
+                .prepare(placement, &infos)
+                .map_err(|e| e.during(format!("preparing transport {}", o.name())))?;
+        }
+        Ok(())
+    }
+
+    /// The index of the component that carries a link to `remote` for an
+    /// op of `bytes`.
+    fn pick(&self, remote: u32, bytes: u64) -> Result<usize> {
+        let p = self.peer(remote)?;
+        let level = if p.same_host {
+            Level::Intra
+        } else {
+            Level::Inter
+        };
+        let candidates: Vec<(&str, u32)> = self
+            .opened
             .iter()
-            .map(|r| host_name(r).to_owned())
-            .collect()
+            .filter(|o| o.context.can_connect(&self.info(o, p)))
+            .map(|o| (o.name(), o.scores.score(level, bytes)))
+            .collect();
+        let name = choose(&self.order, &candidates).ok_or_else(|| {
+            let opened: Vec<&str> = self.opened.iter().map(Opened::name).collect();
+            HcclError::not_support(format!(
+                "no transport reaches rank {remote} ({}) for a {bytes}-byte op at level {}: \
+                 opened here {}; usable for that peer {} (HCCL_RS_TRANSPORT={})",
+                p.host,
+                level.index(),
+                if opened.is_empty() {
+                    "none".to_owned()
+                } else {
+                    opened.join(", ")
+                },
+                if candidates.is_empty() {
+                    "none".to_owned()
+                } else {
+                    candidates
+                        .iter()
+                        .map(|(n, s)| format!("{n} (score {s})"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                },
+                match &self.order {
+                    TransportOrder::Auto => "auto".to_owned(),
+                    TransportOrder::List(l) => l.join(","),
+                }
+            ))
+            .rank(self.rank)
+            .peer(remote)
+        })?;
+        Ok(self
+            .opened
+            .iter()
+            .position(|o| o.name() == name)
+            .expect("chosen among the opened"))
     }
 
-    fn link(
-        &self,
-        _local: u32,
-        remote: u32,
-        _input: MemKind,
-        _output: MemKind,
-        timeout: Duration,
-    ) -> Result<LinkHandle> {
-        let peer = self.table.ranks.get(remote as usize).ok_or_else(|| {
-            HcclError::para(format!(
-                "peer rank {remote} is out of range for {} ranks",
-                self.table.ranks.len()
-            ))
-        })?;
-        let mut lens = [None; 5];
-        lens[MemKind::CclInput.index()] = Some(peer.buffer_size as usize);
-        lens[MemKind::CclOutput.index()] = Some(peer.buffer_size as usize);
-        let link = self
-            .node
-            .link(remote, peer.link_addr, lens, timeout)?
-            .with_peer_host(format!("{} at {}", host_name(peer), peer.link_addr.ip()));
-        Ok(LinkHandle::new(Arc::new(link)))
+    /// The name of the component that carries a link to `remote` for an
+    /// op of `bytes`.
+    pub(crate) fn transport_for(&self, remote: u32, bytes: u64) -> Result<&'static str> {
+        Ok(self.opened[self.pick(remote, bytes)?].name())
+    }
+
+    /// This rank's end of a link to `remote` over the component `name`,
+    /// waiting up to `timeout` for a late peer.
+    pub(crate) fn link(&self, remote: u32, name: &str, timeout: Duration) -> Result<LinkHandle> {
+        let p = self.peer(remote)?;
+        let o = self
+            .opened
+            .iter()
+            .find(|o| o.name() == name)
+            .ok_or_else(|| HcclError::internal(format!("transport {name} is not opened")))?;
+        o.context
+            .connect(&self.info(o, p), timeout)
+            .map_err(|e| e.during(format!("connecting over {name}")))
+    }
+
+    fn context_for(&self, remote: u32, bytes: u64) -> Option<(&Opened, PeerInfo<'_>)> {
+        let i = self.pick(remote, bytes).ok()?;
+        let o = &self.opened[i];
+        Some((o, self.info(o, self.peer(remote).ok()?)))
+    }
+
+    /// Whether the link to `remote` for medium and large ops will read the
+    /// peer's user buffers: the selector offers the direct-read executors
+    /// only when every link can.
+    pub(crate) fn reads_peer_param(&self, remote: u32) -> bool {
+        self.context_for(remote, DIRECT_BYTES_HINT)
+            .is_some_and(|(o, p)| o.context.reads_peer_param(&p))
+    }
+
+    /// Whether the link to `remote` for small ops will reach the AIV
+    /// boards: the selector offers the AIV executors only when every link
+    /// will.
+    pub(crate) fn reaches_boards(&self, remote: u32) -> bool {
+        self.context_for(remote, BOARD_BYTES_HINT)
+            .is_some_and(|(o, p)| o.context.reaches_boards(&p))
+    }
+
+    /// Every rank's TCP listener, by rank (empty when ranks are threads of
+    /// one process).
+    pub(crate) fn listeners(&self) -> Vec<SocketAddr> {
+        if self.peers.iter().any(|p| p.link_addr.is_none()) {
+            return Vec::new();
+        }
+        self.peers.iter().filter_map(|p| p.link_addr).collect()
+    }
+
+    /// The transport a mid-sized op's link to `remote` uses, for the init
+    /// log.
+    pub(crate) fn transport_to(&self, remote: u32) -> &'static str {
+        self.transport_for(remote, REPORT_BYTES)
+            .unwrap_or("unreachable")
+    }
+
+    /// Every rank's host name, by rank (empty when ranks are threads of
+    /// one process).
+    pub(crate) fn host_names(&self) -> Vec<String> {
+        if self.peers.iter().any(|p| p.same_process) {
+            return Vec::new();
+        }
+        self.peers.iter().map(|p| p.host.clone()).collect()
     }
 }
 
@@ -138,203 +269,4 @@ impl Fabric for TcpFabric {
 /// `hostname[:netns]/boot id/net:inode`, or what `HCCL_RS_HOST_ID` declares).
 pub(crate) fn host_name(info: &RankInfo) -> &str {
     info.host_id.split('/').next().unwrap_or(&info.host_id)
-}
-
-/// Mapped segments of the peers on this host, and this rank's own.
-#[derive(Debug, Default)]
-pub(crate) struct ShmPeers {
-    /// This rank's segment and the event count its driver parks on.
-    pub mine: Option<(ShmSegment, Arc<EventCount>)>,
-    /// Peer rank → its segment (mapped here) and its event count.
-    pub peers: HashMap<u32, (ShmSegment, Arc<EventCount>)>,
-    /// Peer rank → its process, watched for exit (a pidfd each), shared by
-    /// its links and the device's watch list.
-    pub processes: HashMap<u32, Arc<PeerProcess>>,
-}
-
-/// Links for a communicator spanning processes: shared memory to peers on
-/// this host, TCP to the others.
-#[derive(Debug)]
-pub(crate) struct HostFabric {
-    tcp: TcpFabric,
-    shm: ShmPeers,
-}
-
-impl HostFabric {
-    /// Shared memory to the peers in `shm`, TCP to everyone else.
-    pub(crate) fn new(tcp: TcpFabric, shm: ShmPeers) -> Self {
-        HostFabric { tcp, shm }
-    }
-}
-
-impl Fabric for HostFabric {
-    fn transport_to(&self, remote: u32) -> &'static str {
-        if self.shm.mine.is_some() && self.shm.peers.contains_key(&remote) {
-            "shm"
-        } else {
-            "tcp"
-        }
-    }
-
-    fn listeners(&self) -> Vec<std::net::SocketAddr> {
-        self.tcp.listeners()
-    }
-
-    fn host_names(&self) -> Vec<String> {
-        self.tcp.host_names()
-    }
-
-    fn link(
-        &self,
-        local: u32,
-        remote: u32,
-        input: MemKind,
-        output: MemKind,
-        timeout: Duration,
-    ) -> Result<LinkHandle> {
-        match (&self.shm.mine, self.shm.peers.get(&remote)) {
-            (Some((mine, own_waker)), Some((theirs, peer_waker))) => {
-                let mut link = ShmLink::new(
-                    local,
-                    mine.clone(),
-                    own_waker.clone(),
-                    remote,
-                    theirs.clone(),
-                    peer_waker.clone(),
-                )?;
-                if let Some(p) = self.shm.processes.get(&remote) {
-                    link = link.with_peer_process(p.clone());
-                }
-                Ok(LinkHandle::new(Arc::new(link)))
-            }
-            _ => self.tcp.link(local, remote, input, output, timeout),
-        }
-    }
-
-    fn reads_peer_param(&self, remote: u32) -> bool {
-        self.shm.mine.is_some()
-            && self.shm.peers.contains_key(&remote)
-            && hccl_platform::cross_memory_attach_permitted()
-    }
-
-    fn reaches_boards(&self, remote: u32) -> bool {
-        self.shm.mine.is_some() && self.shm.peers.contains_key(&remote)
-    }
-}
-
-/// Rendezvous point of an in-process group.
-pub(crate) struct InProcFabric {
-    size: u32,
-    state: Mutex<FabricState>,
-    joined: Condvar,
-}
-
-impl std::fmt::Debug for InProcFabric {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("InProcFabric")
-            .field("size", &self.size)
-            .finish()
-    }
-}
-
-impl InProcFabric {
-    /// A fabric for `size` ranks.
-    pub(crate) fn new(size: u32) -> Arc<Self> {
-        Arc::new(InProcFabric {
-            size,
-            state: Mutex::new(FabricState {
-                endpoints: vec![None; size as usize],
-                parked: HashMap::new(),
-            }),
-            joined: Condvar::new(),
-        })
-    }
-
-    /// Publishes `rank`'s endpoint.
-    pub(crate) fn publish(&self, ep: InProcEndpoint) -> Result<()> {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let slot = st.endpoints.get_mut(ep.rank as usize).ok_or_else(|| {
-            HcclError::para(format!(
-                "rank {} is out of range for {} ranks",
-                ep.rank, self.size
-            ))
-        })?;
-        if slot.is_some() {
-            return Err(HcclError::para(format!(
-                "rank {} has already joined this group",
-                ep.rank
-            )));
-        }
-        *slot = Some(ep);
-        self.joined.notify_all();
-        Ok(())
-    }
-}
-
-impl Fabric for InProcFabric {
-    fn transport_to(&self, _remote: u32) -> &'static str {
-        "in-process"
-    }
-
-    /// `local`'s end of the link to `remote`, waiting up to `connect_timeout`
-    /// for `remote` to join. Each end addresses the other's CCL buffers.
-    fn link(
-        &self,
-        local: u32,
-        remote: u32,
-        _input: MemKind,
-        _output: MemKind,
-        connect_timeout: Duration,
-    ) -> Result<LinkHandle> {
-        let key = LinkKey {
-            low: local.min(remote),
-            high: local.max(remote),
-        };
-        if remote >= self.size {
-            return Err(HcclError::para(format!(
-                "peer rank {remote} is out of range for {} ranks",
-                self.size
-            )));
-        }
-        let deadline = Instant::now() + connect_timeout;
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        while st.endpoints[remote as usize].is_none() {
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(HcclError::timeout(format!(
-                    "rank {remote} did not join the group within {}s (HCCL_CONNECT_TIMEOUT)",
-                    connect_timeout.as_secs_f64()
-                ))
-                .rank(local)
-                .peer(remote));
-            }
-            st = self
-                .joined
-                .wait_timeout(st, deadline - now)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
-        if let Some(end) = st.parked.remove(&(key.clone(), local)) {
-            return Ok(end);
-        }
-        let ep = |r: u32| {
-            st.endpoints
-                .get(r as usize)
-                .and_then(|e| e.clone())
-                .ok_or_else(|| HcclError::internal(format!("rank {r} has not joined the group")))
-        };
-        let (a, b) = (ep(local)?, ep(remote)?);
-        let (mine, theirs) = InProcLink::pair(&a, &b);
-        st.parked
-            .insert((key, remote), LinkHandle::new(Arc::new(theirs)));
-        Ok(LinkHandle::new(Arc::new(mine)))
-    }
-
-    fn reads_peer_param(&self, remote: u32) -> bool {
-        remote < self.size && hccl_platform::cross_memory_attach_permitted()
-    }
-
-    fn reaches_boards(&self, remote: u32) -> bool {
-        remote < self.size
-    }
 }

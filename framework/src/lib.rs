@@ -30,6 +30,7 @@ mod registration;
 mod resource_manager;
 mod selector;
 mod sym_window;
+mod transports;
 mod tuning;
 
 // Communicators: made for ranks that are threads of this process

@@ -1,6 +1,7 @@
 //! Communicators whose ranks are separate processes (possibly on other
 //! hosts): created from root info, a rank table, or launcher variables.
-//! Links between them run over TCP.
+//! Links between them run over the transport components each rank opens
+//! (shared memory on one host, TCP or RDMA between hosts).
 
 use crate::bootstrap::launcher::{self, Rendezvous};
 use crate::bootstrap::root_info::{self, RootInfo, HCCL_ROOT_INFO_BYTES};
@@ -8,13 +9,13 @@ use crate::bootstrap::{
     derived_unique_id, host_id, local_ip_towards, machine_of, rank_table, RankInfo, RankTable,
 };
 use crate::config::{CommConfig, ProcessEnv};
-use crate::fabric::{host_name, HostFabric, ShmPeers, TcpFabric};
+use crate::fabric::{Fabric, Opened, PeerRecord};
 use crate::Communicator;
 use hccl_algorithm::TopoInfo;
 use hccl_platform::shm_segment_name;
-use hccl_platform::EventCount;
-use hccl_platform::{sweep_stale_segments, PeerProcess, ShmSegment, TcpNode, TcpOptions};
-use hccl_platform::{Device, DeviceMem, HcclError, MemKind, Result};
+use hccl_platform::transport::{component_id, pack_addresses, ContextSetup, Placement};
+use hccl_platform::{sweep_stale_segments, ShmSegment};
+use hccl_platform::{Device, DeviceMem, HcclError, Result};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -52,14 +53,41 @@ fn io_timeout(config: &CommConfig) -> Duration {
         .unwrap_or(Duration::from_secs(24 * 3600))
 }
 
+/// A rank before the exchange: its device, its CCL buffers and its opened
+/// transport components.
 struct Local {
     device: Device,
     ccl: (DeviceMem, DeviceMem),
-    node: TcpNode,
-    /// This rank's shared segment, when peers on the host may use it.
-    shm: Option<(ShmSegment, Arc<EventCount>)>,
+    opened: Vec<Opened>,
+    /// The TCP listener, if TCP is opened (the rank info's `link_addr`).
+    listener: Option<SocketAddr>,
 }
 
+impl Local {
+    /// The rank info this rank publishes.
+    fn info(&self, rank: u32, config: &CommConfig) -> Result<RankInfo> {
+        let parts: Vec<(u32, Vec<u8>)> = self
+            .opened
+            .iter()
+            .map(|o| (component_id(o.component.name()), o.context.address()))
+            .collect();
+        Ok(RankInfo {
+            rank,
+            host_id: host_id(),
+            // without TCP the field is still filled (it is required), with
+            // an address nobody listens on
+            link_addr: self
+                .listener
+                .unwrap_or_else(|| SocketAddr::new([0, 0, 0, 0].into(), 0)),
+            buffer_size: config.buffer_size as u64,
+            transports: pack_addresses(&parts)?,
+        })
+    }
+}
+
+/// Creates the rank's device and CCL buffers (in a shared segment when the
+/// shm component may be used, so host peers can map them) and opens its
+/// transport components.
 fn local_setup(
     rank: u32,
     size: u32,
@@ -69,7 +97,8 @@ fn local_setup(
     config: &CommConfig,
     with_shm: bool,
 ) -> Result<Local> {
-    let (device, ccl, shm) = if with_shm {
+    let with_shm = with_shm && crate::transports::order_of(&config.transport)?.allows("shm");
+    let (device, ccl, segment) = if with_shm {
         sweep_stale_segments();
         let seg = ShmSegment::create(
             &shm_segment_name(&format!("r{rank}")),
@@ -88,71 +117,29 @@ fn local_setup(
         );
         (device, ccl, None)
     };
-    let options = TcpOptions {
-        io_timeout: io_timeout(config),
-        sockets_per_link: config.sockets_per_link,
-    };
-    let node = TcpNode::start_with(
+    let setup = ContextSetup {
         rank,
+        size,
         unique_id,
-        SocketAddr::new(ip, port),
-        device.waker(),
-        options,
-        &[
-            (MemKind::CclInput, ccl.0.clone()),
-            (MemKind::CclOutput, ccl.1.clone()),
-        ],
-    )?;
-    device.add_park_hook(&node.park_hook());
+        device: device.clone(),
+        ccl: ccl.clone(),
+        ip,
+        port,
+        io_timeout: io_timeout(config),
+        connect_timeout: config.connect_timeout,
+        sockets_per_link: config.sockets_per_link,
+        segment,
+        in_process: None,
+        params: config.transport_params.clone(),
+    };
+    let opened = crate::transports::open_all(&setup, config)?;
+    let listener = opened.iter().find_map(|o| o.context.listener());
     Ok(Local {
         device,
         ccl,
-        node,
-        shm,
+        opened,
+        listener,
     })
-}
-
-/// Maps the segments of peers on this host, tells them, and unlinks this
-/// rank's own segment once every local peer has mapped it (so nothing is
-/// left in /dev/shm whatever happens later).
-fn map_local_peers(
-    rank: u32,
-    table: &RankTable,
-    local: &Local,
-    timeout: Duration,
-) -> Result<ShmPeers> {
-    let mut peers = ShmPeers::default();
-    let Some((mine, waker)) = &local.shm else {
-        return Ok(peers);
-    };
-    let my_host = &table.ranks[rank as usize].host_id;
-    let locals: Vec<&RankInfo> = table
-        .ranks
-        .iter()
-        .filter(|r| r.rank != rank && &r.host_id == my_host && r.shm.is_some())
-        .collect();
-    for r in &locals {
-        let name = r.shm.as_deref().expect("filtered");
-        let seg = ShmSegment::open(name).map_err(|e| {
-            e.rank(rank)
-                .peer(r.rank)
-                .during("mapping a local peer's segment")
-        })?;
-        seg.mark_mapped();
-        let w = Arc::new(seg.waker()?);
-        // watched from now on: a peer that dies is noticed by its pidfd
-        let process = Arc::new(PeerProcess::new(r.rank, seg.owner_pid(), host_name(r)));
-        local.device.watch_peer(process.clone());
-        peers.processes.insert(r.rank, process);
-        peers.peers.insert(r.rank, (seg, w));
-    }
-    let deadline = Instant::now() + timeout;
-    while (mine.mapped() as usize) < locals.len() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    mine.unlink();
-    peers.mine = Some((mine.clone(), waker.clone()));
-    Ok(peers)
 }
 
 fn finish(rank: u32, table: RankTable, local: Local, config: CommConfig) -> Result<Communicator> {
@@ -164,13 +151,18 @@ fn finish(rank: u32, table: RankTable, local: Local, config: CommConfig) -> Resu
         ))
         .rank(rank));
     }
-    let shm = map_local_peers(rank, &table, &local, config.connect_timeout)?;
-    let topo = TopoInfo::new(rank, table.rank_to_server())?.with_channels(config.channels);
-    // this rank's index among the ranks on its machine, for its core:
-    // hosts declared with HCCL_RS_HOST_ID or made of network namespaces
-    // share one machine's cores, and pinning each as if alone put them
-    // all on its first core
-    let my_machine = machine_of(&table.ranks[rank as usize].host_id);
+    let my_host = table.ranks[rank as usize].host_id.clone();
+    let peers = table
+        .ranks
+        .iter()
+        .map(|r| PeerRecord::from_info(r, &my_host))
+        .collect::<Result<Vec<_>>>()
+        .map_err(|e| e.rank(rank))?;
+    // this rank's index among the ranks on its machine, for its core (and
+    // its RDMA device): hosts declared with HCCL_RS_HOST_ID or made of
+    // network namespaces share one machine's cores, and pinning each as if
+    // alone put them all on its first core
+    let my_machine = machine_of(&my_host);
     let on_host: Vec<u32> = table
         .ranks
         .iter()
@@ -178,6 +170,13 @@ fn finish(rank: u32, table: RankTable, local: Local, config: CommConfig) -> Resu
         .map(|r| r.rank)
         .collect();
     let local_index = on_host.iter().position(|&r| r == rank).unwrap_or(0) as u32;
+    let order = crate::transports::order_of(&config.transport)?;
+    let fabric = Fabric::new(rank, order, local.opened, peers);
+    fabric.prepare(Placement {
+        index: local_index,
+        count: on_host.len() as u32,
+    })?;
+    let topo = TopoInfo::new(rank, table.rank_to_server())?.with_channels(config.channels);
     crate::affinity::pin_rank(
         &config.cpu_affinity,
         rank,
@@ -194,7 +193,6 @@ fn finish(rank: u32, table: RankTable, local: Local, config: CommConfig) -> Resu
         rank,
         size = table.ranks.len(),
         servers = topo.server_num(),
-        shm_peers = shm.peers.len(),
         "communicator formed"
     );
     Ok(Communicator::assemble(
@@ -203,7 +201,7 @@ fn finish(rank: u32, table: RankTable, local: Local, config: CommConfig) -> Resu
         config,
         local.device,
         local.ccl,
-        Arc::new(HostFabric::new(TcpFabric::new(local.node, table), shm)),
+        Arc::new(fabric),
     ))
 }
 
@@ -248,14 +246,8 @@ impl Communicator {
         check_rank(n_ranks, rank)?;
         let (root_addr, unique_id) = root.decode()?;
         let ip = local_ip(&config, root_addr.ip())?;
-        let local = local_setup(rank, n_ranks, ip, 0, unique_id, &config, config.shm)?;
-        let me = RankInfo {
-            rank,
-            host_id: host_id(),
-            link_addr: local.node.addr(),
-            buffer_size: config.buffer_size as u64,
-            shm: local.shm.as_ref().map(|(s, _)| s.name().to_owned()),
-        };
+        let local = local_setup(rank, n_ranks, ip, 0, unique_id, &config, true)?;
+        let me = local.info(rank, &config)?;
         let table = root_info::exchange(root, n_ranks, me, config.connect_timeout)?;
         finish(rank, table, local, config)
     }

@@ -1,6 +1,7 @@
 //! Turns an executor's resource request into granted resources.
 
 use crate::fabric::Fabric;
+use hccl_algorithm::OpParam;
 use hccl_algorithm::{AlgResourceRequest, AlgResourceResponse};
 use hccl_platform::{Device, DeviceMem, HcclError, LinkHandle, MemKind, Notify, Result, Stream};
 use std::collections::HashMap;
@@ -15,9 +16,11 @@ pub(crate) struct ResourceManager {
     device: Device,
     ccl_input: DeviceMem,
     ccl_output: DeviceMem,
-    fabric: Arc<dyn Fabric>,
+    fabric: Arc<Fabric>,
     connect_timeout: Duration,
-    links: HashMap<(u32, MemKind, MemKind), LinkHandle>,
+    /// By (peer, input kind, output kind, transport): ops whose sizes
+    /// score different transports get a link over each.
+    links: HashMap<(u32, MemKind, MemKind, &'static str), LinkHandle>,
 }
 
 impl ResourceManager {
@@ -27,7 +30,7 @@ impl ResourceManager {
         device: Device,
         ccl_input: DeviceMem,
         ccl_output: DeviceMem,
-        fabric: Arc<dyn Fabric>,
+        fabric: Arc<Fabric>,
         connect_timeout: Duration,
     ) -> Self {
         ResourceManager {
@@ -46,12 +49,25 @@ impl ResourceManager {
         self.links.values()
     }
 
-    /// Grants `req`. `input`/`output` are the op's user buffers.
+    /// The message size that chooses an op's transports: its bytes,
+    /// which every rank of a consistent op agrees on; the V ops, whose
+    /// per-rank counts differ, all choose at one size (64 KiB).
+    pub(crate) fn transport_bytes(param: &OpParam<'_>) -> u64 {
+        if param.send_v.is_some() || param.recv_v.is_some() {
+            64 * 1024
+        } else {
+            param.count.saturating_mul(param.dtype.size() as u64)
+        }
+    }
+
+    /// Grants `req` for an op of `bytes` (see [`Self::transport_bytes`]).
+    /// `input`/`output` are the op's user buffers.
     pub(crate) fn grant(
         &mut self,
         req: &AlgResourceRequest,
         input: &DeviceMem,
         output: &DeviceMem,
+        bytes: u64,
     ) -> Result<AlgResourceResponse> {
         let scratch = if req.scratch_mem_size > 0 {
             let n = usize::try_from(req.scratch_mem_size).map_err(|_| {
@@ -85,23 +101,27 @@ impl ResourceManager {
                             t.local_user_rank, self.rank
                         )));
                     }
-                    let key = (t.remote_user_rank, t.input_mem_type, t.output_mem_type);
+                    let transport = self
+                        .fabric
+                        .transport_for(t.remote_user_rank, bytes)
+                        .map_err(|e| e.rank(self.rank).peer(t.remote_user_rank))?;
+                    let key = (
+                        t.remote_user_rank,
+                        t.input_mem_type,
+                        t.output_mem_type,
+                        transport,
+                    );
                     let link = match self.links.get(&key) {
                         Some(l) => l.clone(),
                         None => {
                             let l = self
                                 .fabric
-                                .link(
-                                    self.rank,
-                                    t.remote_user_rank,
-                                    t.input_mem_type,
-                                    t.output_mem_type,
-                                    self.connect_timeout,
-                                )
+                                .link(t.remote_user_rank, transport, self.connect_timeout)
                                 .map_err(|e| e.rank(self.rank).peer(t.remote_user_rank))?;
                             tracing::debug!(
                                 rank = self.rank,
                                 peer = t.remote_user_rank,
+                                transport,
                                 "link established"
                             );
                             self.device.register_link(l.link());

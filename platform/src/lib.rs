@@ -26,6 +26,7 @@ mod notify;
 mod reduce;
 mod stream;
 mod sync;
+pub mod transport;
 
 // Data types and errors: what every layer speaks.
 pub use dtype::{DataType, Element, Fp8E4M3, Fp8E5M2, Fp8E8M0, Hif8, ReduceOp};
@@ -59,12 +60,16 @@ pub use stream::{CaptureDeferred, CaptureMode, CaptureStatus, Graph};
 // A transport implements [`Link`]; algorithms enqueue verbs through
 // [`LinkHandle`]'s methods.
 pub use link::{
-    sweep_stale_segments, FlushRequest, InProcEndpoint, InProcLink, Link, LinkHandle, LinkOp,
-    LinkOpState, OpDesc, ParamMem, ParkHook, PeerProcess, ShmLink, ShmSegment, TcpLink, TcpNode,
-    TcpOptions, BOARD_BYTES, TCP_MAX_SOCKETS,
+    decode_tcp_address, encode_tcp_address, sweep_stale_segments, FlushRequest, InProcEndpoint,
+    InProcLink, InProcRendezvous, InProcTransport, Link, LinkHandle, LinkOp, LinkOpState, OpDesc,
+    ParamMem, ParkHook, PeerProcess, ShmLink, ShmSegment, ShmTransport, TcpLink, TcpNode,
+    TcpOptions, TcpTransport, BOARD_BYTES, IN_PROCESS_SCORE, SHM_SCORE, TCP_MAX_SOCKETS, TCP_SCORE,
 };
 
 // AIV kernels: a whole small collective as one task over per-rank boards.
+#[cfg(feature = "ibverbs")]
+pub use link::{IbvLink, IbvTransport, IBVERBS_SCORE};
+
 pub use aiv::{AivBoards, AivKind, AivLaunch, AIV_MAX_BYTES};
 
 // Reduce kernels and the park/wake primitive, for layers that run plans

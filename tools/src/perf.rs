@@ -538,7 +538,7 @@ pub fn run_sweep(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
         // every link over TCP, as HCCL_RS_TRANSPORT=tcp: the ranks share
         // a host, and would otherwise map each other's memory (and the
         // selector pick kernels over it), measuring no TCP at all
-        config.shm = false;
+        config.transport = "tcp".to_owned();
         let root = hccl_framework_root(&config)?;
         let handles: Vec<_> = (0..args.npus)
             .map(|r| {

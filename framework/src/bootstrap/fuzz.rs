@@ -89,13 +89,15 @@ pub(crate) fn rank_info(max_rank: u32) -> impl Strategy<Value = RankInfo> {
         text(),
         socket_addr(),
         any::<u64>(),
-        proptest::option::of(text()),
+        proptest::collection::vec(any::<u8>(), 0..64),
     )
-        .prop_map(|(rank, host_id, link_addr, buffer_size, shm)| RankInfo {
-            rank,
-            host_id,
-            link_addr,
-            buffer_size,
-            shm,
-        })
+        .prop_map(
+            |(rank, host_id, link_addr, buffer_size, transports)| RankInfo {
+                rank,
+                host_id,
+                link_addr,
+                buffer_size,
+                transports,
+            },
+        )
 }

@@ -28,9 +28,11 @@ pub(crate) struct RankInfo {
     pub link_addr: SocketAddr,
     /// CCL buffer size, bytes.
     pub buffer_size: u64,
-    /// The rank's shared-memory segment, for peers on the same host.
+    /// The addresses of the rank's transport components, packed by
+    /// component id (`hccl_platform::transport::pack_addresses`); empty
+    /// in a rank table, whose ranks are reached at `link_addr` over TCP.
     #[serde(default)]
-    pub shm: Option<String>,
+    pub transports: Vec<u8>,
 }
 
 /// Every rank's [`RankInfo`], indexed by rank, plus the group's unique id.

@@ -123,7 +123,7 @@ pub(crate) fn parse(path: &str, text: &str, base_port: u16, buffer_size: u64) ->
                     host_id: server_id.clone(),
                     link_addr: SocketAddr::new(ip, port),
                     buffer_size,
-                    shm: None,
+                    transports: Vec::new(),
                 },
             );
         }

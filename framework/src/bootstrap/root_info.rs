@@ -398,7 +398,7 @@ mod tests {
             host_id: "h".into(),
             link_addr: "127.0.0.1:1".parse().unwrap(),
             buffer_size: 1 << 20,
-            shm: None,
+            transports: Vec::new(),
         }
     }
 

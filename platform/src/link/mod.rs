@@ -42,6 +42,8 @@
 //! address, and a reduction reads through a bounded staging window.
 
 mod consistency;
+#[cfg(feature = "ibverbs")]
+mod ibverbs;
 mod in_process;
 #[cfg(all(test, loom))]
 mod loom_tests;
@@ -54,10 +56,17 @@ mod verb;
 mod write_based;
 
 pub use consistency::{OpDesc, ParamMem};
-pub use in_process::{InProcEndpoint, InProcLink};
+#[cfg(feature = "ibverbs")]
+pub use ibverbs::{IbvLink, IbvTransport, IBVERBS_SCORE};
+pub use in_process::{
+    InProcEndpoint, InProcLink, InProcRendezvous, InProcTransport, IN_PROCESS_SCORE,
+};
 pub use peer::PeerProcess;
-pub use shm::{sweep_stale_segments, ShmLink, ShmSegment};
-pub use tcp::{TcpLink, TcpNode, TcpOptions, MAX_SOCKETS as TCP_MAX_SOCKETS};
+pub use shm::{sweep_stale_segments, ShmLink, ShmSegment, ShmTransport, SHM_SCORE};
+pub use tcp::{
+    decode_tcp_address, encode_tcp_address, TcpLink, TcpNode, TcpOptions, TcpTransport,
+    MAX_SOCKETS as TCP_MAX_SOCKETS, TCP_SCORE,
+};
 
 pub(crate) use peer::{describe_peer, lost_peer_error};
 pub(crate) use verb::Verb;

@@ -31,10 +31,13 @@
 //! Either way, waits on the link end with an error naming the lost rank,
 //! its process and host.
 
+mod component;
 mod conn;
 mod lobby;
 mod progress;
 mod wire;
+
+pub use component::{decode_tcp_address, encode_tcp_address, TcpTransport, TCP_SCORE};
 
 use super::{FlushRequest, Link, LinkOp, LinkOpState, OpDesc, ParkHook};
 use crate::error::{HcclError, Result};

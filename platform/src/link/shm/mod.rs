@@ -14,6 +14,10 @@
 //! leaves nothing in `/dev/shm`; [`sweep_stale_segments`] removes what a
 //! crash during start-up left behind.
 
+mod component;
+
+pub use component::{ShmTransport, SHM_SCORE};
+
 use super::write_based::{self, Counter, Taken, WriteBased};
 use super::BOARD_BYTES;
 use super::{Link, LinkOp, LinkOpState, OpDesc, PeerProcess};

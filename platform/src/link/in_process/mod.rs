@@ -6,6 +6,10 @@
 //! followed by a release-increment of its `done` counter: single copy, no
 //! intermediate queue.
 
+mod component;
+
+pub use component::{InProcRendezvous, InProcTransport, IN_PROCESS_SCORE};
+
 use super::write_based::{self, Counter, Counters, Taken, WriteBased};
 use super::{Link, LinkOp, LinkOpState, OpDesc};
 use crate::error::{HcclError, Result};
