@@ -255,6 +255,18 @@ impl Fabric {
             .unwrap_or("unreachable")
     }
 
+    /// How many peers a mid-sized op reaches over each component, for
+    /// logs (`shm_peers=`, ...).
+    pub(crate) fn peers_by_transport(&self) -> std::collections::BTreeMap<&'static str, u32> {
+        let mut m = std::collections::BTreeMap::new();
+        for p in self.peers.iter().filter(|p| p.rank != self.rank) {
+            if let Ok(t) = self.transport_for(p.rank, REPORT_BYTES) {
+                *m.entry(t).or_default() += 1;
+            }
+        }
+        m
+    }
+
     /// Every rank's host name, by rank (empty when ranks are threads of
     /// one process).
     pub(crate) fn host_names(&self) -> Vec<String> {

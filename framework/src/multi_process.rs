@@ -189,10 +189,13 @@ fn finish(rank: u32, table: RankTable, local: Local, config: CommConfig) -> Resu
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
+    let by_transport = fabric.peers_by_transport();
     tracing::debug!(
         rank,
         size = table.ranks.len(),
         servers = topo.server_num(),
+        shm_peers = by_transport.get("shm").copied().unwrap_or(0),
+        transports = ?by_transport,
         "communicator formed"
     );
     Ok(Communicator::assemble(

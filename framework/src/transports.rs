@@ -17,6 +17,9 @@ const COMPONENT_VARS: &[&str] = &[
     "HCCL_RS_IB_GID_INDEX",
     "HCCL_RS_IB_TIMEOUT",
     "HCCL_RS_IB_RETRY_CNT",
+    // a component that would change how drivers wait leaves a user's
+    // explicit choice alone
+    "HCCL_RS_SPIN_US",
 ];
 
 /// The names of the registered components.

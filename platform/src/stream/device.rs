@@ -169,6 +169,9 @@ pub(crate) struct DeviceInner {
     pub(crate) id: u32,
     pub(crate) uid: u64,
     pub(crate) config: DeviceConfig,
+    /// The spin actually used (ns): `config.spin` until a transport asks
+    /// for less ([`Device::limit_spin`]).
+    spin_ns: AtomicU64,
     streams: Mutex<Vec<Weak<StreamInner>>>,
     /// Bumped when a stream registers, so drivers re-read `streams` only
     /// then (the driver loop otherwise reuses its snapshot).
@@ -244,6 +247,7 @@ impl Device {
     /// A device whose driver parks on `waker` — e.g. an event count in
     /// shared memory, so that processes on the same host can wake it.
     pub fn with_waker(id: u32, config: DeviceConfig, waker: Arc<EventCount>) -> Device {
+        let spin_ns = config.spin.as_nanos().min(u128::from(u64::MAX)) as u64;
         let mode = config.mode;
         let dev = Device(Arc::new(DeviceInner {
             stats: DeviceStatsInner::default(),
@@ -262,6 +266,7 @@ impl Device {
             done: EventCount::new(),
             driver: Mutex::new(Vec::new()),
             poll_gen: AtomicU64::new(u64::MAX),
+            spin_ns: AtomicU64::new(spin_ns),
             worker_tid: std::sync::OnceLock::new(),
         }));
         if mode == ExecMode::Worker {
@@ -285,6 +290,14 @@ impl Device {
     /// A process-unique identity: two devices never share it.
     pub fn uid(&self) -> u64 {
         self.0.uid
+    }
+
+    /// Caps how long an idle driver spins at `max` (a transport whose
+    /// work runs on this host's own cores, such as Soft-RoCE, asks for
+    /// zero: a spinning driver takes the core that work needs).
+    pub fn limit_spin(&self, max: Duration) {
+        let ns = max.as_nanos().min(u128::from(u64::MAX)) as u64;
+        self.0.spin_ns.fetch_min(ns, Ordering::Relaxed);
     }
 
     /// The configuration.
@@ -406,6 +419,11 @@ impl Device {
 pub type FailureHook = std::sync::Arc<dyn Fn(u64, &HcclError) + Send + Sync>;
 
 impl DeviceInner {
+    /// How long an idle driver spins now.
+    pub(crate) fn spin(&self) -> Duration {
+        Duration::from_nanos(self.spin_ns.load(Ordering::Relaxed))
+    }
+
     /// Calls the failure hooks for stream `stream`, failed with `e`.
     pub(crate) fn stream_failed(&self, stream: u64, e: &HcclError) {
         let hooks: Vec<FailureHook> = self
@@ -599,7 +617,7 @@ impl DeviceInner {
                 return;
             }
             let since = *idle_since.get_or_insert(now);
-            if now - since < self.config.spin {
+            if now - since < self.spin() {
                 crate::sync::spin_loop();
                 continue;
             }

@@ -831,7 +831,7 @@ impl Stream {
             if let Ok(mut snap) = dev.driver.try_lock() {
                 // spin a moment for the peers only where an idle driver
                 // would spin too (a core per rank)
-                let spins = if dev.config.spin.is_zero() {
+                let spins = if dev.spin().is_zero() {
                     0
                 } else {
                     kernel.spins()

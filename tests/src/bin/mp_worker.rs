@@ -140,7 +140,12 @@ fn run(mode: &str, rank: u32, size: u32, dir: &str, scenario: &str) -> hccl_adap
             return s.synchronize();
         }
         "stall" => {
-            if rank == 1 {
+            // STALL_RANK (default 1) joins and then does nothing
+            let stalled: u32 = std::env::var("STALL_RANK")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(1);
+            if rank == stalled {
                 std::thread::sleep(Duration::from_secs(3600));
             }
             let send = DeviceMem::alloc(1 << 20)?;

@@ -37,6 +37,14 @@ pub(crate) fn device_names() -> std::io::Result<Vec<String>> {
         .collect())
 }
 
+/// Whether `name` is a software device (Soft-RoCE `rxe`, soft iWARP
+/// `siw`): its "NIC" work runs in the kernel on this host's own cores.
+pub(crate) fn is_software(name: &str) -> bool {
+    name.starts_with("rxe")
+        || name.starts_with("siw")
+        || !std::path::Path::new(&format!("/sys/class/infiniband/{name}/device")).exists()
+}
+
 /// A port's properties the transport needs.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PortInfo {

@@ -17,6 +17,11 @@
 //! - `mem_exchange` (2 ranks): `exchange_mem` maps the peer's
 //!   registration once; a direct AllReduce on ranges of it maps nothing
 //!   more and reads through the mapping.
+//! - `mem_registered`: AllReduce, AllGather, AllToAll, ReduceScatter and
+//!   Broadcast on buffers registered with the communicator (1000 and
+//!   70000 f32 per block), each checked, with whatever executor the
+//!   selector picks (over RDMA the sends leave registered memory without
+//!   a staging copy).
 //! - `mem_bench`: 64 MiB (`BENCH_BYTES`) AllReduce, AllGather, AllToAll
 //!   on registered and unregistered buffers, alternating, `BENCH_ITERS`
 //!   timed runs each after a warm-up, and a memcpy of the same size;
@@ -53,6 +58,7 @@ pub(crate) fn run(c: &HcclComm, what: &str) -> Result<()> {
         "bad" => bad(c),
         "exchange" => exchange(c),
         "bench" => bench(c),
+        "registered" => registered(c),
         other => Err(HcclError::para(format!("unknown scenario mem_{other}"))),
     }
 }
@@ -269,6 +275,22 @@ fn bench(c: &HcclComm) -> Result<()> {
                 c.deregister_mem(reg)?;
             }
             let _ = round;
+        }
+    }
+    Ok(())
+}
+
+/// `mem_registered`: the registered-memory ops, checked.
+fn registered(c: &HcclComm) -> Result<()> {
+    for op in [
+        "allreduce",
+        "allgather",
+        "alltoall",
+        "reducescatter",
+        "broadcast",
+    ] {
+        for count in [1000, 70000] {
+            run_checked(c, op, count, true)?;
         }
     }
     Ok(())
