@@ -206,7 +206,7 @@ perftest_figures() {
     fi
 }
 
-H_LAT="" H_LAT_P99="" H_BUSBW="" H_NOTE=""
+H_LAT="" H_LAT_P50="" H_LAT_P99="" H_BUSBW="" H_NOTE=""
 # hccl_run NAME ARGS...: hccl-test over ibverbs; its table in $OUT/NAME.
 hccl_run() {
     local name=$1 rc=0
@@ -232,7 +232,7 @@ hccl_figures() {
     local t b c p50 p99
     if hccl_run hccl-lat all_reduce -p 2 -b 8 -e 8 -n "$HT_LAT_ITERS" -w "$HT_LAT_WARMUP" -c 1 --transport process &&
         read -r t b c p50 p99 < <(table_row "$OUT/hccl-lat"); then
-        H_LAT=$t H_LAT_P99=$p99
+        H_LAT=$t H_LAT_P50=$p50 H_LAT_P99=$p99
         [[ $c == failed ]] && H_NOTE+="8 B check FAILED; "
     else
         H_NOTE+="8 B run failed; "
@@ -323,8 +323,8 @@ summary() {
         "(one way = half a round trip; RTT = 2 x t_typical = $rtt us)"
     echo "ib_write_bw 16 MiB:      ${BW_MBS:--} MB/s (MB = 2^20 B) = $bw_gbs GB/s (GB = 10^9 B, as hccl-test's)"
     if [[ -n ${HCCL_TEST:-} ]]; then
-        echo "hccl all_reduce 8 B:     ${H_LAT:--} us avg, p99 ${H_LAT_P99:--} us;" \
-            "/ RTT = $(ratio "$H_LAT" "$rtt")"
+        echo "hccl all_reduce 8 B:     ${H_LAT:--} us avg, p50 ${H_LAT_P50:--} us, p99 ${H_LAT_P99:--} us;" \
+            "avg / RTT = $(ratio "$H_LAT" "$rtt"), p50 / RTT = $(ratio "$H_LAT_P50" "$rtt")"
         echo "hccl all_reduce 16 MiB:  busbw ${H_BUSBW:--} GB/s;" \
             "/ ib_write_bw = $(ratio "$H_BUSBW" "$bw_gbs")"
     fi
@@ -332,7 +332,8 @@ summary() {
     local r n t p50 p99 label
     for r in "${MPI_OK[@]}"; do
         IFS='|' read -r n t p50 p99 label <<< "$r"
-        echo "Open MPI+UCX 8 B ($n.):   $t us avg, p50 $p50 us, p99 $p99 us; avg / RTT = $(ratio "$t" "$rtt") [$label]"
+        echo "Open MPI+UCX 8 B ($n.):   $t us avg, p50 $p50 us, p99 $p99 us;" \
+            "avg / RTT = $(ratio "$t" "$rtt"), p50 / RTT = $(ratio "$p50" "$rtt") [$label]"
     done
     if [[ $MPI == 1 && ${#MPI_OK[@]} == 0 ]]; then echo "Open MPI+UCX 8 B:        no configuration worked"; fi
     [[ -z $MPI_NOTE ]] || printf 'Open MPI+UCX failures:\n%s' "$MPI_NOTE"
