@@ -12,7 +12,7 @@ profile=${PROFILE:-release}
 flag=--release
 [ "$profile" = debug ] && flag=
 cargo build $flag -q -p hccl-tools --features ibverbs --bin hccl-test
-test_bin=$(cargo test $flag -q -p hccl-tests --features ibverbs --test ibverbs --no-run 2>&1 |
+test_bin=$(cargo test $flag -p hccl-tests --features ibverbs --test ibverbs --no-run 2>&1 |
   sed -n 's/.*Executable .*(\(.*\)).*/\1/p' | tail -n 1)
 [ -x "$test_bin" ] || { echo "ibverbs-tests: could not find the test binary" >&2; exit 1; }
 echo "== the VM's own RDMA check (smoke.sh)"

@@ -145,14 +145,14 @@ impl Pending {
     }
 
     /// Moves the queue pair to RTS towards `theirs` and posts the
-    /// receives: a connection.
+    /// receives: a connection. `(timeout, retry_cnt)` bound the retries of
+    /// a write to a peer that does not answer.
     pub fn connect(
         self,
         dev: Arc<DeviceCtx>,
         mine: &Hello,
         theirs: &Hello,
-        timeout: u8,
-        retry_cnt: u8,
+        (timeout, retry_cnt): (u8, u8),
         socket: TcpStream,
         peer_host: String,
     ) -> Result<Conn> {

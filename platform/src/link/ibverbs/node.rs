@@ -260,8 +260,7 @@ impl Node {
             a.dev.clone(),
             &mine,
             &theirs,
-            self.cfg.ib_timeout,
-            self.cfg.retry_cnt,
+            (self.cfg.ib_timeout, self.cfg.retry_cnt),
             sock.try_clone().map_err(io)?,
             host.to_owned(),
         )?;
@@ -328,8 +327,7 @@ impl Node {
             a.dev.clone(),
             &mine,
             &theirs,
-            self.cfg.ib_timeout,
-            self.cfg.retry_cnt,
+            (self.cfg.ib_timeout, self.cfg.retry_cnt),
             sock.try_clone().map_err(io)?,
             self.hosts
                 .lock()
