@@ -10,7 +10,7 @@
 
 use crate::bootstrap::RankInfo;
 use hccl_platform::transport::{
-    choose, component_id, unpack_addresses, Level, PeerInfo, Placement, ScoreMap, Transport,
+    choose, component_id, unpack_addresses, Level, PeerInfo, Placement, Reach, ScoreMap, Transport,
     TransportContext, TransportOrder,
 };
 use hccl_platform::{HcclError, LinkHandle, Result};
@@ -158,7 +158,7 @@ impl Fabric {
         let candidates: Vec<(&str, u32)> = self
             .opened
             .iter()
-            .filter(|o| o.context.can_connect(&self.info(o, p)))
+            .filter(|o| reaches(o, p) && o.context.can_connect(&self.info(o, p)))
             .map(|o| (o.name(), o.scores.score(level, bytes)))
             .collect();
         let name = choose(&self.order, &candidates).ok_or_else(|| {
@@ -228,7 +228,9 @@ impl Fabric {
     /// only when every link can.
     pub(crate) fn reads_peer_param(&self, remote: u32) -> bool {
         self.context_for(remote, DIRECT_BYTES_HINT)
-            .is_some_and(|(o, p)| o.context.reads_peer_param(&p))
+            .is_some_and(|(o, p)| {
+                o.component.capabilities().reads_peer_buffers && o.context.reads_peer_param(&p)
+            })
     }
 
     /// Whether the link to `remote` for small ops will reach the AIV
@@ -236,7 +238,9 @@ impl Fabric {
     /// will.
     pub(crate) fn reaches_boards(&self, remote: u32) -> bool {
         self.context_for(remote, BOARD_BYTES_HINT)
-            .is_some_and(|(o, p)| o.context.reaches_boards(&p))
+            .is_some_and(|(o, p)| {
+                o.component.capabilities().board_memory && o.context.reaches_boards(&p)
+            })
     }
 
     /// Every rank's TCP listener, by rank (empty when ranks are threads of
@@ -274,6 +278,16 @@ impl Fabric {
             return Vec::new();
         }
         self.peers.iter().map(|p| p.host.clone()).collect()
+    }
+}
+
+/// Whether `o`'s declared reach covers the peer `p` (a component that
+/// reaches only its own host is never asked about a peer on another).
+fn reaches(o: &Opened, p: &PeerRecord) -> bool {
+    match o.component.capabilities().reach {
+        Reach::SameProcess => p.same_process,
+        Reach::SameHost => p.same_host,
+        Reach::AnyHost => true,
     }
 }
 

@@ -39,12 +39,21 @@ fn tempdir(tag: &str) -> String {
     d.to_string_lossy().into_owned()
 }
 
+/// A port free now, below the ephemeral range (32768 and up): a port the
+/// kernel handed out could be taken by an outgoing connection of another
+/// test before the worker binds it (seen under load: the worker then
+/// failed and its peers saw a reset).
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seed = u64::from(std::process::id()).wrapping_mul(7919);
+    for _ in 0..2000 {
+        let i = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let port = 20000 + ((seed + i * 104_729) % 12_000) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port between 20000 and 32000");
 }
 
 /// One worker process: rank `r` of `n`.
