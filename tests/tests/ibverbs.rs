@@ -233,3 +233,25 @@ fn without_a_device_ibverbs_fails_at_creation_and_auto_falls_back() {
         );
     }
 }
+
+/// The consistency check over RDMA (descriptors ride with the acks): a
+/// count or op mismatch fails on both ranks naming the parameter.
+#[test]
+fn inconsistent_arguments_are_reported_on_both_ranks_over_ibverbs() {
+    if !rdma_here() {
+        return;
+    }
+    for (scenario, needle) in [
+        ("count_mismatch", "parameter count, local end"),
+        ("op_mismatch", "parameter op type, local end"),
+    ] {
+        let dir = tempdir(scenario);
+        let mut ranks = spawn(&dir, 2, &[0, 1], scenario, &[]);
+        let outs = stdout_of_all(&mut ranks.0, LIMIT, scenario);
+        for (r, out) in outs.iter().enumerate() {
+            let last = out.lines().last().unwrap_or_default();
+            assert!(last.starts_with("ERROR "), "{scenario}: rank {r} must fail: {out}");
+            assert!(out.contains(needle), "{scenario}: rank {r}: {out}");
+        }
+    }
+}
