@@ -250,7 +250,10 @@ fn inconsistent_arguments_are_reported_on_both_ranks_over_ibverbs() {
         let outs = stdout_of_all(&mut ranks.0, LIMIT, scenario);
         for (r, out) in outs.iter().enumerate() {
             let last = out.lines().last().unwrap_or_default();
-            assert!(last.starts_with("ERROR "), "{scenario}: rank {r} must fail: {out}");
+            assert!(
+                last.starts_with("ERROR "),
+                "{scenario}: rank {r} must fail: {out}"
+            );
             assert!(out.contains(needle), "{scenario}: rank {r}: {out}");
         }
     }

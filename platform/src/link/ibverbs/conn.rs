@@ -52,16 +52,7 @@ struct SendState {
     posted: u64,
     /// A credit report waiting for room in the send queue.
     report: Option<u64>,
-    /// An op descriptor not yet sent: it rides in the slot of the next
-    /// ack or signal (one message instead of two), or goes alone before
-    /// data or before this end waits.
-    desc: Option<Vec<u8>>,
 }
-
-/// Every this many writes one is signaled even when nothing waits for it,
-/// so that completions free the send queue (a signaled completion implies
-/// every earlier write on the queue pair completed).
-const SIGNAL_EVERY: u64 = 16;
 
 /// The counters and queues filled by completions.
 #[derive(Debug, Default)]
@@ -215,7 +206,6 @@ impl Pending {
                 credits: SendCredits { sent: 0 },
                 posted: 0,
                 report: None,
-                desc: None,
             }),
             recv: Mutex::new(RecvLedger::new(RECV_DEPTH)),
             completed: AtomicU64::new(0),
@@ -262,8 +252,7 @@ impl Conn {
         let src = mailbox_word(&self.mailbox, REPORT_AT);
         src.store(total, Ordering::Relaxed);
         let w = Write {
-            wr_id: s.posted + 1,
-            signaled: (s.posted + 1) % SIGNAL_EVERY == 0,
+            wr_id: 0,
             local: if inline {
                 // inline: the bytes are read at post time from here
                 src as *const _ as u64
@@ -288,56 +277,21 @@ impl Conn {
         Ok(())
     }
 
-    /// Posts a write-with-immediate of `kind` (and, for aborts, the
-    /// `slot` bytes into the peer's mailbox first, in the same write).
-    /// A descriptor (`ImmKind::Desc`) is only kept, to ride with the next
-    /// ack or signal ([`Conn::flush_desc`] sends it alone). `Ok(None)`: no
-    /// credit or no room now (poll and try again); `Ok(Some(ticket))`:
-    /// posted (or kept).
+    /// Posts a write-with-immediate of `kind` (and, for descriptors and
+    /// aborts, the `slot` bytes into the peer's mailbox first, in the same
+    /// write). `Ok(None)`: no credit or no room now (poll and try again);
+    /// `Ok(Some(ticket))`: posted, complete when `completed >= ticket`.
     pub fn post_signal(&self, kind: ImmKind, slot: Option<&[u8]>) -> Result<Option<u64>> {
         self.check_usable()?;
         let mut s = self.send.lock().unwrap_or_else(|p| p.into_inner());
         self.flush_report(&mut s)?;
-        if kind == ImmKind::Desc {
-            if s.desc.is_some() && !self.post_locked(&mut s, ImmKind::Desc, None)? {
-                return Ok(None);
-            }
-            s.desc = slot.map(<[u8]>::to_vec);
-            return Ok(Some(s.posted));
-        }
-        if !self.post_locked(&mut s, kind, slot)? {
+        let granted = mailbox_word(&self.mailbox, CREDIT_AT).load(Ordering::Acquire);
+        if !s.credits.can_send(granted) || self.outstanding(&s) + 1 >= u64::from(SEND_DEPTH) {
             return Ok(None);
         }
-        Ok(Some(s.posted))
-    }
-
-    /// Sends a kept descriptor on its own (before this end waits, or
-    /// before data). `Ok(false)`: no credit now.
-    pub fn flush_desc(&self) -> Result<bool> {
-        let mut s = self.send.lock().unwrap_or_else(|p| p.into_inner());
-        if s.desc.is_none() {
-            return Ok(true);
-        }
-        self.post_locked(&mut s, ImmKind::Desc, None)
-    }
-
-    /// Posts one write-with-immediate under the send lock: `slot` (or the
-    /// kept descriptor, which an ack or signal carries) written into the
-    /// peer's mailbox slot by the same write. `Ok(false)`: no credit or
-    /// no room.
-    fn post_locked(&self, s: &mut SendState, kind: ImmKind, slot: Option<&[u8]>) -> Result<bool> {
-        let granted = mailbox_word(&self.mailbox, CREDIT_AT).load(Ordering::Acquire);
-        if !s.credits.can_send(granted) || self.outstanding(s) + 1 >= u64::from(SEND_DEPTH) {
-            return Ok(false);
-        }
-        let carried = match (kind, slot) {
-            (_, Some(b)) => Some(b.to_vec()),
-            (ImmKind::Desc | ImmKind::Ack | ImmKind::Signal, None) => s.desc.take(),
-            _ => None,
-        };
         let seq = s.credits.sent;
         let index = (seq % u64::from(RECV_DEPTH)) as usize;
-        let (local, len, remote, payload) = match &carried {
+        let (local, len, remote, payload) = match slot {
             Some(bytes) => {
                 let n = bytes.len().min(SLOT);
                 let at = OUT_SLOTS_AT + index * SLOT;
@@ -354,8 +308,7 @@ impl Conn {
             None => (0, 0, self.remote_mailbox.addr, 0),
         };
         let w = Write {
-            wr_id: s.posted + 1,
-            signaled: (s.posted + 1) % SIGNAL_EVERY == 0,
+            wr_id: 0,
             local,
             len,
             lkey: self.mailbox_mr.lkey(),
@@ -371,7 +324,7 @@ impl Conn {
         unsafe { self.qp.post_write(&w)? };
         s.credits.take();
         s.posted += 1;
-        Ok(true)
+        Ok(Some(s.posted))
     }
 
     /// Posts the writes of a transfer of `src` (local key `lkey`) into the
@@ -406,10 +359,6 @@ impl Conn {
         let chunks = len.div_ceil(max).max(1);
         let mut s = self.send.lock().unwrap_or_else(|p| p.into_inner());
         self.flush_report(&mut s)?;
-        // a kept descriptor goes first (the peer checks it before the data)
-        if s.desc.is_some() && !self.post_locked(&mut s, ImmKind::Desc, None)? {
-            return Ok(None);
-        }
         let granted = mailbox_word(&self.mailbox, CREDIT_AT).load(Ordering::Acquire);
         if !s.credits.can_send(granted)
             || self.outstanding(&s) + chunks + 1 >= u64::from(SEND_DEPTH)
@@ -422,10 +371,7 @@ impl Conn {
             let n = max.min(len - at);
             let last = i + 1 == chunks;
             let w = Write {
-                wr_id: s.posted + 1,
-                // the last write of a transfer the source waits for is
-                // signaled (its completion implies the earlier ones')
-                signaled: (last && !inline) || (s.posted + 1) % SIGNAL_EVERY == 0,
+                wr_id: 0,
                 local: src.addr() + at,
                 len: n as u32,
                 lkey,
@@ -446,11 +392,9 @@ impl Conn {
     }
 
     /// Handles one completion of this queue pair.
-    pub fn on_completion(&self, recv: bool, immediate: u32, wr_id: u64) -> Result<()> {
+    pub fn on_completion(&self, recv: bool, immediate: u32) -> Result<()> {
         if !recv {
-            // writes complete in order: this one's sequence number says
-            // every earlier one (signaled or not) has completed too
-            self.completed.fetch_max(wr_id, Ordering::AcqRel);
+            self.completed.fetch_add(1, Ordering::AcqRel);
             return Ok(());
         }
         let mut ledger = self.recv.lock().unwrap_or_else(|p| p.into_inner());
@@ -468,16 +412,11 @@ impl Conn {
             Some((ImmKind::Done, _)) => {
                 in_.dones.fetch_add(1, Ordering::AcqRel);
             }
-            Some((k @ (ImmKind::Ack | ImmKind::Signal), n)) => {
-                // a descriptor may ride along: it precedes the ack
-                if n > 0 {
-                    self.take_desc(&slot(n as usize)?, n)?;
-                }
-                if k == ImmKind::Ack {
-                    in_.acks.fetch_add(1, Ordering::AcqRel);
-                } else {
-                    in_.signals.fetch_add(1, Ordering::AcqRel);
-                }
+            Some((ImmKind::Ack, _)) => {
+                in_.acks.fetch_add(1, Ordering::AcqRel);
+            }
+            Some((ImmKind::Signal, _)) => {
+                in_.signals.fetch_add(1, Ordering::AcqRel);
             }
             Some((ImmKind::Desc, n)) => {
                 let bytes: [u8; OpDesc::WIRE] = slot(n as usize)?.try_into().map_err(|_| {
@@ -516,24 +455,6 @@ impl Conn {
             s.report = Some(total);
             self.flush_report(&mut s)?;
         }
-        Ok(())
-    }
-
-    /// Queues the peer's descriptor `bytes` (`n` announced).
-    fn take_desc(&self, bytes: &[u8], n: u32) -> Result<()> {
-        let b: [u8; OpDesc::WIRE] = bytes.try_into().map_err(|_| {
-            HcclError::roce_transfer(format!(
-                "rank {} sent a descriptor of {n} bytes, expected {}",
-                self.peer,
-                OpDesc::WIRE
-            ))
-        })?;
-        let in_ = &self.inbox;
-        in_.descs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push_back(OpDesc::from_bytes(&b));
-        in_.desc_count.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }
 

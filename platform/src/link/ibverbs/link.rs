@@ -54,10 +54,6 @@ impl IbvLink {
             .seq
             .get_or_insert_with(|| taken.fetch_add(1, Ordering::Relaxed) + 1);
         if counter.load(Ordering::Acquire) < seq {
-            // the peer may wait for this end's descriptor before it acts
-            if let Err(e) = self.conn.flush_desc() {
-                return Poll::Ready(Err(e.rank(self.local).peer(self.conn.peer)));
-            }
             self.node.progress();
         }
         if let Err(e) = self.check_deferred() {
@@ -290,7 +286,6 @@ impl Link for IbvLink {
 
     fn close(&self) {
         if !self.conn.inbox.failed.load(Ordering::Acquire) {
-            let _ = self.conn.flush_desc();
             let _ = self.conn.post_signal(ImmKind::Bye, None);
             self.node.progress();
         }

@@ -381,7 +381,7 @@ impl Node {
                     }
                     continue;
                 }
-                if let Err(e) = conn.on_completion(c.recv, c.imm, c.wr_id) {
+                if let Err(e) = conn.on_completion(c.recv, c.imm) {
                     conn.fail(e.message().to_owned(), false);
                 }
             }

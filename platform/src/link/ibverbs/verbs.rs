@@ -18,7 +18,6 @@ use std::ptr;
 /// A completion, reduced to what the transport reads.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Completion {
-    pub wr_id: u64,
     pub ok: bool,
     /// `ibv_wc_status_str` of a failed one.
     pub status: &'static str,
@@ -275,7 +274,6 @@ impl DeviceCtx {
                 },
             };
             out.push(Completion {
-                wr_id: wc.wr_id(),
                 ok: wc.is_valid(),
                 status,
                 recv: wc.opcode() == ffi::ibv_wc_opcode::IBV_WC_RECV_RDMA_WITH_IMM,
@@ -414,9 +412,6 @@ unsafe impl Sync for Qp {}
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Write {
     pub wr_id: u64,
-    /// Ask for a completion (unsignaled writes complete silently; a later
-    /// signaled one implies them).
-    pub signaled: bool,
     pub local: u64,
     pub len: u32,
     pub lkey: u32,
@@ -509,7 +504,7 @@ impl Qp {
         Ok(())
     }
 
-    /// Posts one RDMA write.
+    /// Posts one signaled RDMA write.
     ///
     /// # Safety
     /// Unless `w.inline`, the local range must stay valid and unmodified
@@ -526,10 +521,7 @@ impl Qp {
         wr.wr_id = w.wr_id;
         wr.sg_list = &mut sge;
         wr.num_sge = i32::from(w.len > 0);
-        let mut flags = 0;
-        if w.signaled {
-            flags |= ffi::ibv_send_flags::IBV_SEND_SIGNALED.0;
-        }
+        let mut flags = ffi::ibv_send_flags::IBV_SEND_SIGNALED.0;
         if w.inline {
             flags |= ffi::ibv_send_flags::IBV_SEND_INLINE.0;
         }
