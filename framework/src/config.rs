@@ -344,7 +344,7 @@ impl CommConfig {
             crate::transports::order_of(&v)?;
             c.transport = v;
         }
-        c.transport_params = crate::transports::params_from(env)?;
+        c.transport_params = crate::transports::params_from(&|k| env.get(k))?;
         if let Some(v) = env.get("HCCL_ALGO") {
             c.algo = crate::algo_env::AlgoConfig::parse(&v)?;
         }

@@ -132,7 +132,7 @@ fn local_setup(
         in_process: None,
         params: config.transport_params.clone(),
     };
-    let opened = crate::transports::open_all(&setup, config)?;
+    let opened = crate::transports::open_all(&setup, &config.transport)?;
     let listener = opened.iter().find_map(|o| o.context.listener());
     Ok(Local {
         device,

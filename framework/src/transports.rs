@@ -2,7 +2,6 @@
 //! with what scores (defaults, then tune strings), and what to do when one
 //! cannot open (an error if the user named it, a quiet skip under `auto`).
 
-use crate::config::{CommConfig, EnvSource};
 use crate::fabric::Opened;
 use hccl_platform::transport::{
     transports, ContextSetup, ScoreMap, Transport, TransportOrder, TransportParams,
@@ -45,17 +44,17 @@ pub(crate) fn tune_var(name: &str) -> String {
 /// The transport settings of `env`: every registered component's tune
 /// string (checked now, so a typo fails at start-up) and the components'
 /// own variables.
-pub(crate) fn params_from(env: &(impl EnvSource + ?Sized)) -> Result<TransportParams> {
+pub(crate) fn params_from(get: &dyn Fn(&str) -> Option<String>) -> Result<TransportParams> {
     let mut params = TransportParams::default();
     for t in transports() {
         let var = tune_var(t.name());
-        if let Some(v) = env.get(&var) {
+        if let Some(v) = get(&var) {
             t.default_scores().tune(&v, &var)?;
             params.0.push((var, v));
         }
     }
     for var in COMPONENT_VARS {
-        if let Some(v) = env.get(var) {
+        if let Some(v) = get(var) {
             params.0.push(((*var).to_owned(), v));
         }
     }
@@ -73,12 +72,13 @@ fn scores_of(t: &dyn Transport, params: &TransportParams) -> Result<ScoreMap> {
     Ok(scores)
 }
 
-/// Opens every component the user's order allows for the rank `setup`
-/// describes, and attaches their park hooks to its device. A component
-/// the user listed by name that cannot open is an error naming it; under
-/// `auto` it is skipped (logged at debug level).
-pub(crate) fn open_all(setup: &ContextSetup, config: &CommConfig) -> Result<Vec<Opened>> {
-    let order = order_of(&config.transport)?;
+/// Opens every component the user's order (`transport`, as
+/// `HCCL_RS_TRANSPORT` says it) allows for the rank `setup` describes, and
+/// attaches their park hooks to its device. A component the user listed
+/// by name that cannot open is an error naming it; under `auto` it is
+/// skipped (logged at debug level).
+pub(crate) fn open_all(setup: &ContextSetup, transport: &str) -> Result<Vec<Opened>> {
+    let order = order_of(transport)?;
     let mut opened = Vec::new();
     for t in transports() {
         if !order.allows(t.name()) {
@@ -122,8 +122,7 @@ pub(crate) fn open_all(setup: &ContextSetup, config: &CommConfig) -> Result<Vec<
     }
     if opened.is_empty() {
         return Err(HcclError::not_support(format!(
-            "no transport could be opened (HCCL_RS_TRANSPORT={})",
-            config.transport
+            "no transport could be opened (HCCL_RS_TRANSPORT={transport})"
         ))
         .rank(setup.rank));
     }
