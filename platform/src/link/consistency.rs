@@ -4,8 +4,11 @@
 //! for executors that read their peers' user buffers, where those buffers
 //! are ([`ParamMem`]); that part is never compared.
 
+use super::LinkOpState;
 use crate::error::HcclError;
 use crate::mem::MemHandle;
+use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering};
+use std::collections::VecDeque;
 
 /// What an op looks like from one rank; two ranks running the same op
 /// must have equal descriptors.
@@ -182,5 +185,74 @@ mod tests {
         assert_eq!(OpDesc::from_bytes(&c.to_bytes()), c);
         // the compared prefix the AIV boards carry is unchanged by the rest
         assert_eq!(c.to_bytes()[..40], a.to_bytes()[..40]);
+    }
+}
+
+/// The consistency check of a transport whose peer's descriptors arrive
+/// as messages (TCP, ibverbs), deferred: `RxDesc` checks the peer's
+/// descriptor if it is here, else leaves the check to the link's next
+/// wait, so waiting for it never holds back this op's first ack (the
+/// peer's descriptor precedes its ack and data on the connection, so that
+/// wait finds it). The peer's descriptors are the transport's: a queue
+/// and a count of those that arrived.
+#[derive(Debug, Default)]
+pub(crate) struct DeferredChecks {
+    taken: AtomicU64,
+    /// This rank's descriptors whose peer's has not arrived yet
+    /// (sequence number, descriptor).
+    unchecked: Mutex<VecDeque<(u64, OpDesc)>>,
+    has_unchecked: AtomicBool,
+}
+
+impl DeferredChecks {
+    /// `RxDesc` of `mine`: numbers it at the first poll, then checks what
+    /// can be checked.
+    pub(crate) fn rx_desc(
+        &self,
+        mine: &OpDesc,
+        state: &mut LinkOpState,
+        arrived: &AtomicU64,
+        theirs: &Mutex<VecDeque<OpDesc>>,
+        (local, peer): (u32, u32),
+    ) -> Result<(), HcclError> {
+        if state.seq.is_none() {
+            let seq = self.taken.fetch_add(1, Ordering::Relaxed) + 1;
+            state.seq = Some(seq);
+            self.unchecked
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push_back((seq, *mine));
+            self.has_unchecked.store(true, Ordering::Release);
+        }
+        self.check(arrived, theirs, (local, peer))
+    }
+
+    /// Checks the deferred descriptors whose peer's descriptor has come
+    /// (`arrived` counts them, `theirs` holds them in order).
+    pub(crate) fn check(
+        &self,
+        arrived: &AtomicU64,
+        theirs: &Mutex<VecDeque<OpDesc>>,
+        (local, peer): (u32, u32),
+    ) -> Result<(), HcclError> {
+        if !self.has_unchecked.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut pending = self.unchecked.lock().unwrap_or_else(|p| p.into_inner());
+        while let Some((seq, mine)) = pending.front() {
+            if arrived.load(Ordering::Acquire) < *seq {
+                break;
+            }
+            let t = theirs.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
+            let r = match t {
+                Some(t) => mine.check(&t, peer).map_err(|e| e.rank(local)),
+                None => Err(HcclError::internal("descriptor signalled but missing")),
+            };
+            pending.pop_front();
+            r?;
+        }
+        self.has_unchecked
+            .store(!pending.is_empty(), Ordering::Release);
+        Ok(())
     }
 }

@@ -4,10 +4,10 @@ use super::conn::Conn;
 use super::node::Node;
 use super::wire::ImmKind;
 use crate::error::{HcclError, Result};
-use crate::link::{Link, LinkOp, LinkOpState, OpDesc};
+use crate::link::consistency::DeferredChecks;
+use crate::link::{Link, LinkOp, LinkOpState};
 use crate::mem::MemKind;
-use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering};
-use std::collections::VecDeque;
+use crate::sync::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 
@@ -20,11 +20,9 @@ pub struct IbvLink {
     signals_taken: AtomicU64,
     dones_taken: AtomicU64,
     acks_taken: AtomicU64,
-    descs_taken: AtomicU64,
-    /// This rank's descriptors whose peer's has not arrived yet, checked
-    /// by the link's next wait (as the TCP link defers them).
-    unchecked: Mutex<VecDeque<(u64, OpDesc)>>,
-    has_unchecked: AtomicBool,
+    /// The consistency check, deferred to the link's next wait (as the
+    /// TCP link defers it).
+    checks: DeferredChecks,
 }
 
 impl IbvLink {
@@ -36,9 +34,7 @@ impl IbvLink {
             signals_taken: AtomicU64::new(0),
             dones_taken: AtomicU64::new(0),
             acks_taken: AtomicU64::new(0),
-            descs_taken: AtomicU64::new(0),
-            unchecked: Mutex::new(VecDeque::new()),
-            has_unchecked: AtomicBool::new(false),
+            checks: DeferredChecks::default(),
         }
     }
 
@@ -139,45 +135,12 @@ impl IbvLink {
     }
 
     fn check_deferred(&self) -> Result<()> {
-        if !self.has_unchecked.load(Ordering::Acquire) {
-            return Ok(());
-        }
         let inbox = &self.conn.inbox;
-        let mut pending = self.unchecked.lock().unwrap_or_else(|p| p.into_inner());
-        while let Some((seq, mine)) = pending.front() {
-            if inbox.desc_count.load(Ordering::Acquire) < *seq {
-                break;
-            }
-            let theirs = inbox
-                .descs
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .pop_front();
-            let r = match theirs {
-                Some(t) => mine
-                    .check(&t, self.conn.peer)
-                    .map_err(|e| e.rank(self.local)),
-                None => Err(HcclError::internal("descriptor counted but missing")),
-            };
-            pending.pop_front();
-            r?;
-        }
-        self.has_unchecked
-            .store(!pending.is_empty(), Ordering::Release);
-        Ok(())
-    }
-
-    fn rx_desc(&self, mine: &OpDesc, state: &mut LinkOpState) -> Poll<Result<()>> {
-        if state.seq.is_none() {
-            let seq = self.descs_taken.fetch_add(1, Ordering::Relaxed) + 1;
-            state.seq = Some(seq);
-            self.unchecked
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push_back((seq, *mine));
-            self.has_unchecked.store(true, Ordering::Release);
-        }
-        Poll::Ready(self.check_deferred())
+        self.checks.check(
+            &inbox.desc_count,
+            &inbox.descs,
+            (self.local, self.conn.peer),
+        )
     }
 }
 
@@ -234,7 +197,13 @@ impl Link for IbvLink {
                 let bytes = d.to_bytes();
                 self.signal(ImmKind::Desc, Some(&bytes), state)
             }
-            LinkOp::RxDesc(mine) => self.rx_desc(mine, state),
+            LinkOp::RxDesc(mine) => Poll::Ready(self.checks.rx_desc(
+                mine,
+                state,
+                &inbox.desc_count,
+                &inbox.descs,
+                (self.local, self.conn.peer),
+            )),
         }
     }
 

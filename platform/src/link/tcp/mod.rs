@@ -39,6 +39,7 @@ mod wire;
 
 pub use component::{decode_tcp_address, encode_tcp_address, TcpTransport, TCP_SCORE};
 
+use super::consistency::DeferredChecks;
 use super::{FlushRequest, Link, LinkOp, LinkOpState, OpDesc, ParkHook};
 use crate::error::{HcclError, Result};
 use crate::mem::{DeviceMem, MemKind};
@@ -407,9 +408,7 @@ impl TcpNode {
             remote_lens,
             signals_taken: AtomicU64::new(0),
             dones_taken: AtomicU64::new(0),
-            descs_taken: AtomicU64::new(0),
-            unchecked: Mutex::new(std::collections::VecDeque::new()),
-            has_unchecked: AtomicBool::new(false),
+            checks: DeferredChecks::default(),
         })
     }
 
@@ -557,12 +556,8 @@ pub struct TcpLink {
     remote_lens: [Option<usize>; 5],
     signals_taken: AtomicU64,
     dones_taken: AtomicU64,
-    descs_taken: AtomicU64,
-    /// This rank's descriptors whose peer's has not arrived yet (sequence
-    /// number, descriptor): checked by the link's next wait, which the
-    /// peer's descriptor precedes on the socket.
-    unchecked: Mutex<std::collections::VecDeque<(u64, OpDesc)>>,
-    has_unchecked: AtomicBool,
+    /// The consistency check, deferred to the link's next wait.
+    checks: DeferredChecks,
 }
 
 impl TcpLink {
@@ -656,49 +651,12 @@ impl TcpLink {
 
     /// Checks the deferred descriptors whose peer's descriptor has come.
     fn check_deferred(&self) -> Result<()> {
-        if !self.has_unchecked.load(Ordering::Acquire) {
-            return Ok(());
-        }
         let inbox = &self.conn.inbox;
-        let mut pending = self.unchecked.lock().unwrap_or_else(|p| p.into_inner());
-        while let Some((seq, mine)) = pending.front() {
-            if inbox.desc_count.load(Ordering::Acquire) < *seq {
-                break;
-            }
-            let theirs = inbox
-                .descs
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .pop_front();
-            let r = match theirs {
-                Some(t) => mine
-                    .check(&t, self.conn.peer)
-                    .map_err(|e| e.rank(self.local)),
-                None => Err(HcclError::internal("descriptor signalled but missing")),
-            };
-            pending.pop_front();
-            r?;
-        }
-        self.has_unchecked
-            .store(!pending.is_empty(), Ordering::Release);
-        Ok(())
-    }
-
-    /// `RxDesc`: checks the peer's descriptor if it is here; else defers
-    /// the check to the link's next wait, so that waiting for it does not
-    /// hold back this op's first ack (the peer's descriptor precedes its
-    /// ack and data on the socket, so that wait finds it).
-    fn rx_desc(&self, mine: &OpDesc, state: &mut LinkOpState) -> Poll<Result<()>> {
-        if state.seq.is_none() {
-            let seq = self.descs_taken.fetch_add(1, Ordering::Relaxed) + 1;
-            state.seq = Some(seq);
-            self.unchecked
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push_back((seq, *mine));
-            self.has_unchecked.store(true, Ordering::Release);
-        }
-        Poll::Ready(self.check_deferred())
+        self.checks.check(
+            &inbox.desc_count,
+            &inbox.descs,
+            (self.local, self.conn.peer),
+        )
     }
 }
 
@@ -777,7 +735,13 @@ impl Link for TcpLink {
                 let header = Header::new(Frame::Desc, OpDesc::WIRE);
                 self.send(state, header, Payload::Borrowed(&bytes), AckRule::None)
             }
-            LinkOp::RxDesc(mine) => self.rx_desc(mine, state),
+            LinkOp::RxDesc(mine) => Poll::Ready(self.checks.rx_desc(
+                mine,
+                state,
+                &inbox.desc_count,
+                &inbox.descs,
+                (self.local, self.conn.peer),
+            )),
         }
     }
 
