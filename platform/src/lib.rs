@@ -18,6 +18,7 @@
 
 mod aiv;
 mod clock;
+pub mod cube;
 mod dtype;
 mod error;
 mod link;
@@ -36,7 +37,8 @@ pub use error::{ErrorContext, HcclError, HcclResult, Result};
 // buffers, shared-memory names, cross-memory attach.
 pub use mem::cma::permitted as cross_memory_attach_permitted;
 pub use mem::{
-    shm_segment_name, DeviceBuffer, DeviceMem, MemKind, PinnedMem, RegionKind, SHM_PREFIX,
+    shm_segment_name, DeviceBuffer, DeviceMem, MemKind, PinnedMem, RegionKind, SharedCounter,
+    SHM_PREFIX,
 };
 // Shareable memory: handles peers of the host map it by, the shared
 // cache of mapped peer regions, and how peers' buffers were reached.

@@ -6,6 +6,7 @@
 //! `TxAsync(dstMemType, dstOffset, ...)`), never by pointer.
 
 pub mod cma;
+mod counter;
 mod device_mem;
 mod event_words;
 mod import;
@@ -16,6 +17,7 @@ mod region;
 mod shareable;
 mod shm;
 
+pub use counter::SharedCounter;
 pub use device_mem::{DeviceBuffer, DeviceMem, PinnedMem};
 pub use import::{imported_regions, imports_mapped, ImportOwner, MemHandle};
 pub use kind::MemKind;
