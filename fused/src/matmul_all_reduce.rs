@@ -1,0 +1,182 @@
+//! MatMul+AllReduce: every rank gets Σ_q A_q·B_q.
+//!
+//! Window path: the output's rows are cut into blocks; for block c every
+//! rank computes its partial into stage `c mod stages` of its window and
+//! publishes `produced`; then it reduces its share of the block's rows
+//! (split as `split_rows`) out of every peer's partial into the stage's
+//! "final" rows of its own window and publishes `reduced`; then it copies
+//! every rank's final rows into its output and publishes `consumed`: a
+//! ReduceScatter and an AllGather per block, both pulled straight out of
+//! the peers' windows.
+
+use crate::gemm::{as_f32, block_rows, blocks_of, dense, f32_scratch, mm_into};
+use crate::matmul_reduce_scatter::stage_buffers;
+use crate::pipeline::{Counter, Waits};
+use crate::shape::split_rows;
+use crate::Ctx;
+use hccl_adapter::{DataType, ReduceOp};
+use hccl_platform::cube::{self, Mat};
+use hccl_platform::{HcclError, Result};
+use std::sync::mpsc;
+
+/// The window pipeline; returns the blocks it used.
+pub(crate) fn window(
+    cx: &mut Ctx<'_>,
+    w: &mut Waits<'_>,
+    a: &Mat,
+    b: &Mat,
+    out: &Mat,
+) -> Result<usize> {
+    let (p, r, rb, stages) = (cx.p, cx.r, cx.block, cx.stages);
+    let (m, n) = (a.row_count(), b.col_count());
+    let blocks = blocks_of(m, rb);
+    let b32 = as_f32(b, cx.scratch, "b32")?;
+    let ws = w.ws;
+    let base = ws.base;
+    // stage s of `owner`'s window: partial rows, then final rows
+    let part = |owner: usize, c: usize, row0: usize, rows: usize, fin: bool| -> Result<Mat> {
+        let s = c % stages;
+        let at = ((2 * s + usize::from(fin)) * rb + row0) * n * 4;
+        dense(&ws.data(owner, at, rows * n * 4)?, DataType::Fp32, rows, n)
+    };
+    for c in 0..blocks {
+        let tag = base + c as u64 + 1;
+        if c >= stages {
+            let need = base + (c - stages) as u64 + 1;
+            for i in 1..p {
+                w.wait((r + i) % p, Counter::Consumed, need)?;
+            }
+        }
+        let (start, rows) = block_rows(m, rb, c);
+        mm_into(
+            &part(r, c, 0, rows, false)?,
+            &a.rows(start, rows)?,
+            &b32,
+            cx.scratch,
+            cx.threads,
+        )?;
+        ws.publish(Counter::Produced, tag);
+        // reduce this rank's share of the block
+        let (o, nr) = split_rows(rows, p, r);
+        let fin = part(r, c, o, nr, true)?;
+        if nr > 0 {
+            cube::convert(&fin, &part(r, c, o, nr, false)?)?;
+        }
+        for i in 1..p {
+            let q = (r + p - i) % p;
+            w.wait(q, Counter::Produced, tag)?;
+            if nr > 0 {
+                cube::add(&fin, &part(q, c, o, nr, false)?)?;
+            }
+        }
+        ws.publish(Counter::Reduced, tag);
+        // every rank's share into the output
+        for i in 0..p {
+            let q = (r + i) % p;
+            let (oq, nq) = split_rows(rows, p, q);
+            if q != r {
+                w.wait(q, Counter::Reduced, tag)?;
+            }
+            if nq > 0 {
+                cube::convert(&out.rows(start + oq, nq)?, &part(q, c, oq, nq, true)?)?;
+            }
+        }
+        ws.publish(Counter::Consumed, tag);
+    }
+    Ok(blocks)
+}
+
+const STAGE_NAMES: [&str; 16] = [
+    "arst0", "arst1", "arst2", "arst3", "arst4", "arst5", "arst6", "arst7", "arst8", "arst9",
+    "arst10", "arst11", "arst12", "arst13", "arst14", "arst15",
+];
+
+/// The stream pipeline: block c's partial computed into a stage, handed
+/// to a thread that all-reduces it in place and writes it out, while the
+/// next block is computed.
+pub(crate) fn stream(cx: &mut Ctx<'_>, a: &Mat, b: &Mat, out: &Mat) -> Result<usize> {
+    let rb = cx.block;
+    let stages = cx.stages.min(16);
+    let (m, n) = (a.row_count(), b.col_count());
+    let blocks = blocks_of(m, rb);
+    let b32 = as_f32(b, cx.scratch, "b32")?;
+    let bufs = stage_buffers(cx, &STAGE_NAMES, rb * n * 4)?;
+    let (comm, stream) = (cx.comm, cx.stream);
+    let (work_tx, work_rx) = mpsc::channel::<(usize, usize)>();
+    let (free_tx, free_rx) = mpsc::channel::<usize>();
+    std::thread::scope(|sc| {
+        let bufs = &bufs;
+        let comm_side = sc.spawn(move || -> Result<()> {
+            for (c, s) in work_rx {
+                let (start, rows) = block_rows(m, rb, c);
+                let buf = bufs[s].range(0, rows * n * 4)?;
+                comm.all_reduce_raw(
+                    &buf,
+                    &buf,
+                    (rows * n) as u64,
+                    DataType::Fp32,
+                    ReduceOp::Sum,
+                    stream,
+                )?;
+                stream.synchronize()?;
+                cube::convert(
+                    &out.rows(start, rows)?,
+                    &dense(&buf, DataType::Fp32, rows, n)?,
+                )?;
+                if free_tx.send(s).is_err() {
+                    break;
+                }
+            }
+            Ok(())
+        });
+        let compute = (|| -> Result<()> {
+            for c in 0..blocks {
+                let s = c % stages;
+                if c >= stages {
+                    free_rx
+                        .recv()
+                        .map_err(|_| HcclError::internal("the communication thread stopped"))?;
+                }
+                let (start, rows) = block_rows(m, rb, c);
+                let dst = dense(&bufs[s].range(0, rows * n * 4)?, DataType::Fp32, rows, n)?;
+                mm_into(&dst, &a.rows(start, rows)?, &b32, cx.scratch, cx.threads)?;
+                work_tx
+                    .send((c, s))
+                    .map_err(|_| HcclError::internal("the communication thread stopped"))?;
+            }
+            Ok(())
+        })();
+        drop(work_tx);
+        let comm_res = comm_side
+            .join()
+            .unwrap_or_else(|_| Err(HcclError::internal("the communication thread panicked")));
+        comm_res.and(compute)
+    })?;
+    Ok(blocks)
+}
+
+/// The baseline: the whole product, then one AllReduce in place.
+pub(crate) fn unfused(cx: &mut Ctx<'_>, a: &Mat, b: &Mat, out: &Mat) -> Result<usize> {
+    let (m, n) = (a.row_count(), b.col_count());
+    let b32 = as_f32(b, cx.scratch, "b32")?;
+    let direct = out.dtype() == DataType::Fp32 && (out.ld() == n || m <= 1);
+    let full = if direct {
+        dense(&out.mem().range(0, m * n * 4)?, DataType::Fp32, m, n)?
+    } else {
+        f32_scratch(cx.scratch, "full", m, n)?
+    };
+    mm_into(&full, a, &b32, cx.scratch, cx.threads)?;
+    cx.comm.all_reduce_raw(
+        full.mem(),
+        full.mem(),
+        (m * n) as u64,
+        DataType::Fp32,
+        ReduceOp::Sum,
+        cx.stream,
+    )?;
+    cx.stream.synchronize()?;
+    if !direct {
+        cube::convert(out, &full)?;
+    }
+    Ok(1)
+}
