@@ -46,7 +46,7 @@ pub struct PerfArgs {
     /// The collective: all_reduce, all_gather, all_gatherv, reduce_scatter,
     /// reduce_scatterv, broadcast, reduce, scatter, gather, alltoall,
     /// alltoallv, send_recv, barrier.
-    #[arg(required_unless_present_any = ["list_executors", "calibrate"])]
+    #[arg(required_unless_present_any = ["list_executors", "calibrate", "fused"])]
     pub op_name: Option<String>,
     /// Ranks (threads of this process; processes with --transport process).
     /// Default, as hccl_test: the number of devices (`HCCL_RS_DEVICE_COUNT`,
@@ -183,6 +183,19 @@ pub struct PerfArgs {
     /// reads (see --tuning-file), and exit.
     #[arg(long = "calibrate")]
     pub calibrate: bool,
+    /// Benchmark the fused compute/communication ops instead of a
+    /// collective: `mm_rs`, `ag_mm`, `mm_ar` or `all` (comma-separated).
+    /// Each op and shape (--shapes) is timed as matmul alone, collective
+    /// alone, unfused and fused, with the speed-up and CATCCOS's overlap
+    /// (docs/fused.md). -n/-w are its iterations, -c 1 checks the fused
+    /// result against the unfused one.
+    #[arg(long = "fused", value_name = "OPS")]
+    pub fused: Option<String>,
+    /// Shapes for --fused, `MxKxN` comma-separated (default: CATCCOS's
+    /// 1792x768x1280, 5416x6144x1408, 4084x2048x4096 and a tall-skinny
+    /// 16384x1024x1024). M is the global row count.
+    #[arg(long = "shapes", requires = "fused")]
+    pub shapes: Option<String>,
     /// Where --calibrate writes (default: $HCCL_RS_TUNING_FILE, else
     /// ~/.cache/hccl-rs/tuning.json).
     #[arg(long = "tuning-file")]

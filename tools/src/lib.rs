@@ -11,6 +11,7 @@
 
 mod args;
 mod calibrate;
+mod fused_bench;
 mod perf;
 mod strays;
 mod sweep_plot;

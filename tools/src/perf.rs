@@ -414,6 +414,9 @@ pub fn run_sweep(args: &PerfArgs, out: &mut dyn Write) -> Result<()> {
     if args.calibrate {
         return crate::calibrate::run(args, out);
     }
+    if args.fused.is_some() {
+        return crate::fused_bench::run(args, out);
+    }
     // Under a launcher (mpirun, srun, torchrun) this process is one rank
     // of the launcher's job, whose size -p becomes.
     let launched = if args.transport == "process" && args.worker_rank.is_none() {
@@ -737,7 +740,7 @@ impl Drop for Interrupts {
 
 /// Processes as ranks: the parent spawns one child per rank (with
 /// --netns, inside the namespace of its host) and waits for them.
-fn launch_processes(args: &PerfArgs) -> Result<()> {
+pub(crate) fn launch_processes(args: &PerfArgs) -> Result<()> {
     let exe = std::env::current_exe()
         .map_err(|e| HcclError::from_io("finding the hccl-test binary", e))?;
     let layout = args.netns.as_deref().map(Layout::parse).transpose()?;
@@ -941,19 +944,7 @@ fn process_rank(
         .clone()
         .ok_or_else(|| HcclError::para("--worker-rank needs --root-file"))?;
     let config = CommConfig::from_env()?;
-    let join = |path: &str, config: CommConfig| -> Result<HcclComm> {
-        let root = if rank == 0 {
-            let root = HcclComm::get_root_info_with(&config)?;
-            let tmp = format!("{path}.tmp");
-            std::fs::write(&tmp, root.0)
-                .and_then(|_| std::fs::rename(&tmp, path))
-                .map_err(|e| HcclError::from_io("writing the root info", e))?;
-            root
-        } else {
-            hccl_adapter::read_root_file(path, config.connect_timeout)?
-        };
-        HcclComm::init_root_info_with(args.npus, &root, rank, config)
-    };
+    let join = |path: &str, config: CommConfig| join_at(args, rank, path, config);
     let comm = join(&path, config.clone())?;
     // With --algo every op of `comm` runs the forced executor, so the
     // timing barrier and the result exchange need a communicator of their own.
@@ -970,6 +961,32 @@ fn process_rank(
     let _strays = (args.strays > 0 && rank == 0)
         .then(|| crate::strays::Strays::start(args.strays, comm.communicator().tcp_listeners()));
     rank_sweep(args, op, dtype, rop, rank, measured, control, sizes, out)
+}
+
+/// Process rank `rank` joins the run's communicator through the root
+/// file at `path` (rank 0 writes it).
+fn join_at(args: &PerfArgs, rank: u32, path: &str, config: CommConfig) -> Result<HcclComm> {
+    let root = if rank == 0 {
+        let root = HcclComm::get_root_info_with(&config)?;
+        let tmp = format!("{path}.tmp");
+        std::fs::write(&tmp, root.0)
+            .and_then(|_| std::fs::rename(&tmp, path))
+            .map_err(|e| HcclError::from_io("writing the root info", e))?;
+        root
+    } else {
+        hccl_adapter::read_root_file(path, config.connect_timeout)?
+    };
+    HcclComm::init_root_info_with(args.npus, &root, rank, config)
+}
+
+/// This process is rank `rank` of a `--transport process` run started by
+/// hccl-test: its communicator, joined through `--root-file`.
+pub(crate) fn join_process(args: &PerfArgs, rank: u32) -> Result<HcclComm> {
+    let path = args
+        .root_file
+        .clone()
+        .ok_or_else(|| HcclError::para("--worker-rank needs --root-file"))?;
+    join_at(args, rank, &path, CommConfig::from_env()?)
 }
 
 /// A process rank's sweep: `measured` runs the ops, `control` the timing
