@@ -192,9 +192,9 @@ pub(crate) fn stream(
                         cube::convert(&g.rows(offs[q] + start, n_rows)?, &src)?;
                     }
                 }
-                if free_tx.send(s).is_err() {
-                    break;
-                }
+                // the gatherer may be done already (its last blocks needed
+                // no free stage): a closed channel is no reason to stop
+                let _ = free_tx.send(s);
             }
             Ok(())
         })();

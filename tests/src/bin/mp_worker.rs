@@ -13,7 +13,8 @@
 //! `hccl_tests::capture`), `fp8` (HCCL's FP8 types moved byte for byte by
 //! every non-reducing op and refused by the reducing ones, `hccl_tests::fp8`),
 //! `alltoallvc` (issue 18: `hccl_tests::alltoallvc`'s matrices), `mem_*`
-//! (registered memory and symmetric windows: `memory.rs`). Prints `OK` or
+//! (registered memory and symmetric windows: `memory.rs`), `fused_*`
+//! (the fused compute/communication ops: `fused.rs`). Prints `OK` or
 //! `ERROR <code> <message>`.
 //!
 //! Scenario `drill` (the fault drills, `tools/fault-drill.sh`): loops one
@@ -34,6 +35,8 @@
 
 #![forbid(unsafe_code)]
 
+#[path = "mp_worker/fused.rs"]
+mod fused;
 #[path = "mp_worker/memory.rs"]
 mod memory;
 
@@ -102,6 +105,9 @@ fn run(mode: &str, rank: u32, size: u32, dir: &str, scenario: &str) -> hccl_adap
     assert_eq!((c.rank(), c.size()), (rank, size));
     if let Some(what) = scenario.strip_prefix("mem_") {
         return memory::run(&c, what);
+    }
+    if let Some(what) = scenario.strip_prefix("fused_") {
+        return fused::run(&c, what, dir);
     }
     let s = c.create_stream();
     let f = DataType::Fp32;
