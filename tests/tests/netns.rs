@@ -879,3 +879,61 @@ fn netns_script_up_down_and_run() {
     );
     assert_eq!(bridge_of(&t), None);
 }
+
+/// The fused ops across namespace hosts (the stream path: each block's
+/// collective over TCP between hosts, shared memory inside one): every op
+/// on odd shapes, the fused result checked against the unfused one
+/// (itself checked against a reference in the fused crate's tests).
+fn fused_ops_on_hosts(spec: &str, p: u32) {
+    let what = format!("hccl-test --fused all --netns {spec} -p {p}");
+    if !netns_or_skip(&what) {
+        return;
+    }
+    let (pid, out) = run_limited_pid(
+        Command::new(HCCL_TEST)
+            .args([
+                "--fused",
+                "all",
+                "--shapes",
+                "97x33x45,301x64x129",
+                "-n",
+                "2",
+                "-w",
+                "1",
+                "-c",
+                "1",
+                "--transport",
+                "process",
+                "--format",
+                "json",
+                "-p",
+                &p.to_string(),
+                "--netns",
+                spec,
+            ])
+            .env("HCCL_EXEC_TIMEOUT", "60")
+            .env("HCCL_RS_FUSED_BLOCK_ROWS", "16"),
+        Duration::from_secs(90),
+        &what,
+    );
+    let (stdout, stderr) = (plain(&out.stdout), plain(&out.stderr));
+    assert!(out.status.success(), "{what}: {stdout}\n{stderr}");
+    let rows = rows(&stdout);
+    assert_eq!(rows.len(), 6, "{what}: three ops × two shapes\n{stdout}");
+    for r in &rows {
+        assert_eq!(r["check"], "success", "{what}: {r}");
+        assert_eq!(r["path"], "stream", "{what}: across hosts: {r}");
+        assert!(r["blocks"].as_u64().unwrap() >= 2, "{what}: pipelined: {r}");
+    }
+    assert!(namespaces_of(&format!("ht{pid}")).is_empty(), "{what}");
+}
+
+#[test]
+fn fused_ops_on_2_namespace_hosts() {
+    fused_ops_on_hosts("2", 2);
+}
+
+#[test]
+fn fused_ops_on_3_namespace_hosts_2_1_3() {
+    fused_ops_on_hosts("2,1,3", 6);
+}
