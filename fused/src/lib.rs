@@ -34,7 +34,7 @@ mod pipeline;
 mod shape;
 
 pub use config::{FusedConfig, FusedPath};
-pub use hccl_platform::cube::Mat;
+pub use hccl_platform::cube::{self, Mat};
 pub use shape::split_rows;
 
 use hccl_adapter::{HcclComm, Stream};

@@ -1,5 +1,5 @@
 //! The layers depend only downward: platform ← algorithm ← framework ←
-//! adapter ← {ffi, tools}. An upward or sideways dependency (in any
+//! adapter ← fused ← {ffi, tools}. An upward or sideways dependency (in any
 //! dependency table, dev and build included) fails this test.
 
 use std::collections::BTreeMap;
@@ -15,8 +15,13 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
             "hccl-adapter",
             &["hccl-framework", "hccl-algorithm", "hccl-platform"][..],
         ),
-        ("hccl-ffi", &["hccl-adapter"][..]),
-        ("hccl-tools", &["hccl-adapter", "hccl-algorithm"][..]),
+        // the fused ops: a layer above the collectives
+        ("hccl-fused", &["hccl-adapter", "hccl-platform"][..]),
+        ("hccl-ffi", &["hccl-adapter", "hccl-fused"][..]),
+        (
+            "hccl-tools",
+            &["hccl-adapter", "hccl-algorithm", "hccl-fused"][..],
+        ),
         // integration tests may use every layer
         (
             "hccl-tests",
@@ -25,6 +30,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "hccl-algorithm",
                 "hccl-framework",
                 "hccl-adapter",
+                "hccl-fused",
                 "hccl-tools",
             ][..],
         ),

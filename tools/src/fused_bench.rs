@@ -20,8 +20,7 @@
 
 use crate::args::{Format, PerfArgs};
 use hccl_adapter::{CommConfig, DataType, DeviceMem, HcclComm, HcclError, ReduceOp, Result};
-use hccl_fused::{split_rows, Fused, FusedConfig, FusedPath, Mat};
-use hccl_platform::cube;
+use hccl_fused::{cube, split_rows, Fused, FusedConfig, FusedPath, Mat};
 use std::io::Write;
 use std::time::Instant;
 
@@ -378,12 +377,13 @@ fn rank_main(
                          \"blocks\":{},\"block_rows\":{},\"stages\":{},\"threads\":{threads},\
                          \"mm_ms\":{mm:.4},\"comm_ms\":{cm:.4},\"unfused_ms\":{un:.4},\
                          \"fused_ms\":{fu:.4},\"fused_max_ms\":{fmax:.4},\"speedup\":{speedup:.4},\
-                         \"overlap\":{overlap:.4},\"check\":\"{check}\"}}",
+                         \"overlap\":{overlap:.4},\"waited_ms\":{:.4},\"check\":\"{check}\"}}",
                         op.name(),
                         rep.path.name(),
                         rep.blocks,
                         rep.block_rows,
-                        rep.stages
+                        rep.stages,
+                        rep.waited.as_secs_f64() * 1e3
                     ),
                 }
                 .map_err(io)?;
