@@ -44,6 +44,10 @@ use shape::{OpKind, Record};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// Below this many flops (2·M·K·N) `auto` runs the unfused op: about a
+/// millisecond of one core's GEMM, too little to hide anything behind.
+const AUTO_MIN_FLOPS: f64 = 1e8;
+
 /// What a fused op did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FusedReport {
@@ -242,11 +246,6 @@ impl Fused {
             OpKind::AllGatherMatmul => recs.iter().map(|x| x.m as usize).max().unwrap_or(0),
             OpKind::MatmulAllReduce => lead.m as usize,
         };
-        let block = match lead.block_rows as usize {
-            0 => (m_part.div_ceil(8)).clamp(32, 512),
-            b => b,
-        };
-        let blocks = gemm::blocks_of(m_part, block);
         let one_host = comm
             .communicator()
             .topo()
@@ -255,15 +254,36 @@ impl Fused {
             .all(|&s| s == 0);
         let path =
             match FusedPath::from_code(lead.path) {
-                FusedPath::Auto if blocks < 2 => FusedPath::Unfused,
-                FusedPath::Auto if one_host => FusedPath::Window,
-                FusedPath::Auto => FusedPath::Stream,
                 FusedPath::Window if !one_host => return Err(ctx(HcclError::not_support(
                     "the window path needs every rank on one host (symmetric windows are mapped \
                      memory); use the stream path across hosts",
                 ))),
                 x => x,
             };
+        let pipe = match path {
+            FusedPath::Auto if one_host => FusedPath::Window,
+            FusedPath::Auto => FusedPath::Stream,
+            x => x,
+        };
+        // Blocks: a GEMM call re-packs B, so blocks under ~256 rows cost
+        // several percent (measured: 64 rows +75%, 256 +8%, 1024 +1.5% at
+        // 4084x2048x4096); on one host a few big blocks do, across hosts
+        // more blocks hide more of the wire (the last one's transfer is
+        // exposed).
+        let block = match lead.block_rows as usize {
+            0 if pipe == FusedPath::Window => m_part.div_ceil(4).clamp(128, 1024),
+            0 => m_part.div_ceil(8).clamp(128, 1024),
+            b => b,
+        };
+        let blocks = gemm::blocks_of(m_part, block);
+        // where a pipeline cannot pay: fewer than two blocks, or a product
+        // too small to hide anything behind (under ~1 ms of GEMM)
+        let flops = 2.0 * m_part as f64 * p as f64 * lead.k as f64 * lead.n as f64;
+        let path = match path {
+            FusedPath::Auto if blocks < 2 || flops < AUTO_MIN_FLOPS => FusedPath::Unfused,
+            FusedPath::Auto => pipe,
+            x => x,
+        };
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let threads = self.config.threads.unwrap_or((cores / p).max(1));
         let stages = (lead.stages as usize).max(1);
@@ -285,7 +305,7 @@ impl Fused {
             stream,
         };
         let mut waited = Duration::ZERO;
-        match path {
+        let used = match path {
             FusedPath::Window => {
                 let need = match kind {
                     OpKind::MatmulReduceScatter => stages * p * block * lead.n as usize * 4,
@@ -342,6 +362,7 @@ impl Fused {
                     Ok(n) => {
                         w.base += n as u64;
                         w.ops += 1;
+                        n
                     }
                     Err(e) => {
                         w.abort();
@@ -355,19 +376,17 @@ impl Fused {
                 OpKind::AllGatherMatmul => all_gather_matmul::stream(&mut cx, a, b, out, gathered),
                 OpKind::MatmulAllReduce => matmul_all_reduce::stream(&mut cx, a, b, out),
             }
-            .map(drop)
             .map_err(ctx)?,
             FusedPath::Unfused | FusedPath::Auto => match kind {
                 OpKind::MatmulReduceScatter => matmul_reduce_scatter::unfused(&mut cx, a, b, out),
                 OpKind::AllGatherMatmul => all_gather_matmul::unfused(&mut cx, a, b, out, gathered),
                 OpKind::MatmulAllReduce => matmul_all_reduce::unfused(&mut cx, a, b, out),
             }
-            .map(drop)
             .map_err(ctx)?,
-        }
+        };
         Ok(FusedReport {
             path,
-            blocks,
+            blocks: used,
             block_rows: block,
             stages,
             threads,

@@ -2,12 +2,12 @@
 //!
 //! Window path: the output's rows are cut into blocks; for block c every
 //! rank computes its partial into stage `c mod stages` of its window and
-//! publishes `produced`; then it reduces its share of the block's rows
-//! (split as `split_rows`) out of every peer's partial into the stage's
-//! "final" rows of its own window and publishes `reduced`; then it copies
-//! every rank's final rows into its output and publishes `consumed`: a
-//! ReduceScatter and an AllGather per block, both pulled straight out of
-//! the peers' windows.
+//! publishes `produced`; it reduces its share of the block's rows (split
+//! as `split_rows`) out of every peer's partial into the stage's "final"
+//! rows of its own window and publishes `reduced`; it copies every rank's
+//! final rows into its output and publishes `consumed`: a ReduceScatter
+//! and an AllGather per block, both pulled straight out of the peers'
+//! windows, each running a block or two behind the computation.
 
 use crate::gemm::{as_f32, block_rows, blocks_of, dense, f32_scratch, mm_into};
 use crate::matmul_reduce_scatter::stage_buffers;
@@ -39,12 +39,11 @@ pub(crate) fn window(
         let at = ((2 * s + usize::from(fin)) * rb + row0) * n * 4;
         dense(&ws.data(owner, at, rows * n * 4)?, DataType::Fp32, rows, n)
     };
-    for c in 0..blocks {
-        let tag = base + c as u64 + 1;
+    let tag = |c: usize| base + c as u64 + 1;
+    let produce = |cx: &mut Ctx<'_>, w: &mut Waits<'_>, c: usize| -> Result<()> {
         if c >= stages {
-            let need = base + (c - stages) as u64 + 1;
             for i in 1..p {
-                w.wait((r + i) % p, Counter::Consumed, need)?;
+                w.wait((r + i) % p, Counter::Consumed, tag(c - stages))?;
             }
         }
         let (start, rows) = block_rows(m, rb, c);
@@ -55,8 +54,12 @@ pub(crate) fn window(
             cx.scratch,
             cx.threads,
         )?;
-        ws.publish(Counter::Produced, tag);
-        // reduce this rank's share of the block
+        ws.publish(Counter::Produced, tag(c));
+        Ok(())
+    };
+    // this rank's share of block c, summed out of every peer's partial
+    let reduce = |w: &mut Waits<'_>, c: usize| -> Result<()> {
+        let rows = block_rows(m, rb, c).1;
         let (o, nr) = split_rows(rows, p, r);
         let fin = part(r, c, o, nr, true)?;
         if nr > 0 {
@@ -64,24 +67,51 @@ pub(crate) fn window(
         }
         for i in 1..p {
             let q = (r + p - i) % p;
-            w.wait(q, Counter::Produced, tag)?;
+            w.wait(q, Counter::Produced, tag(c))?;
             if nr > 0 {
                 cube::add(&fin, &part(q, c, o, nr, false)?)?;
             }
         }
-        ws.publish(Counter::Reduced, tag);
-        // every rank's share into the output
+        ws.publish(Counter::Reduced, tag(c));
+        Ok(())
+    };
+    // every rank's share of block c into the output
+    let gather = |w: &mut Waits<'_>, c: usize| -> Result<()> {
+        let (start, rows) = block_rows(m, rb, c);
         for i in 0..p {
             let q = (r + i) % p;
             let (oq, nq) = split_rows(rows, p, q);
             if q != r {
-                w.wait(q, Counter::Reduced, tag)?;
+                w.wait(q, Counter::Reduced, tag(c))?;
             }
             if nq > 0 {
                 cube::convert(&out.rows(start + oq, nq)?, &part(q, c, oq, nq, true)?)?;
             }
         }
-        ws.publish(Counter::Consumed, tag);
+        ws.publish(Counter::Consumed, tag(c));
+        Ok(())
+    };
+    // The phases of a block run behind its computation by as many blocks
+    // as the stages allow, so a rank rarely waits for a peer still
+    // computing the same block: with one stage in lockstep, with two the
+    // reduction and the copy-out one block behind, with three or more
+    // the copy-out two behind (more would deadlock: a producer waits for
+    // consumers that wait for it).
+    let (lag_reduce, lag_gather) = match stages {
+        1 => (0, 0),
+        2 => (1, 1),
+        _ => (1, 2),
+    };
+    for it in 0..blocks + lag_gather {
+        if it < blocks {
+            produce(cx, w, it)?;
+        }
+        if let Some(c) = it.checked_sub(lag_reduce).filter(|&c| c < blocks) {
+            reduce(w, c)?;
+        }
+        if let Some(c) = it.checked_sub(lag_gather).filter(|&c| c < blocks) {
+            gather(w, c)?;
+        }
     }
     Ok(blocks)
 }

@@ -225,6 +225,12 @@ fn matmul_all_reduce_every_path_and_rank_count() {
     for dt in [DataType::Bf16, DataType::Fp16] {
         check_mm_ar(3, case(14, 12, 6, dt, FusedPath::Window));
     }
+    // the phases' lags differ with one, two and three or more stages
+    for stages in [1, 3, 4] {
+        let mut c = case(41, 10, 7, DataType::Fp32, FusedPath::Window);
+        c.stages = stages;
+        check_mm_ar(3, c);
+    }
 }
 
 #[test]
