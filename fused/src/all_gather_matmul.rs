@@ -122,6 +122,9 @@ pub(crate) fn stream(
     std::thread::scope(|sc| {
         let (rows, sends, gathers) = (&rows, &sends, &gathers);
         let comm_side = sc.spawn(move || -> Result<()> {
+            // this thread mostly waits for the wire: it must not spin on
+            // the core the GEMM needs
+            let _quiet = comm.device().quiet_waits();
             for c in 0..blocks {
                 let s = c % stages;
                 if c >= stages && free_rx.recv().is_err() {
@@ -153,7 +156,10 @@ pub(crate) fn stream(
             }
             Ok(())
         });
-        let compute = (|| -> Result<()> {
+        // the GEMM on a thread of its own, below the communication
+        // thread's priority (see `yield_to_communication`)
+        let compute = sc.spawn(move || -> Result<()> {
+            crate::pipeline::yield_to_communication();
             mm_into(
                 &out.rows(offs[r], rows[r])?,
                 a,
@@ -197,9 +203,10 @@ pub(crate) fn stream(
                 let _ = free_tx.send(s);
             }
             Ok(())
-        })();
-        drop(free_tx);
-        drop(ready_rx);
+        });
+        let compute = compute
+            .join()
+            .unwrap_or_else(|_| Err(HcclError::internal("the GEMM thread panicked")));
         let comm_res = comm_side
             .join()
             .unwrap_or_else(|_| Err(HcclError::internal("the communication thread panicked")));

@@ -133,12 +133,17 @@ pub(crate) fn stream(cx: &mut Ctx<'_>, a: &Mat, b: &Mat, out: &Mat) -> Result<us
     let bufs = stage_buffers(cx, &STAGE_NAMES, rb * n * 4)?;
     let (comm, stream) = (cx.comm, cx.stream);
     let (work_tx, work_rx) = mpsc::channel::<(usize, usize)>();
-    let (free_tx, free_rx) = mpsc::channel::<usize>();
+    let (done_tx, done_rx) = mpsc::channel::<(usize, usize)>();
     std::thread::scope(|sc| {
         let bufs = &bufs;
         let comm_side = sc.spawn(move || -> Result<()> {
+            // this thread mostly waits for the wire: it must not spin on
+            // the core the GEMM needs
+            let _quiet = comm.device().quiet_waits();
+            // only collectives here, back to back: the copy-out is the
+            // computing thread's, so the wire never waits for a copy
             for (c, s) in work_rx {
-                let (start, rows) = block_rows(m, rb, c);
+                let rows = block_rows(m, rb, c).1;
                 let buf = bufs[s].range(0, rows * n * 4)?;
                 comm.all_reduce_raw(
                     &buf,
@@ -149,34 +154,45 @@ pub(crate) fn stream(cx: &mut Ctx<'_>, a: &Mat, b: &Mat, out: &Mat) -> Result<us
                     stream,
                 )?;
                 stream.synchronize()?;
-                cube::convert(
-                    &out.rows(start, rows)?,
-                    &dense(&buf, DataType::Fp32, rows, n)?,
-                )?;
-                if free_tx.send(s).is_err() {
+                if done_tx.send((c, s)).is_err() {
                     break;
                 }
             }
             Ok(())
         });
-        let compute = (|| -> Result<()> {
+        let stopped = || HcclError::internal("the communication thread stopped");
+        let copy_out = |c: usize, s: usize| -> Result<()> {
+            let (start, rows) = block_rows(m, rb, c);
+            let buf = bufs[s].range(0, rows * n * 4)?;
+            cube::convert(
+                &out.rows(start, rows)?,
+                &dense(&buf, DataType::Fp32, rows, n)?,
+            )
+        };
+        // the GEMM on a thread of its own, below the communication
+        // thread's priority (see `yield_to_communication`)
+        let compute = sc.spawn(move || -> Result<()> {
+            crate::pipeline::yield_to_communication();
             for c in 0..blocks {
                 let s = c % stages;
                 if c >= stages {
-                    free_rx
-                        .recv()
-                        .map_err(|_| HcclError::internal("the communication thread stopped"))?;
+                    let (done, ds) = done_rx.recv().map_err(|_| stopped())?;
+                    copy_out(done, ds)?;
                 }
                 let (start, rows) = block_rows(m, rb, c);
                 let dst = dense(&bufs[s].range(0, rows * n * 4)?, DataType::Fp32, rows, n)?;
                 mm_into(&dst, &a.rows(start, rows)?, &b32, cx.scratch, cx.threads)?;
-                work_tx
-                    .send((c, s))
-                    .map_err(|_| HcclError::internal("the communication thread stopped"))?;
+                work_tx.send((c, s)).map_err(|_| stopped())?;
+            }
+            for _ in 0..blocks.min(stages) {
+                let (done, ds) = done_rx.recv().map_err(|_| stopped())?;
+                copy_out(done, ds)?;
             }
             Ok(())
-        })();
-        drop(work_tx);
+        });
+        let compute = compute
+            .join()
+            .unwrap_or_else(|_| Err(HcclError::internal("the GEMM thread panicked")));
         let comm_res = comm_side
             .join()
             .unwrap_or_else(|_| Err(HcclError::internal("the communication thread panicked")));

@@ -152,14 +152,19 @@ pub(crate) fn stream(cx: &mut Ctx<'_>, a: &Mat, b: &Mat, out: &Mat) -> Result<us
     let recvs = stage_buffers(cx, &RECV_NAMES, rb * n * 4)?;
     let (comm, stream) = (cx.comm, cx.stream);
     let (work_tx, work_rx) = mpsc::channel::<(usize, usize)>();
-    let (free_tx, free_rx) = mpsc::channel::<usize>();
+    let (done_tx, done_rx) = mpsc::channel::<(usize, usize)>();
     std::thread::scope(|sc| {
         let parts = &parts;
         let (sends, recvs) = (&sends, &recvs);
         let comm_side = sc.spawn(move || -> Result<()> {
+            // this thread mostly waits for the wire: it must not spin on
+            // the core the GEMM needs
+            let _quiet = comm.device().quiet_waits();
+            // only collectives here, back to back: the copy-out is the
+            // computing thread's, so the wire never waits for a copy
             for (c, s) in work_rx {
                 let (counts, displs) = v_layout(parts, rb, n, c);
-                let (start, rows) = block_rows(parts[r].1, rb, c);
+                let rows = block_rows(parts[r].1, rb, c).1;
                 let recv = recvs[s].range(0, rows * n * 4)?;
                 comm.reduce_scatter_v_raw(
                     &sends[s],
@@ -172,23 +177,33 @@ pub(crate) fn stream(cx: &mut Ctx<'_>, a: &Mat, b: &Mat, out: &Mat) -> Result<us
                     stream,
                 )?;
                 stream.synchronize()?;
-                if rows > 0 {
-                    cube::convert(
-                        &out.rows(start, rows)?,
-                        &dense(&recv, DataType::Fp32, rows, n)?,
-                    )?;
-                }
-                if free_tx.send(s).is_err() {
+                if done_tx.send((c, s)).is_err() {
                     break;
                 }
             }
             Ok(())
         });
-        let compute = (|| -> Result<()> {
+        // this rank's rows of a reduced block, out of its stage
+        let copy_out = |c: usize, s: usize| -> Result<()> {
+            let (start, rows) = block_rows(parts[r].1, rb, c);
+            if rows > 0 {
+                let recv = recvs[s].range(0, rows * n * 4)?;
+                cube::convert(
+                    &out.rows(start, rows)?,
+                    &dense(&recv, DataType::Fp32, rows, n)?,
+                )?;
+            }
+            Ok(())
+        };
+        // the GEMM on a thread of its own, below the communication
+        // thread's priority (see `yield_to_communication`)
+        let compute = sc.spawn(move || -> Result<()> {
+            crate::pipeline::yield_to_communication();
             for c in 0..blocks {
                 let s = c % stages;
                 if c >= stages {
-                    free_rx.recv().map_err(|_| stopped())?;
+                    let (done, ds) = done_rx.recv().map_err(|_| stopped())?;
+                    copy_out(done, ds)?;
                 }
                 for i in 0..p {
                     let q = (r + 1 + i) % p;
@@ -211,9 +226,15 @@ pub(crate) fn stream(cx: &mut Ctx<'_>, a: &Mat, b: &Mat, out: &Mat) -> Result<us
                 }
                 work_tx.send((c, s)).map_err(|_| stopped())?;
             }
+            for _ in 0..blocks.min(stages) {
+                let (done, ds) = done_rx.recv().map_err(|_| stopped())?;
+                copy_out(done, ds)?;
+            }
             Ok(())
-        })();
-        drop(work_tx);
+        });
+        let compute = compute
+            .join()
+            .unwrap_or_else(|_| Err(HcclError::internal("the GEMM thread panicked")));
         let comm_res = comm_side
             .join()
             .unwrap_or_else(|_| Err(HcclError::internal("the communication thread panicked")));

@@ -247,3 +247,17 @@ impl Scratch {
         m.range(0, bytes)
     }
 }
+
+/// Lowers the calling thread's priority (nice +10, for this thread only):
+/// the stream path's GEMM runs on such a thread, so that when the
+/// communication thread beside it wakes (data arrived, a send can go on)
+/// the scheduler hands it the core at once instead of at the next tick.
+/// On a core shared by both that wait otherwise costs milliseconds per
+/// wake-up (measured: docs/fused.md). Best effort: an error leaves the
+/// priority as it was.
+pub(crate) fn yield_to_communication() {
+    let me = rustix::thread::gettid();
+    if let Err(e) = rustix::process::setpriority_process(Some(me), 10) {
+        tracing::debug!("could not lower the GEMM thread's priority: {e}");
+    }
+}

@@ -172,6 +172,9 @@ pub(crate) struct DeviceInner {
     /// The spin actually used (ns): `config.spin` until a transport asks
     /// for less ([`Device::limit_spin`]).
     spin_ns: AtomicU64,
+    /// Live [`QuietWaits`] guards: while non-zero, an idle driver neither
+    /// spins nor yields before it parks.
+    quiet: AtomicU64,
     streams: Mutex<Vec<Weak<StreamInner>>>,
     /// Bumped when a stream registers, so drivers re-read `streams` only
     /// then (the driver loop otherwise reuses its snapshot).
@@ -267,6 +270,7 @@ impl Device {
             driver: Mutex::new(Vec::new()),
             poll_gen: AtomicU64::new(u64::MAX),
             spin_ns: AtomicU64::new(spin_ns),
+            quiet: AtomicU64::new(0),
             worker_tid: std::sync::OnceLock::new(),
         }));
         if mode == ExecMode::Worker {
@@ -298,6 +302,16 @@ impl Device {
     pub fn limit_spin(&self, max: Duration) {
         let ns = max.as_nanos().min(u128::from(u64::MAX)) as u64;
         self.0.spin_ns.fetch_min(ns, Ordering::Relaxed);
+    }
+
+    /// While the returned guard lives, a driver of this device parks as
+    /// soon as nothing can progress (no spin, no yields): for a thread
+    /// that waits for the network beside a thread that computes on the
+    /// same core (the fused ops' stream path), where spinning would take
+    /// the core from the computation.
+    pub fn quiet_waits(&self) -> QuietWaits {
+        self.0.quiet.fetch_add(1, Ordering::Relaxed);
+        QuietWaits(self.clone())
     }
 
     /// The configuration.
@@ -414,6 +428,17 @@ impl Device {
     }
 }
 
+/// A [`Device::quiet_waits`] guard: the device's drivers park without
+/// spinning or yielding until it is dropped.
+#[derive(Debug)]
+pub struct QuietWaits(Device);
+
+impl Drop for QuietWaits {
+    fn drop(&mut self) {
+        self.0 .0.quiet.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// What [`Device::on_stream_failure`] calls: the failed stream's id and
 /// its error.
 pub type FailureHook = std::sync::Arc<dyn Fn(u64, &HcclError) + Send + Sync>;
@@ -421,7 +446,23 @@ pub type FailureHook = std::sync::Arc<dyn Fn(u64, &HcclError) + Send + Sync>;
 impl DeviceInner {
     /// How long an idle driver spins now.
     pub(crate) fn spin(&self) -> Duration {
+        if self.is_quiet() {
+            return Duration::ZERO;
+        }
         Duration::from_nanos(self.spin_ns.load(Ordering::Relaxed))
+    }
+
+    fn is_quiet(&self) -> bool {
+        self.quiet.load(Ordering::Relaxed) > 0
+    }
+
+    /// How many times an idle driver yields before it parks now.
+    fn yields(&self) -> u32 {
+        if self.is_quiet() {
+            0
+        } else {
+            self.config.yields
+        }
     }
 
     /// Calls the failure hooks for stream `stream`, failed with `e`.
@@ -576,7 +617,7 @@ impl DeviceInner {
             // About to park: register as a sleeper before this round's
             // look, so whatever a peer changes after the look wakes us (see
             // EventCount) and what it changed before, the look sees.
-            let waiter = (yields >= self.config.yields).then(|| self.events.prepare_wait());
+            let waiter = (yields >= self.yields()).then(|| self.events.prepare_wait());
             self.refresh(snapshot, &mut gen);
             let mut progressed = false;
             for s in snapshot.iter() {
@@ -628,7 +669,7 @@ impl DeviceInner {
             // enough that 4 ranks on 2 cores stop parking between ops
             // (26k futex calls per 20k 8-byte allreduces with 8; ~200
             // with 64) while an idle rank still parks within ~100 µs.
-            if yields < self.config.yields {
+            if yields < self.yields() {
                 yields += 1;
                 crate::sync::yield_now();
                 continue;

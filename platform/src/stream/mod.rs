@@ -27,7 +27,9 @@ mod task;
 mod timeline;
 mod verbs;
 
-pub use device::{BlockedTask, Device, DeviceConfig, DeviceStats, ExecMode, FailureHook};
+pub use device::{
+    BlockedTask, Device, DeviceConfig, DeviceStats, ExecMode, FailureHook, QuietWaits,
+};
 pub use graph::{CaptureDeferred, CaptureMode, CaptureStatus, Graph};
 pub use kernel::{Kernel, Settle};
 pub(crate) use kernel::{Launch, Relaunch};
