@@ -241,6 +241,7 @@ fn rank_main(
     );
     let s = comm.create_stream();
     let (w, n) = (args.warmup_iters, args.iters);
+    let mut plotted = Vec::new();
     let seed = |what: u64| what * 1000 + r as u64;
     for &(m, k, nn) in shapes {
         for &op in ops {
@@ -389,6 +390,12 @@ fn rank_main(
                 .map_err(io)?;
                 out.flush().map_err(io)?;
             }
+            plotted.push(crate::fused_plot::FusedRow {
+                op: op.name(),
+                shape: format!("{m}×{k}×{nn}"),
+                speedup,
+                overlap,
+            });
             if check == "failed" {
                 return Err(HcclError::internal(format!(
                     "{} {m}x{k}x{nn}: the fused result differs from the unfused one",
@@ -396,6 +403,10 @@ fn rank_main(
                 )));
             }
         }
+    }
+    if let (Some(path), 0) = (&args.plot, r) {
+        let title = format!("fused ops, {p} ranks, fp32 (hccl-test --fused)");
+        crate::fused_plot::draw(&plotted, &title, path).map_err(HcclError::open_file)?;
     }
     Ok(())
 }

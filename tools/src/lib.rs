@@ -12,6 +12,7 @@
 mod args;
 mod calibrate;
 mod fused_bench;
+mod fused_plot;
 mod perf;
 mod strays;
 mod sweep_plot;
