@@ -37,7 +37,13 @@ impl Mat {
     /// `rows × cols` elements of `dtype` at the start of `mem`, rows `ld`
     /// elements apart. Errors (`HCCL_E_PARA`): `ld < cols`, the matrix
     /// does not fit `mem`, or `mem` is not aligned to the element size.
-    pub fn new(mem: &DeviceMem, dtype: DataType, rows: usize, cols: usize, ld: usize) -> Result<Mat> {
+    pub fn new(
+        mem: &DeviceMem,
+        dtype: DataType,
+        rows: usize,
+        cols: usize,
+        ld: usize,
+    ) -> Result<Mat> {
         if ld < cols {
             return Err(HcclError::para(format!(
                 "leading dimension {ld} is smaller than the {cols} columns"
@@ -187,7 +193,9 @@ impl Mat {
         // SAFETY: as in `row`; the callers never hold two rows of one
         // matrix at once, and check that destination and source do not
         // overlap, so this is the only live reference to these bytes.
-        unsafe { std::slice::from_raw_parts_mut(self.mem.ptr().cast::<T>().add(i * self.ld), self.cols) }
+        unsafe {
+            std::slice::from_raw_parts_mut(self.mem.ptr().cast::<T>().add(i * self.ld), self.cols)
+        }
     }
 
     /// Whether the bytes this matrix spans meet `other`'s.
@@ -334,9 +342,7 @@ pub fn convert(dst: &Mat, src: &Mat) -> Result<()> {
     for i in 0..dst.rows {
         match (dst.dtype, src.dtype) {
             (Fp32, Fp32) => dst.row_mut::<f32>(i).copy_from_slice(src.row::<f32>(i)),
-            (Bf16, Bf16) | (Fp16, Fp16) => {
-                dst.row_mut::<u16>(i).copy_from_slice(src.row::<u16>(i))
-            }
+            (Bf16, Bf16) | (Fp16, Fp16) => dst.row_mut::<u16>(i).copy_from_slice(src.row::<u16>(i)),
             (Fp32, Bf16) => zip(dst.row_mut::<f32>(i), src.row::<bf16>(i), bf16::to_f32),
             (Fp32, Fp16) => zip(dst.row_mut::<f32>(i), src.row::<f16>(i), f16::to_f32),
             (Bf16, Fp32) => zip(dst.row_mut::<bf16>(i), src.row::<f32>(i), bf16::from_f32),

@@ -23,7 +23,9 @@ fn naive(a: &[f32], b: &[f32], m: usize, k: usize, n: usize, lda: usize, ldb: us
 
 fn pattern(n: usize, seed: u32) -> Vec<f32> {
     (0..n)
-        .map(|i| ((i as u32).wrapping_mul(2654435761).wrapping_add(seed) % 1000) as f32 / 500.0 - 1.0)
+        .map(|i| {
+            ((i as u32).wrapping_mul(2654435761).wrapping_add(seed) % 1000) as f32 / 500.0 - 1.0
+        })
         .collect()
 }
 
@@ -45,7 +47,10 @@ fn gemm_with_leading_dimensions_matches_a_naive_product() {
         for i in 0..m {
             for j in 0..n {
                 let (g, w) = (got[i * ldc + j], want[i * n + j]);
-                assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "({i},{j}) {g} vs {w}");
+                assert!(
+                    (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                    "({i},{j}) {g} vs {w}"
+                );
             }
             // the padding between rows is untouched
             assert!(got[i * ldc + n..(i + 1) * ldc].iter().all(|&x| x == 7.0) || i == m - 1);
@@ -61,7 +66,10 @@ fn gemm_with_leading_dimensions_matches_a_naive_product() {
 fn bad_operands_are_typed_errors() {
     let m = DeviceMem::alloc(64 * 4).unwrap();
     let e = Mat::new(&m, DataType::Fp32, 8, 9, 8).unwrap_err();
-    assert!(e.to_string().contains("leading dimension 8 is smaller"), "{e}");
+    assert!(
+        e.to_string().contains("leading dimension 8 is smaller"),
+        "{e}"
+    );
     let e = Mat::new(&m, DataType::Fp32, 9, 8, 8).unwrap_err();
     assert!(e.to_string().contains("needs 288 bytes"), "{e}");
     let a = Mat::new(&m, DataType::Fp32, 4, 4, 4).unwrap();
@@ -78,7 +86,10 @@ fn bad_operands_are_typed_errors() {
     assert!(e.to_string().contains("aligned"), "{e}");
     let i = Mat::new(&m, DataType::Int32, 2, 2, 2).unwrap();
     let e = convert(&b.rows(0, 2).unwrap().cols(0, 2).unwrap(), &i).unwrap_err();
-    assert!(e.to_string().contains("int32") || e.to_string().contains("INT32"), "{e}");
+    assert!(
+        e.to_string().contains("int32") || e.to_string().contains("INT32"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -93,7 +104,11 @@ fn add_and_convert_work_on_strided_blocks() {
     let got: Vec<f32> = xm.to_vec(r * ld).unwrap();
     for i in 0..r {
         for j in 0..ld {
-            let want = if j < c { x[i * ld + j] + y[i * ld + j] } else { x[i * ld + j] };
+            let want = if j < c {
+                x[i * ld + j] + y[i * ld + j]
+            } else {
+                x[i * ld + j]
+            };
             assert_eq!(got[i * ld + j], want);
         }
     }
