@@ -343,3 +343,62 @@ fn errors_fail_every_rank_and_the_next_op_still_works() {
         assert_eq!(to_host::<f32>(out, m * n), want);
     });
 }
+
+#[test]
+fn a_rank_with_no_rows_passes_null() {
+    // m = 1 at p = 2: rank 1 gets no rows of the MatMul+ReduceScatter
+    // (its out may be NULL), and its AllGather+MatMul shard is empty
+    let p = 2u32;
+    let (k, n) = (3usize, 4usize);
+    per_rank(p, |r, comm, stream| {
+        let a0 = mat(0, 0, 1, k, k);
+        let a1 = mat(0, 1, 1, k, k);
+        let bh = mat(1, 0, k, n, n);
+        let a = dev_from(if r == 0 { &a0 } else { &a1 });
+        let b = dev_from(&bh);
+        let out = if r == 0 {
+            dev_zeroed(4 * n)
+        } else {
+            null_mut()
+        };
+        ok(
+            HcclRsMatmulReduceScatter(
+                a, b, out, 1, k as u64, n as u64, k as u64, n as u64, n as u64, FP32, comm, stream,
+            ),
+            "HcclRsMatmulReduceScatter with an empty share",
+        );
+        if r == 0 {
+            let want: Vec<f32> = (0..n)
+                .map(|j| (0..k).map(|t| (a0[t] + a1[t]) * bh[t * n + j]).sum())
+                .collect();
+            assert_eq!(to_host::<f32>(out, n), want);
+        }
+        // AllGather+MatMul: rank 1's shard is empty (NULL)
+        let shard = if r == 0 { a } else { null_mut() };
+        let m = if r == 0 { 1 } else { 0 };
+        let out = dev_zeroed(4 * n);
+        ok(
+            HcclRsAllGatherMatmul(
+                shard,
+                b,
+                out,
+                null_mut(),
+                m,
+                k as u64,
+                n as u64,
+                k as u64,
+                n as u64,
+                n as u64,
+                0,
+                FP32,
+                comm,
+                stream,
+            ),
+            "HcclRsAllGatherMatmul with an empty shard",
+        );
+        let want: Vec<f32> = (0..n)
+            .map(|j| (0..k).map(|t| a0[t] * bh[t * n + j]).sum())
+            .collect();
+        assert_eq!(to_host::<f32>(out, n), want);
+    });
+}
