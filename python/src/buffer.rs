@@ -100,6 +100,18 @@ impl RawBuffer {
     }
 }
 
+impl RawBuffer {
+    /// Address, length in bytes, element type and whether it is read-only.
+    pub(crate) fn view(&self) -> (usize, usize, Elem, bool) {
+        (self.addr, self.nbytes, self.elem, self.readonly)
+    }
+
+    /// The owner, referenced once more.
+    pub(crate) fn owner_ref(&self, py: Python<'_>) -> Py<PyAny> {
+        self.owner.clone_ref(py)
+    }
+}
+
 /// What keeps a buffer's memory valid.
 enum Keep {
     /// A buffer-protocol export (released on drop).
@@ -264,8 +276,9 @@ impl MemCache {
     }
 }
 
-/// A wrapper of `len` bytes at `addr` (non-zero length).
-fn wrap(addr: usize, len: usize) -> DeviceMem {
+/// A wrapper of `len` bytes at `addr` (non-zero length); the caller
+/// keeps that memory valid while any op uses the wrapper (see below).
+pub(crate) fn wrap(addr: usize, len: usize) -> DeviceMem {
     let ptr = NonNull::new(addr as *mut u8).expect("a non-empty Python buffer has an address");
     // SAFETY: `addr` comes from a buffer export or a RawBuffer whose owner
     // vouches for `len` bytes there; every op given this wrapper (or any
