@@ -402,3 +402,36 @@ fn a_rank_with_no_rows_passes_null() {
         assert_eq!(to_host::<f32>(out, n), want);
     });
 }
+
+#[test]
+fn a_capturing_stream_is_refused_and_its_capture_invalidated() {
+    per_rank(2, |r, comm, stream| {
+        let (m, k, n) = (4usize, 3usize, 2usize);
+        let a = dev_from(&mat(0, r, m, k, k));
+        let b = dev_from(&mat(1, r, k, n, n));
+        let out = dev_zeroed(4 * m * n);
+        acl_ok(
+            aclmdlRICaptureBegin(stream, ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL),
+            "aclmdlRICaptureBegin",
+        );
+        let code = HcclRsMatmulAllReduce(
+            a, b, out, m as u64, k as u64, n as u64, k as u64, n as u64, n as u64, FP32, comm,
+            stream,
+        );
+        assert_eq!(code, 5, "{:?}", last_error_message());
+        assert!(last_error_message().unwrap().contains("cannot be captured"));
+        let mut ri = null_mut();
+        assert_eq!(
+            aclmdlRICaptureEnd(stream, &mut ri),
+            ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED
+        );
+        // the stream works again, and so does the op
+        ok(
+            HcclRsMatmulAllReduce(
+                a, b, out, m as u64, k as u64, n as u64, k as u64, n as u64, n as u64, FP32, comm,
+                stream,
+            ),
+            "HcclRsMatmulAllReduce after the capture",
+        );
+    });
+}
