@@ -192,9 +192,10 @@ pub(crate) fn stream(
                         cube::convert(&g.rows(offs[q] + start, n_rows)?, &src)?;
                     }
                 }
-                if free_tx.send(s).is_err() {
-                    break;
-                }
+                // the communication thread is gone once it has gathered
+                // its last block (it owns `free_rx`): later blocks are
+                // still to be multiplied, so a failed send is not an end
+                let _ = free_tx.send(s);
             }
             Ok(())
         })();
