@@ -18,25 +18,22 @@ def test_fused_ops_on_torch_tensors(run, p):
     run(["fused_worker.py", "torch"], p, timeout=180).check()
 
 
-@pytest.mark.parametrize("path", ["window", "unfused"])
+@pytest.mark.parametrize("path", ["window", "stream", "unfused"])
 def test_each_pipeline(run, path):
+    """Each pipeline, all three ops with several blocks (AllGather+MatMul:
+    4 blocks, more than the 2 stages), fresh outputs every op."""
     run(["fused_worker.py", "path", path], 2, timeout=120,
-        env={"HCCL_RS_FUSED_PATH": path}).check()
+        env={"HCCL_RS_FUSED_PATH": path, "HCCL_RS_FUSED_BLOCK_ROWS": "32"}).check()
 
 
 def test_stream_pipeline_one_stage(run):
-    """The stream path with one block in flight (HCCL_RS_FUSED_STAGES=1):
-    all three ops, several blocks each."""
     env = {"HCCL_RS_FUSED_PATH": "stream", "HCCL_RS_FUSED_STAGES": "1"}
     run(["fused_worker.py", "path", "stream"], 2, timeout=120, env=env).check()
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "hccl-fused bug, not the bindings': on the stream path with 2 stages (the "
-    "default), AllGather+MatMul between processes returns wrong rows for a "
-    "peer's second block in ~10-20% of ops (bytes of unrelated float64 arrays); "
-    "0 of 30 with HCCL_RS_FUSED_STAGES=1. See the branch's report."))
-def test_stream_pipeline_all_gather_matmul_two_stages(run):
+def test_stream_pipeline_all_gather_matmul_as_many_blocks_as_stages(run):
+    """Regression (hccl-fused): the peers' last blocks were skipped when
+    the gathering finished before the multiplying."""
     env = {"HCCL_RS_FUSED_PATH": "stream", "HCCL_RS_FUSED_BLOCK_ROWS": "32"}
     run(["fused_worker.py", "ag_stream_blocks", "40"], 2, timeout=120, env=env).check()
 
