@@ -1,8 +1,8 @@
 """Fused compute/communication ops (hccl-fused, HCCL's MC2 ops on CPUs).
 
-Three collective ops on 2-D matrices — NumPy arrays (float32, float16,
-and ml_dtypes' bfloat16 if installed) or CPU torch tensors (float32,
-bfloat16, float16) — every rank calling the same op::
+Three collective ops on 2-D matrices — NumPy arrays (float32, float16)
+or CPU torch tensors (float32, bfloat16, float16) — every rank calling
+the same op::
 
     out = hccl_rs.matmul_reduce_scatter(comm, a, b)        # my rows of Σ A_q·B_q
     out = hccl_rs.all_gather_matmul(comm, a, b)            # gather(A)·B
@@ -42,7 +42,7 @@ __all__ = ["matmul_reduce_scatter", "all_gather_matmul", "matmul_all_reduce", "s
 Matrix = Any
 
 _TORCH_TYPES = ("float32", "bfloat16", "float16")
-_NUMPY_TYPES = ("float32", "bfloat16", "float16")
+_NUMPY_TYPES = ("float32", "float16")
 
 
 def split_rows(m: int, p: int, r: int) -> tuple[int, int]:
@@ -82,7 +82,10 @@ def _describe(x: Any, what: str, written: bool):
             return f"{what} must be a 2-D matrix; it has {x.ndim} dimensions"
         name = x.dtype.name
         if name not in _NUMPY_TYPES or not x.dtype.isnative:
-            return f"{what} is {x.dtype}; fused ops take float32, bfloat16 and float16"
+            return (
+                f"{what} is {x.dtype}; fused ops take float32 and float16 NumPy arrays "
+                "(bfloat16 as torch tensors)"
+            )
         rows, cols = x.shape
         esize = x.itemsize
         if x.strides[0] % esize or x.strides[1] % esize:

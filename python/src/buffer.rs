@@ -283,7 +283,9 @@ pub(crate) fn wrap(addr: usize, len: usize) -> DeviceMem {
     // SAFETY: `addr` comes from a buffer export or a RawBuffer whose owner
     // vouches for `len` bytes there; every op given this wrapper (or any
     // handle derived from it, see `MemCache`) is handed a `Buf` that keeps
-    // that memory valid until the op has completed on its stream, and the
-    // library touches caller memory only through the ops given it.
+    // that memory valid until the op has completed on its stream — or, for
+    // the fused ops (`fused.rs`, synchronous), a `MatDesc` holding the
+    // RawBuffer's owner until the call returns — and the library touches
+    // caller memory only through the ops given it.
     unsafe { DeviceMem::from_raw(ptr, len) }
 }

@@ -173,7 +173,7 @@ def errors():
     expect_para(lambda: hccl_rs.all_gather_matmul(comm, a, bn), "disagree on N")
     # an unsupported type on every rank
     expect_para(lambda: hccl_rs.matmul_all_reduce(comm, a.astype(np.float64), b.astype(np.float64)),
-                "float64", "fused ops take")
+                "a is float64; fused ops take float32 and float16")
     # mixed types on one rank
     b16 = b.astype(np.float16) if r == 0 else b
     expect_para(lambda: hccl_rs.matmul_all_reduce(comm, a, b16),
