@@ -219,7 +219,15 @@ impl Fused {
         let comm = &self.comm;
         let (p, r) = (comm.size() as usize, comm.rank() as usize);
         let me = r as u32;
-        let ctx = |e: HcclError| e.rank(me).during(kind.name());
+        // every error names the op once (the checks' own messages do)
+        let ctx = |e: HcclError| {
+            let e = e.rank(me);
+            if e.message().starts_with(kind.name()) {
+                e
+            } else {
+                e.during(kind.name())
+            }
+        };
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let mut mine = shape::record_of(
             kind,

@@ -250,7 +250,8 @@ pub(crate) fn check_gathered_rows(recs: &[Record]) -> Result<()> {
         }
         if r.gathered_rows != u64::MAX && r.gathered_rows != total {
             return Err(HcclError::para(format!(
-                "all_gather_matmul: rank {q}'s gathered A has {} rows; the shards have {total} in                  all",
+                "all_gather_matmul: rank {q}'s gathered A has {} rows; the shards have \
+                 {total} in all",
                 r.gathered_rows
             )));
         }

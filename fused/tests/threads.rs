@@ -301,3 +301,58 @@ fn bad_operands_are_refused_on_every_rank_before_anything_runs() {
     assert!(e3.contains("the output overlaps A"), "{e3}");
     assert!(e4.contains("the output has 3 columns, B has 2"), "{e4}");
 }
+
+/// Regression: on the stream path the compute side stopped at its first
+/// failed hand-back of a stage once the communication thread (which owns
+/// the receiving end) had gathered its last block, leaving the peers'
+/// later blocks unwritten in about one op in five. Each op here writes
+/// fresh outputs (the tests above run twice into the same ones, which
+/// hid it), with more blocks than stages and exactly as many.
+#[test]
+fn all_gather_matmul_writes_every_block_of_every_op() {
+    for (rows, block) in [(40usize, 32usize), (100, 32), (9, 4)] {
+        let c = Case {
+            block: Some(block),
+            ..case(rows, 21, 13, DataType::Fp32, FusedPath::Stream)
+        };
+        let (k, n, p) = (c.k, c.n, 2u32);
+        let total = 2 * rows;
+        let a_all: Vec<f32> = (0..p).flat_map(|r| operands(&c, r, rows).0).collect();
+        let b = values(k * n, 300);
+        let want = product(&a_all, &b, total, k, n);
+        let conf = cfg(&c);
+        let a64: Vec<f64> = a_all.iter().map(|&x| x as f64).collect();
+        let a_all = std::sync::Arc::new(a_all);
+        let got = on_ranks(p, conf, move |r, f| {
+            let r = r as usize;
+            let am = matrix(
+                &a_all[r * rows * k..(r + 1) * rows * k],
+                rows,
+                k,
+                k,
+                DataType::Fp32,
+            );
+            let bm = matrix(&values(k * n, 300), k, n, n, DataType::Fp32);
+            (0..20)
+                .map(|_| {
+                    let out = matrix(&vec![-99.0; total * n], total, n, n, DataType::Fp32);
+                    let g = matrix(&vec![-99.0; total * k], total, k, k, DataType::Fp32);
+                    f.all_gather_matmul(&am, &bm, &out, Some(&g)).unwrap();
+                    (read(&out), read(&g))
+                })
+                .collect::<Vec<_>>()
+        });
+        let tol = tolerance(DataType::Fp32, k);
+        for (r, ops) in got.iter().enumerate() {
+            for (i, (o, g)) in ops.iter().enumerate() {
+                assert_close(
+                    o,
+                    &want,
+                    tol,
+                    &format!("rank {r} op {i} ({rows} rows, {block})"),
+                );
+                assert_close(g, &a64, 0.0, &format!("gathered, rank {r} op {i}"));
+            }
+        }
+    }
+}

@@ -75,6 +75,57 @@ extern HcclResult HcclRsDumpFlightRecorder(HcclComm comm, const char *path);
  */
 extern HcclResult HcclRsWriteTimeline(HcclComm comm, const char *path);
 
+/*
+ * hccl-rs extensions (not in HCCL): fused compute/communication ops (HCCL's MC2 ops
+ * on CPUs; see docs/c-api.md).
+ *
+ * Matrices are row-major with a leading dimension in elements (lda >= the columns,
+ * and so on), of HCCL_DATA_TYPE_FP32, HCCL_DATA_TYPE_BFP16 or HCCL_DATA_TYPE_FP16
+ * (products accumulate in fp32), in aclrtMalloc memory or any host memory. The
+ * output must not overlap an operand.
+ *
+ * Stream-ordered like the HCCL ops, but synchronous: each call first waits for the
+ * work already enqueued on stream (which may produce the operands), then runs the
+ * fused op on the calling thread and returns once it is done (the output is ready;
+ * work enqueued on stream afterwards sees it). A capturing stream is refused
+ * (HCCL_E_NOT_SUPPORT, the capture is invalidated). Collective: every rank of comm
+ * calls the same op with the same k and n (and, but for HcclRsAllGatherMatmul, m).
+ *
+ * Errors: HCCL_E_PTR for a NULL comm or a NULL matrix that has elements;
+ * HCCL_E_PARA for an unknown handle, an unsupported data type, a leading dimension
+ * smaller than its columns, overlapping operands, or shapes that differ across ranks.
+ * A rank whose own arguments are wrong still joins the op, so that every rank fails
+ * together (it returns its own error, its peers HCCL_E_PARA naming it); no rank then
+ * writes its output.
+ */
+
+/**
+ * MatMul+ReduceScatter: every rank holds a (m x k) and b (k x n); rank r receives in
+ * out its rows of sum over ranks q of A_q * B_q. The first (m mod rankSize) ranks get
+ * ceil(m / rankSize) rows, the others floor(m / rankSize): out is that many rows x n.
+ */
+extern HcclResult HcclRsMatmulReduceScatter(const void *a, const void *b, void *out, uint64_t m,
+    uint64_t k, uint64_t n, uint64_t lda, uint64_t ldb, uint64_t ldc, HcclDataType dataType,
+    HcclComm comm, aclrtStream stream);
+
+/**
+ * AllGather+MatMul: every rank holds its row shard a (m x k; m may differ by rank, rank
+ * order is row order) and b (k x n); every rank receives (A gathered by rows) * B in out
+ * (M x n, M the sum of the ranks' m) and, unless gatheredA is NULL, the gathered A
+ * itself in gatheredA (M x k, leading dimension ldg; ignored when gatheredA is NULL).
+ */
+extern HcclResult HcclRsAllGatherMatmul(const void *a, const void *b, void *out, void *gatheredA,
+    uint64_t m, uint64_t k, uint64_t n, uint64_t lda, uint64_t ldb, uint64_t ldc, uint64_t ldg,
+    HcclDataType dataType, HcclComm comm, aclrtStream stream);
+
+/**
+ * MatMul+AllReduce: every rank holds a (m x k) and b (k x n); every rank receives the
+ * sum over ranks q of A_q * B_q in out (m x n).
+ */
+extern HcclResult HcclRsMatmulAllReduce(const void *a, const void *b, void *out, uint64_t m,
+    uint64_t k, uint64_t n, uint64_t lda, uint64_t ldb, uint64_t ldc, HcclDataType dataType,
+    HcclComm comm, aclrtStream stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -20,12 +20,18 @@ The GIL is released while an op runs; Ctrl-C interrupts a wait (and aborts
 the communicator). Failures raise :class:`HcclError` subclasses carrying
 HCCL's code, message, rank and peer.
 
+Fused compute/communication ops on 2-D matrices (see :mod:`hccl_rs.fused`):
+``matmul_reduce_scatter(comm, a, b)``, ``all_gather_matmul(comm, a, b)``,
+``matmul_all_reduce(comm, a, b)``.
+
 ``import hccl_rs.torch`` registers the ``"hccl_rs"`` torch.distributed
-backend.
+backend (and CPU kernels of ``torch.ops.symm_mem.fused_matmul_reduce_scatter``
+and ``fused_all_gather_matmul``).
 """
 
 from . import errors
 from ._native import ROOT_INFO_BYTES, Comm, RawBuffer, Work, __version__, get_root_info
+from .fused import all_gather_matmul, matmul_all_reduce, matmul_reduce_scatter, split_rows
 from .errors import (
     CODE_NAMES,
     ConnectError,
@@ -48,6 +54,10 @@ __all__ = [
     "ROOT_INFO_BYTES",
     "errors",
     "__version__",
+    "matmul_reduce_scatter",
+    "all_gather_matmul",
+    "matmul_all_reduce",
+    "split_rows",
 ]
 # the exceptions (and CODE_NAMES), as errors.py lists them
 __all__ += errors.__all__

@@ -2,7 +2,7 @@
 
 from collections.abc import Iterable, Sequence
 from types import TracebackType
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal, Optional, TypedDict, Union
 
 from typing_extensions import Buffer
 
@@ -20,6 +20,35 @@ ROOT_INFO_BYTES: int
 def get_root_info() -> bytes:
     """HCCL's HcclGetRootInfo: call on the root rank, give the bytes to
     every rank, which then build ``Comm(n_ranks, root_info, rank)``."""
+
+class FusedReport(TypedDict):
+    """What a fused op did (``_fused_op``'s result)."""
+
+    #: "window", "stream" or "unfused"
+    path: str
+    blocks: int
+    block_rows: int
+    stages: int
+    threads: int
+    #: seconds this rank waited for its peers' blocks (window path)
+    waited: float
+
+#: A matrix for ``_fused_op``: (memory, rows, cols, leading dimension in
+#: elements), or why this rank cannot use its argument (raised on this
+#: rank as a ParameterError after the op's agreement, its peers failing too).
+MatDesc = Union[tuple["RawBuffer", int, int, int], str]
+
+def _fused_op(
+    comm: "Comm",
+    op: Literal["matmul_reduce_scatter", "all_gather_matmul", "matmul_all_reduce"],
+    a: MatDesc,
+    b: MatDesc,
+    out: MatDesc,
+    gathered: Optional[MatDesc] = None,
+) -> FusedReport:
+    """Runs a fused op (hccl_rs.fused calls it; use the functions there):
+    waits for the communicator's ops in flight, then runs the op with the
+    GIL released and returns when ``out`` (and ``gathered``) are written."""
 
 class RawBuffer:
     """Memory given by address (for tensors without the buffer protocol):

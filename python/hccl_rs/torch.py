@@ -16,6 +16,11 @@ recv / batch_isend_irecv; ``async_op=True`` returns Work objects whose
 futures complete in the background. Types: float32/64, float16, bfloat16,
 int8–int64, uint8, bool; operators SUM, PRODUCT, MIN, MAX, AVG (floating
 types).
+
+Importing it also registers CPU kernels of PyTorch's fused ops
+``torch.ops.symm_mem.fused_matmul_reduce_scatter`` and
+``fused_all_gather_matmul`` that run on the groups' hccl_rs communicators
+(:mod:`hccl_rs._torch_fused`).
 """
 
 from __future__ import annotations
@@ -588,3 +593,9 @@ def register() -> None:
 
 
 register()
+
+# CPU kernels of torch.ops.symm_mem.fused_matmul_reduce_scatter and
+# fused_all_gather_matmul over hccl_rs groups (see hccl_rs._torch_fused)
+from . import _torch_fused  # noqa: E402
+
+_torch_fused.register()

@@ -100,6 +100,18 @@ impl RawBuffer {
     }
 }
 
+impl RawBuffer {
+    /// Address, length in bytes, element type and whether it is read-only.
+    pub(crate) fn view(&self) -> (usize, usize, Elem, bool) {
+        (self.addr, self.nbytes, self.elem, self.readonly)
+    }
+
+    /// The owner, referenced once more.
+    pub(crate) fn owner_ref(&self, py: Python<'_>) -> Py<PyAny> {
+        self.owner.clone_ref(py)
+    }
+}
+
 /// What keeps a buffer's memory valid.
 enum Keep {
     /// A buffer-protocol export (released on drop).
@@ -264,13 +276,16 @@ impl MemCache {
     }
 }
 
-/// A wrapper of `len` bytes at `addr` (non-zero length).
-fn wrap(addr: usize, len: usize) -> DeviceMem {
+/// A wrapper of `len` bytes at `addr` (non-zero length); the caller
+/// keeps that memory valid while any op uses the wrapper (see below).
+pub(crate) fn wrap(addr: usize, len: usize) -> DeviceMem {
     let ptr = NonNull::new(addr as *mut u8).expect("a non-empty Python buffer has an address");
     // SAFETY: `addr` comes from a buffer export or a RawBuffer whose owner
     // vouches for `len` bytes there; every op given this wrapper (or any
     // handle derived from it, see `MemCache`) is handed a `Buf` that keeps
-    // that memory valid until the op has completed on its stream, and the
-    // library touches caller memory only through the ops given it.
+    // that memory valid until the op has completed on its stream — or, for
+    // the fused ops (`fused.rs`, synchronous), a `MatDesc` holding the
+    // RawBuffer's owner until the call returns — and the library touches
+    // caller memory only through the ops given it.
     unsafe { DeviceMem::from_raw(ptr, len) }
 }

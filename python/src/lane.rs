@@ -112,6 +112,11 @@ impl Lane {
         }
     }
 
+    /// The number of the last op enqueued (0: none yet).
+    pub fn last(&self) -> u64 {
+        self.state().submitted
+    }
+
     /// Whether op `seq` is known to have completed (no driving).
     pub fn completed(&self, seq: u64) -> bool {
         self.state().synced >= seq

@@ -4,7 +4,8 @@
 //! collective, blocking and `*_async`), [`Work`](work::Work) (the handle
 //! of an async op), [`RawBuffer`](buffer::RawBuffer) (memory given by
 //! address, for tensors without the buffer protocol) and
-//! `get_root_info()`. The Python half (`hccl_rs/*.py`) adds the error
+//! `get_root_info()`, and `_fused_op` (the fused compute/communication
+//! ops, see `fused`). The Python half (`hccl_rs/*.py`) adds the error
 //! classes, the torch view of tensors and the torch.distributed backend.
 //!
 //! The per-call path is kept lean: buffers come in through the buffer
@@ -16,6 +17,7 @@ mod buffer;
 mod comm;
 mod dtype;
 mod errors;
+mod fused;
 mod lane;
 mod ops;
 mod shared;
@@ -43,6 +45,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<work::Work>()?;
     m.add_class::<buffer::RawBuffer>()?;
     m.add_function(wrap_pyfunction!(get_root_info, m)?)?;
+    m.add_function(wrap_pyfunction!(fused::_fused_op, m)?)?;
     m.add("ROOT_INFO_BYTES", hccl_adapter::HCCL_ROOT_INFO_BYTES)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

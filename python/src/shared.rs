@@ -1,11 +1,12 @@
 //! What a live communicator holds on the Python side: the Rust
-//! communicator, its two lanes (streams) and its buffer wrappers.
+//! communicator, its two lanes (streams), its buffer wrappers and its
+//! fused ops.
 
 use crate::buffer::MemCache;
 use crate::lane::Lane;
 use hccl_adapter::HcclComm;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 /// Which of a communicator's streams an op runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,6 +29,8 @@ pub(crate) struct Shared {
     pub cache: MemCache,
     /// Splits made so far, by member list.
     splits: Mutex<HashMap<Vec<u32>, u64>>,
+    /// Its fused compute/communication ops, made at the first call.
+    pub fused: OnceLock<hccl_fused::Fused>,
 }
 
 impl Shared {
@@ -39,6 +42,7 @@ impl Shared {
             comm,
             cache: MemCache::default(),
             splits: Mutex::default(),
+            fused: OnceLock::new(),
         }
     }
 

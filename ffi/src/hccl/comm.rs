@@ -9,7 +9,7 @@ use crate::types::*;
 use hccl_adapter::{HcclComm as Comm, HcclError, Result, RootInfo};
 use std::ffi::{c_char, CStr};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// What an `HcclComm` handle stands for.
 pub(crate) struct CommEntry {
@@ -28,6 +28,9 @@ pub(crate) struct CommEntry {
     pub suspended: AtomicBool,
     /// `HcclCommWorkingDevNicSet`'s last request, by rank (recorded only).
     pub nic_backup: Mutex<Vec<(u32, bool)>>,
+    /// Its fused compute/communication ops (`HcclRsMatmulReduceScatter`
+    /// and friends), made at the first such call.
+    pub fused: OnceLock<hccl_fused::Fused>,
 }
 
 impl CommEntry {
@@ -81,6 +84,7 @@ fn register(comm: Comm, acl_device: i32, extras: CommExtras) -> HcclComm {
         extras,
         suspended: AtomicBool::new(false),
         nic_backup: Mutex::new(Vec::new()),
+        fused: OnceLock::new(),
     }));
     device_appeared(acl_device, &dev, Some(label));
     h
