@@ -912,6 +912,8 @@ fn fused_ops_on_hosts(spec: &str, p: u32) {
                 spec,
             ])
             .env("HCCL_EXEC_TIMEOUT", "60")
+            // small shapes: `auto` would run them unfused
+            .env("HCCL_RS_FUSED_PATH", "stream")
             .env("HCCL_RS_FUSED_BLOCK_ROWS", "16"),
         Duration::from_secs(90),
         &what,
