@@ -32,10 +32,12 @@ mod matmul_all_reduce;
 mod matmul_reduce_scatter;
 mod pipeline;
 mod shape;
+mod tune;
 
 pub use config::{FusedConfig, FusedPath};
 pub use hccl_platform::cube::{self, Mat};
 pub use shape::split_rows;
+pub use tune::TRIALS as AUTO_TRIALS;
 
 use hccl_adapter::{HcclComm, Stream};
 use hccl_platform::{HcclError, PeerProcess, Result};
@@ -82,6 +84,8 @@ struct State {
     /// Whether an earlier windowed op failed midway (the window's
     /// counters can no longer be trusted): the next op re-registers it.
     broken: bool,
+    /// What `auto` measured per shape (rank 0's decides).
+    tuner: tune::Tuner,
 }
 
 /// What every op path gets.
@@ -114,6 +118,7 @@ impl Fused {
                 scratch: Scratch::default(),
                 stream: comm.create_stream(),
                 broken: false,
+                tuner: tune::Tuner::default(),
             }),
         }
     }
@@ -229,12 +234,24 @@ impl Fused {
             }
         };
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let started = Instant::now();
+        let key: tune::ShapeKey = (
+            kind as u32,
+            a.dtype() as u32,
+            a.row_count(),
+            a.col_count(),
+            b.col_count(),
+        );
+        let proposed = match self.config.path {
+            FusedPath::Auto => st.tuner.propose(&key),
+            x => x,
+        };
         let mut mine = shape::record_of(
             kind,
             &local,
             a,
             b,
-            self.config.path,
+            proposed,
             self.config.block_rows.unwrap_or(0),
             self.config.stages,
         );
@@ -300,6 +317,7 @@ impl Fused {
             scratch,
             stream,
             broken,
+            tuner,
         } = &mut *st;
         let mut cx = Ctx {
             comm,
@@ -392,6 +410,9 @@ impl Fused {
             }
             .map_err(ctx)?,
         };
+        if r == 0 && self.config.path == FusedPath::Auto {
+            tuner.record(key, proposed, path, started.elapsed());
+        }
         Ok(FusedReport {
             path,
             blocks: used,
