@@ -104,7 +104,7 @@ fn a_rank_killed_mid_pipeline_is_named_by_the_survivors() {
         );
     }
     assert!(
-        took < Duration::from_secs(3),
+        took < Duration::from_secs(5),
         "the survivors took {took:?} to give up"
     );
     assert!(
