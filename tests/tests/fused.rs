@@ -95,6 +95,7 @@ fn a_rank_killed_mid_pipeline_is_named_by_the_survivors() {
     let killed = Instant::now();
     let results = wait(ranks, Duration::from_secs(30));
     let took = killed.elapsed();
+    println!("the survivors failed {took:?} after the kill");
     for r in [0usize, 2] {
         let (code, out, err) = &results[r];
         assert_eq!(*code, Some(2), "rank {r} must fail: {out} {err}");
