@@ -21,7 +21,7 @@ def test_fused_ops_on_torch_tensors(run, p):
 @pytest.mark.parametrize("path", ["window", "stream", "unfused"])
 def test_each_pipeline(run, path):
     """Each pipeline, all three ops with several blocks (AllGather+MatMul:
-    4 blocks, more than the 2 stages), fresh outputs every op."""
+    4 blocks, more than the 3 stages), fresh outputs every op."""
     run(["fused_worker.py", "path", path], 2, timeout=120,
         env={"HCCL_RS_FUSED_PATH": path, "HCCL_RS_FUSED_BLOCK_ROWS": "32"}).check()
 
