@@ -1175,6 +1175,10 @@ fn rank_run<T: CheckElem>(
                 (alloc(send_n)?, alloc(recv_n)?)
             };
             send.copy_from_host(&input)?;
+            // the output too holds real bytes before timing: a fresh
+            // mapping's pages would fault (or read the zero page) in the
+            // first ops instead of being what every later op sees
+            recv.fill_bytes(0x5a)?;
             if args.zero_copy != 0 && !symmetric {
                 let domain = comm.device().uid();
                 send.register_in(domain)?;
