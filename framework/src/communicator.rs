@@ -1,10 +1,10 @@
 //! Communicators: one rank's membership of a group, and the op execution path.
 
+use crate::comm_memory::CommMemory;
 use crate::config::CommConfig;
 use crate::fabric::{Fabric, PeerRecord};
 use crate::flight::FlightRecorder;
 use crate::json_file::{file_safe, write_json_file};
-use crate::registration::CommMemory;
 use crate::resource_manager::ResourceManager;
 use crate::selector::Selector;
 use hccl_algorithm::{

@@ -18,6 +18,7 @@
 mod affinity;
 mod algo_env;
 mod bootstrap;
+mod comm_memory;
 mod communicator;
 mod config;
 mod fabric;
@@ -30,6 +31,7 @@ mod registration;
 mod resource_manager;
 mod selector;
 mod sym_window;
+mod sym_window_ops;
 mod transports;
 mod tuning;
 
@@ -46,7 +48,7 @@ pub use flight::{
 
 // Memory peers address: registrations (`Communicator::register_mem`,
 // `exchange_mem`) and symmetric windows (`Communicator::sym_win_register`).
-pub use registration::MemRegistration;
+pub use comm_memory::MemRegistration;
 pub use sym_window::SymWindow;
 
 // Configuration: from the environment (`HCCL_*`, `HCCL_RS_*`) or any

@@ -12,77 +12,9 @@
 //! undone by [`Communicator::deregister_mem`] or when the communicator
 //! goes.
 
+use crate::comm_memory::{MemRegistration, RegEntry};
 use crate::communicator::Communicator;
-use crate::sym_window::SymWindow;
 use hccl_platform::{DeviceMem, HcclError, ImportOwner, MemHandle, Result};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Mutex;
-
-/// Memory registered with a communicator ([`Communicator::register_mem`]):
-/// the handle to deregister it by.
-#[derive(Clone, Debug)]
-pub struct MemRegistration {
-    id: u64,
-    mem: DeviceMem,
-}
-
-impl MemRegistration {
-    /// The registered memory.
-    pub fn mem(&self) -> &DeviceMem {
-        &self.mem
-    }
-
-    /// A number that identifies the registration within its communicator.
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-}
-
-/// One registration.
-struct RegEntry {
-    id: u64,
-    mem: DeviceMem,
-    /// The peers' registrations mapped by `exchange_mem`, by rank, with
-    /// the address each starts at in its owner's process.
-    peers: Vec<(u32, DeviceMem, u64)>,
-    /// Claims those mappings in the process-wide cache.
-    imports: ImportOwner,
-}
-
-/// A communicator's registered memory and symmetric windows.
-#[derive(Default)]
-pub(crate) struct CommMemory {
-    next: AtomicU64,
-    /// Symmetric windows registered (or tried) so far.
-    window_seq: AtomicU32,
-    regs: Mutex<Vec<RegEntry>>,
-    pub(crate) windows: Mutex<Vec<SymWindow>>,
-}
-
-impl CommMemory {
-    /// A fresh id for a registration or window.
-    pub(crate) fn next_id(&self) -> u64 {
-        self.next.fetch_add(1, Ordering::Relaxed) + 1
-    }
-
-    /// The sequence number of the next symmetric window: every rank
-    /// counts its calls alike (registering is collective).
-    pub(crate) fn next_window_seq(&self) -> u32 {
-        self.window_seq.fetch_add(1, Ordering::Relaxed)
-    }
-
-    /// Drops every registration and window (the communicator is going).
-    pub(crate) fn clear(&self, domain: u64) {
-        let regs = std::mem::take(&mut *self.regs.lock().unwrap_or_else(|p| p.into_inner()));
-        for r in regs {
-            let _ = r.mem.deregister_in(domain);
-        }
-        let wins = std::mem::take(&mut *self.windows.lock().unwrap_or_else(|p| p.into_inner()));
-        for w in wins {
-            w.release(domain);
-        }
-    }
-}
 
 /// Bytes of a registration record: a marker, the memory's address in its
 /// owner's process (one-sided ops name peer memory by it), the handle.
