@@ -10,11 +10,10 @@
 //! barrier) guarantees nobody still reads the window it rewrites.
 
 use crate::gemm::{as_f32, block_rows, blocks_of, mm_into};
-use crate::matmul_reduce_scatter::stage_buffers;
-use crate::pipeline::{Counter, Waits};
+use crate::pipeline::{stopped, Counter, Waits};
 use crate::Ctx;
 use hccl_platform::cube::{self, Mat};
-use hccl_platform::{HcclError, Result};
+use hccl_platform::Result;
 use std::sync::mpsc;
 
 /// Row offsets of every rank's shard in the gathered A, and the total.
@@ -87,15 +86,6 @@ pub(crate) fn window(
     Ok(blocks)
 }
 
-const SEND_NAMES: [&str; 16] = [
-    "agsend0", "agsend1", "agsend2", "agsend3", "agsend4", "agsend5", "agsend6", "agsend7",
-    "agsend8", "agsend9", "agsend10", "agsend11", "agsend12", "agsend13", "agsend14", "agsend15",
-];
-const GATHER_NAMES: [&str; 16] = [
-    "aggat0", "aggat1", "aggat2", "aggat3", "aggat4", "aggat5", "aggat6", "aggat7", "aggat8",
-    "aggat9", "aggat10", "aggat11", "aggat12", "aggat13", "aggat14", "aggat15",
-];
-
 /// The stream pipeline: a thread gathers block after block of every
 /// shard (AllGatherV into a stage) up to `stages` ahead, while this
 /// thread multiplies its own shard and then each gathered block.
@@ -107,15 +97,15 @@ pub(crate) fn stream(
     gathered: Option<&Mat>,
 ) -> Result<usize> {
     let (p, r, rb) = (cx.p, cx.r, cx.block);
-    let stages = cx.stages.min(16);
+    let stages = cx.stages;
     let (offs, _) = offsets(cx);
     let rows: Vec<usize> = cx.recs.iter().map(|x| x.m as usize).collect();
     let (k, dt) = (a.col_count(), a.dtype());
     let es = dt.size();
     let blocks = rows.iter().map(|&m| blocks_of(m, rb)).max().unwrap_or(0);
     let b32 = as_f32(b, cx.scratch, "b32")?;
-    let sends = stage_buffers(cx, &SEND_NAMES, rb * k * es)?;
-    let gathers = stage_buffers(cx, &GATHER_NAMES, p * rb * k * es)?;
+    let sends = cx.scratch.stages("ag_send", stages, rb * k * es)?;
+    let gathers = cx.scratch.stages("ag_gather", stages, p * rb * k * es)?;
     let (comm, stream) = (cx.comm, cx.stream);
     let (ready_tx, ready_rx) = mpsc::channel::<(usize, usize)>();
     let (free_tx, free_rx) = mpsc::channel::<usize>();
@@ -171,9 +161,7 @@ pub(crate) fn stream(
                 cube::convert(&g.rows(offs[r], rows[r])?, a)?;
             }
             for _ in 0..blocks {
-                let (c, s) = ready_rx
-                    .recv()
-                    .map_err(|_| HcclError::internal("the communication thread stopped"))?;
+                let (c, s) = ready_rx.recv().map_err(|_| stopped())?;
                 for i in 1..p {
                     let q = (r + i) % p;
                     let (start, n_rows) = block_rows(rows[q], rb, c);
@@ -204,13 +192,7 @@ pub(crate) fn stream(
             }
             Ok(())
         });
-        let compute = compute
-            .join()
-            .unwrap_or_else(|_| Err(HcclError::internal("the GEMM thread panicked")));
-        let comm_res = comm_side
-            .join()
-            .unwrap_or_else(|_| Err(HcclError::internal("the communication thread panicked")));
-        comm_res.and(compute)
+        crate::pipeline::join_sides(compute, comm_side)
     })?;
     Ok(blocks)
 }

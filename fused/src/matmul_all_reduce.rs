@@ -10,13 +10,12 @@
 //! windows, each running a block or two behind the computation.
 
 use crate::gemm::{as_f32, block_rows, blocks_of, dense, f32_scratch, mm_into};
-use crate::matmul_reduce_scatter::stage_buffers;
-use crate::pipeline::{Counter, Waits};
+use crate::pipeline::{stopped, Counter, Waits};
 use crate::shape::split_rows;
 use crate::Ctx;
 use hccl_adapter::{DataType, ReduceOp};
 use hccl_platform::cube::{self, Mat};
-use hccl_platform::{HcclError, Result};
+use hccl_platform::Result;
 use std::sync::mpsc;
 
 /// The window pipeline; returns the blocks it used.
@@ -116,21 +115,16 @@ pub(crate) fn window(
     Ok(blocks)
 }
 
-const STAGE_NAMES: [&str; 16] = [
-    "arst0", "arst1", "arst2", "arst3", "arst4", "arst5", "arst6", "arst7", "arst8", "arst9",
-    "arst10", "arst11", "arst12", "arst13", "arst14", "arst15",
-];
-
 /// The stream pipeline: block c's partial computed into a stage, handed
 /// to a thread that all-reduces it in place and writes it out, while the
 /// next block is computed.
 pub(crate) fn stream(cx: &mut Ctx<'_>, a: &Mat, b: &Mat, out: &Mat) -> Result<usize> {
     let rb = cx.block;
-    let stages = cx.stages.min(16);
+    let stages = cx.stages;
     let (m, n) = (a.row_count(), b.col_count());
     let blocks = blocks_of(m, rb);
     let b32 = as_f32(b, cx.scratch, "b32")?;
-    let bufs = stage_buffers(cx, &STAGE_NAMES, rb * n * 4)?;
+    let bufs = cx.scratch.stages("ar_stage", stages, rb * n * 4)?;
     let (comm, stream) = (cx.comm, cx.stream);
     let (work_tx, work_rx) = mpsc::channel::<(usize, usize)>();
     let (done_tx, done_rx) = mpsc::channel::<(usize, usize)>();
@@ -160,7 +154,6 @@ pub(crate) fn stream(cx: &mut Ctx<'_>, a: &Mat, b: &Mat, out: &Mat) -> Result<us
             }
             Ok(())
         });
-        let stopped = || HcclError::internal("the communication thread stopped");
         let copy_out = |c: usize, s: usize| -> Result<()> {
             let (start, rows) = block_rows(m, rb, c);
             let buf = bufs[s].range(0, rows * n * 4)?;
@@ -190,13 +183,7 @@ pub(crate) fn stream(cx: &mut Ctx<'_>, a: &Mat, b: &Mat, out: &Mat) -> Result<us
             }
             Ok(())
         });
-        let compute = compute
-            .join()
-            .unwrap_or_else(|_| Err(HcclError::internal("the GEMM thread panicked")));
-        let comm_res = comm_side
-            .join()
-            .unwrap_or_else(|_| Err(HcclError::internal("the communication thread panicked")));
-        comm_res.and(compute)
+        crate::pipeline::join_sides(compute, comm_side)
     })?;
     Ok(blocks)
 }

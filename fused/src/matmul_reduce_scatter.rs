@@ -13,12 +13,12 @@
 //! reads were written a block ago (in the shared cache when they fit).
 
 use crate::gemm::{self, as_f32, block_rows, blocks_of, dense, f32_scratch, mm_into};
-use crate::pipeline::{Counter, Waits};
+use crate::pipeline::{stopped, Counter, Waits};
 use crate::shape::split_rows;
 use crate::Ctx;
-use hccl_adapter::{DataType, DeviceMem, ReduceOp};
+use hccl_adapter::{DataType, ReduceOp};
 use hccl_platform::cube::{self, Mat};
-use hccl_platform::{HcclError, Result};
+use hccl_platform::Result;
 use std::sync::mpsc;
 
 /// The window pipeline; returns the blocks it used.
@@ -117,39 +117,18 @@ fn v_layout(parts: &[(usize, usize)], rb: usize, n: usize, c: usize) -> (Vec<u64
     (counts, displs)
 }
 
-const STAGE_NAMES: [&str; 16] = [
-    "stage0", "stage1", "stage2", "stage3", "stage4", "stage5", "stage6", "stage7", "stage8",
-    "stage9", "stage10", "stage11", "stage12", "stage13", "stage14", "stage15",
-];
-const RECV_NAMES: [&str; 16] = [
-    "recv0", "recv1", "recv2", "recv3", "recv4", "recv5", "recv6", "recv7", "recv8", "recv9",
-    "recv10", "recv11", "recv12", "recv13", "recv14", "recv15",
-];
-
-/// `stages` separate buffers of `bytes` (separate regions: a stage in
-/// the collective's hands does not block host access to the others).
-pub(crate) fn stage_buffers(
-    cx: &mut Ctx<'_>,
-    names: &[&'static str; 16],
-    bytes: usize,
-) -> Result<Vec<DeviceMem>> {
-    (0..cx.stages.min(16))
-        .map(|s| cx.scratch.get(names[s], bytes))
-        .collect()
-}
-
 /// The stream pipeline: block c's partials for every rank computed into a
 /// stage, handed to a thread that runs the block's ReduceScatterV and
 /// writes this rank's rows out, while the next block is computed.
 pub(crate) fn stream(cx: &mut Ctx<'_>, a: &Mat, b: &Mat, out: &Mat) -> Result<usize> {
     let (p, r, rb) = (cx.p, cx.r, cx.block);
-    let stages = cx.stages.min(16);
+    let stages = cx.stages;
     let (m, n) = (a.row_count(), b.col_count());
     let parts: Vec<(usize, usize)> = (0..p).map(|q| split_rows(m, p, q)).collect();
     let blocks = blocks_of(parts[0].1, rb);
     let b32 = as_f32(b, cx.scratch, "b32")?;
-    let sends = stage_buffers(cx, &STAGE_NAMES, p * rb * n * 4)?;
-    let recvs = stage_buffers(cx, &RECV_NAMES, rb * n * 4)?;
+    let sends = cx.scratch.stages("rs_send", stages, p * rb * n * 4)?;
+    let recvs = cx.scratch.stages("rs_recv", stages, rb * n * 4)?;
     let (comm, stream) = (cx.comm, cx.stream);
     let (work_tx, work_rx) = mpsc::channel::<(usize, usize)>();
     let (done_tx, done_rx) = mpsc::channel::<(usize, usize)>();
@@ -232,20 +211,9 @@ pub(crate) fn stream(cx: &mut Ctx<'_>, a: &Mat, b: &Mat, out: &Mat) -> Result<us
             }
             Ok(())
         });
-        let compute = compute
-            .join()
-            .unwrap_or_else(|_| Err(HcclError::internal("the GEMM thread panicked")));
-        let comm_res = comm_side
-            .join()
-            .unwrap_or_else(|_| Err(HcclError::internal("the communication thread panicked")));
-        // the communication side's error is the cause when both failed
-        comm_res.and(compute)
+        crate::pipeline::join_sides(compute, comm_side)
     })?;
     Ok(blocks)
-}
-
-fn stopped() -> HcclError {
-    HcclError::internal("the communication thread stopped")
 }
 
 /// The baseline: the whole product, then one ReduceScatterV.

@@ -224,18 +224,22 @@ impl Waits<'_> {
     }
 }
 
-/// Buffers an op reuses across calls, by purpose, grown as needed (a
-/// baseline that allocated per call would time page faults).
+/// Buffers an op reuses across calls, by purpose and index, grown as
+/// needed (a baseline that allocated per call would time page faults).
 #[derive(Default)]
 pub(crate) struct Scratch {
-    bufs: HashMap<&'static str, DeviceMem>,
+    bufs: HashMap<(&'static str, usize), DeviceMem>,
 }
 
 impl Scratch {
     /// At least `bytes` bytes for `what` (the same buffer on the next
     /// call if it is big enough).
     pub(crate) fn get(&mut self, what: &'static str, bytes: usize) -> Result<DeviceMem> {
-        if let Some(m) = self.bufs.get(what) {
+        self.get_nth(what, 0, bytes)
+    }
+
+    fn get_nth(&mut self, what: &'static str, i: usize, bytes: usize) -> Result<DeviceMem> {
+        if let Some(m) = self.bufs.get(&(what, i)) {
             if m.len() >= bytes.max(1) {
                 return m.range(0, bytes);
             }
@@ -243,9 +247,43 @@ impl Scratch {
         let m = DeviceMem::alloc(bytes.max(1))?;
         // touch every page now, not inside the timed op
         m.fill_bytes(0)?;
-        self.bufs.insert(what, m.clone());
+        self.bufs.insert((what, i), m.clone());
         m.range(0, bytes)
     }
+
+    /// `n` buffers of `bytes` for `what`, one per stage: separate
+    /// allocations, so a stage in a collective's hands does not block
+    /// host access to the others (a region's in-flight count is per
+    /// region).
+    pub(crate) fn stages(
+        &mut self,
+        what: &'static str,
+        n: usize,
+        bytes: usize,
+    ) -> Result<Vec<DeviceMem>> {
+        (0..n).map(|i| self.get_nth(what, i, bytes)).collect()
+    }
+}
+
+/// What the computing side reports when the communication thread is gone
+/// (its own error is the one returned).
+pub(crate) fn stopped() -> HcclError {
+    HcclError::internal("the communication thread stopped")
+}
+
+/// Joins a stream pipeline's two threads; the communication side's error
+/// is the cause when both failed.
+pub(crate) fn join_sides(
+    compute: std::thread::ScopedJoinHandle<'_, Result<()>>,
+    comm: std::thread::ScopedJoinHandle<'_, Result<()>>,
+) -> Result<()> {
+    let compute = compute
+        .join()
+        .unwrap_or_else(|_| Err(HcclError::internal("the GEMM thread panicked")));
+    let comm = comm
+        .join()
+        .unwrap_or_else(|_| Err(HcclError::internal("the communication thread panicked")));
+    comm.and(compute)
 }
 
 /// Lowers the calling thread's priority (nice +10, for this thread only):

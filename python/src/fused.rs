@@ -20,7 +20,7 @@ use hccl_adapter::{DataType, DeviceMem, HcclError, Result};
 use hccl_fused::{Fused, Mat};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 /// Which op.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -99,22 +99,14 @@ impl MatDesc {
             }
         }
         let mem = if self.nbytes == 0 {
-            EMPTY.clone()
+            // an empty matrix reads nothing: no address to check
+            DeviceMem::null()
         } else {
             buffer::wrap(self.addr, self.nbytes)
         };
         Mat::new(&mem, self.dtype, self.rows, self.cols, self.ld).map_err(|e| e.during(what))
     }
 }
-
-/// The memory of an empty matrix: zero bytes at an address aligned for
-/// every element type (`DeviceMem::null()`'s is not: `Mat::new` checks
-/// the alignment even of an empty matrix).
-static EMPTY: LazyLock<DeviceMem> = LazyLock::new(|| {
-    DeviceMem::alloc(64)
-        .and_then(|m| m.range(0, 0))
-        .unwrap_or_else(|_| DeviceMem::null())
-});
 
 /// The communicator's fused ops, made at the first call.
 fn fused_of(sh: &Shared) -> Result<&Fused> {

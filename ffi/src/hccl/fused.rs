@@ -24,7 +24,6 @@ use crate::types::*;
 use hccl_adapter::{DataType, DeviceMem, HcclError, Result, Stream};
 use hccl_fused::{split_rows, Fused, Mat};
 use std::ffi::c_void;
-use std::sync::LazyLock;
 
 /// The three ops.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -70,15 +69,6 @@ impl MatArg {
             })
     }
 }
-
-/// The memory of an empty matrix: zero bytes at an address aligned for
-/// every element type (`DeviceMem::null()`'s is not: `Mat::new` checks
-/// the alignment even of an empty matrix).
-static EMPTY: LazyLock<DeviceMem> = LazyLock::new(|| {
-    DeviceMem::alloc(64)
-        .and_then(|m| m.range(0, 0))
-        .unwrap_or_else(|_| DeviceMem::null())
-});
 
 /// `x` as a `usize` (argument `what`).
 fn size(x: u64, what: &str) -> Result<usize> {
@@ -139,7 +129,7 @@ fn operands(dt: DataType, args: &[MatArg]) -> Result<Vec<Mat>> {
         .zip(&mems)
         .map(|(a, m)| {
             Mat::new(
-                if m.is_empty() { &EMPTY } else { m },
+                m,
                 dt,
                 size(a.rows, a.what)?,
                 size(a.cols, a.what)?,
