@@ -372,16 +372,8 @@ impl HcclComm {
         } else {
             Cow::Owned(DeviceMem::null())
         };
-        if send_bytes > 0
-            && recv_bytes > 0
-            && input.overlaps(&output)
-            && !(call.in_place && input.same_range(&output))
-        {
-            return Err(ctx(HcclError::para(if call.in_place {
-                "sendBuf and recvBuf partly overlap"
-            } else {
-                "sendBuf and recvBuf overlap, which this op does not allow"
-            })));
+        if send_bytes > 0 && recv_bytes > 0 && input.overlaps(&output) {
+            self.check_in_place(&call, &input, &output).map_err(ctx)?;
         }
         let mode = if input.is_empty() && output.is_empty() && !stream.is_capturing() {
             // a rank that only takes part (nothing of its own moves) runs
@@ -412,6 +404,64 @@ impl HcclComm {
             return Ok(());
         }
         self.inner.exec_op(&param)
+    }
+
+    /// Checks that overlapping `input` and `output` are the op's in-place
+    /// form: the same memory (AllReduce, Reduce, Broadcast), the input as
+    /// this rank's block of the output (AllGather, AllGatherV: NCCL's and
+    /// `MPI_IN_PLACE`'s in-place gather), or the output as this rank's
+    /// block of the input (ReduceScatter, ReduceScatterV). Every executor
+    /// runs these forms (the simulator checks each one in place); any
+    /// other overlap would have the op read what it already overwrote.
+    fn check_in_place(&self, call: &Call<'_>, input: &DeviceMem, output: &DeviceMem) -> Result<()> {
+        let u = call.dtype.size() as u64;
+        let r = self.rank() as usize;
+        let block = |v: &Option<VCounts>, fixed: u64| -> u64 {
+            v.as_ref()
+                .map_or(r as u64 * fixed, |v| v.displs[r])
+                .saturating_mul(u)
+        };
+        // (the larger buffer, its block that may be the smaller one, what
+        // that block is called)
+        let (outer, inner, at, what) = match call.op_type {
+            _ if call.in_place => {
+                if input.same_range(output) {
+                    return Ok(());
+                }
+                return Err(HcclError::para(
+                    "sendBuf and recvBuf partly overlap (in place, they must be the same memory)",
+                ));
+            }
+            OpType::AllGather | OpType::AllGatherV => (
+                output,
+                input,
+                block(&call.recv_v, call.send_elems),
+                "sendBuf must be exactly this rank's block of recvBuf",
+            ),
+            OpType::ReduceScatter | OpType::ReduceScatterV => (
+                input,
+                output,
+                block(&call.send_v, call.recv_elems),
+                "recvBuf must be exactly this rank's block of sendBuf",
+            ),
+            _ => {
+                return Err(HcclError::para(
+                    "sendBuf and recvBuf overlap, which this op does not allow",
+                ))
+            }
+        };
+        let fits = usize::try_from(at)
+            .ok()
+            .and_then(|at| outer.range(at, inner.len()).ok())
+            .is_some_and(|b| b.same_range(inner));
+        if fits {
+            return Ok(());
+        }
+        Err(HcclError::para(format!(
+            "sendBuf and recvBuf overlap but not in place: {what} (bytes [{at}, {}) of it, \
+             rank {r}), or the buffers must not overlap",
+            at.saturating_add(inner.len() as u64)
+        )))
     }
 
     /// AllReduce of `send` into `recv` (whole `send`; `recv` at least as long).
@@ -470,6 +520,9 @@ impl HcclComm {
 
     /// AllGather (HCCL's `HcclAllGather`): every rank's `send_count`
     /// elements, in rank order, into every rank's `recv` (`size × send_count`).
+    /// In place when `send` is exactly this rank's block of `recv`
+    /// (`recv.range(rank × send_count × size_of(dtype), …)`), as NCCL and
+    /// `MPI_IN_PLACE` allow; any other overlap is refused.
     pub fn all_gather_raw(
         &self,
         send: &DeviceMem,
@@ -502,6 +555,35 @@ impl HcclComm {
         stream: &Stream,
     ) -> Result<()> {
         self.all_gather_raw(send.mem(), recv.mem(), send.len() as u64, T::DTYPE, stream)
+    }
+
+    /// In-place AllGather: this rank's block of `buf` (`buf.len() / size`
+    /// elements at `rank × buf.len() / size`) is its input, and `buf` ends
+    /// up holding every rank's block. `buf.len()` must divide by the size.
+    pub fn all_gather_in_place<T: Element>(
+        &self,
+        buf: &mut DeviceBuffer<T>,
+        stream: &Stream,
+    ) -> Result<()> {
+        let block = self.block_of(buf.len(), "HcclAllGather")?;
+        let u = std::mem::size_of::<T>();
+        let send = buf
+            .mem()
+            .range(self.rank() as usize * block * u, block * u)?;
+        self.all_gather_raw(&send, buf.mem(), block as u64, T::DTYPE, stream)
+    }
+
+    /// `len / size` for the in-place forms, or a parameter error naming `api`.
+    fn block_of(&self, len: usize, api: &'static str) -> Result<usize> {
+        let p = self.size() as usize;
+        if len % p != 0 {
+            return Err(HcclError::para(format!(
+                "an in-place buffer of {len} elements does not divide into {p} equal blocks"
+            ))
+            .rank(self.rank())
+            .during(api));
+        }
+        Ok(len / p)
     }
 
     /// AllGatherV (HCCL's `HcclAllGatherV`): rank q's block of
@@ -537,6 +619,8 @@ impl HcclComm {
 
     /// ReduceScatter (HCCL's `HcclReduceScatter`): block r of the reduction
     /// of every rank's `send` (`size × recv_count`) into rank r's `recv`.
+    /// In place when `recv` is exactly this rank's block of `send`, as NCCL
+    /// and `MPI_IN_PLACE` allow; any other overlap is refused.
     pub fn reduce_scatter_raw(
         &self,
         send: &DeviceMem,
@@ -576,6 +660,24 @@ impl HcclComm {
             op,
             stream,
         )
+    }
+
+    /// In-place ReduceScatter: `buf` (`size` equal blocks) is the input,
+    /// and this rank's block of it (`buf.len() / size` elements at
+    /// `rank × buf.len() / size`) receives the reduction of every rank's
+    /// block `rank`; the other blocks are left as they were.
+    pub fn reduce_scatter_in_place<T: Element>(
+        &self,
+        buf: &mut DeviceBuffer<T>,
+        op: ReduceOp,
+        stream: &Stream,
+    ) -> Result<()> {
+        let block = self.block_of(buf.len(), "HcclReduceScatter")?;
+        let u = std::mem::size_of::<T>();
+        let recv = buf
+            .mem()
+            .range(self.rank() as usize * block * u, block * u)?;
+        self.reduce_scatter_raw(buf.mem(), &recv, block as u64, T::DTYPE, op, stream)
     }
 
     /// ReduceScatterV (HCCL's `HcclReduceScatterV`): rank q receives the

@@ -73,8 +73,28 @@ type Considered = (String, f64);
 const MEMO_CAP: usize = 256;
 
 /// The message size the cost formulas use for `param` on `p` ranks.
+///
+/// Every rank must pick the same executor, so the size must be one every
+/// rank computes alike: a V op's own count differs per rank (a rank with
+/// an empty block would pick the small-message executor while its peers
+/// pick another, and both wait forever), so AllGatherV and ReduceScatterV
+/// count the whole op from their count vectors, which all ranks share.
 fn model_bytes(param: &OpParam, p: u32) -> u64 {
-    hccl_algorithm::model_bytes(param.op_type, param.input_bytes(), p)
+    let u = param.dtype.size() as u64;
+    let total = |v: &Option<hccl_algorithm::VCounts>| {
+        v.as_ref().map(|v| {
+            v.counts
+                .iter()
+                .fold(0u64, |a, &c| a.saturating_add(c))
+                .saturating_mul(u)
+        })
+    };
+    match param.op_type {
+        OpType::AllGatherV => total(&param.recv_v),
+        OpType::ReduceScatterV => total(&param.send_v),
+        _ => None,
+    }
+    .unwrap_or_else(|| hccl_algorithm::model_bytes(param.op_type, param.input_bytes(), p))
 }
 
 /// The level-1 algorithm `HCCL_ALGO` names, as the level-1 algorithms

@@ -12,6 +12,7 @@ pub mod alltoallvc;
 pub mod capture;
 pub mod fp8;
 pub mod guide_executor;
+pub mod in_place;
 pub mod registered;
 
 pub use hccl_tools::check::{expected_value, input_value, CheckElem as TestElem};

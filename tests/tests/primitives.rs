@@ -532,6 +532,14 @@ fn rooted_and_peer_arguments_are_checked() {
         .unwrap_err();
     assert!(
         e.to_string()
+            .contains("sendBuf and recvBuf overlap but not in place"),
+        "{e}"
+    );
+    let e = comms[0]
+        .all_to_all_raw(&m, 1, DataType::Int32, &m, 1, DataType::Int32, &s)
+        .unwrap_err();
+    assert!(
+        e.to_string()
             .contains("sendBuf and recvBuf overlap, which this op does not allow"),
         "{e}"
     );

@@ -66,6 +66,11 @@ pub struct SimSpec {
     pub matrix: Option<Vec<Vec<u64>>>,
     /// Channel limits of the multi-ring executors ([`TopoInfo::channels`]).
     pub channels: crate::rings::ChannelLimits,
+    /// Run the op in place, as NCCL and `MPI_IN_PLACE` define it: AllGather
+    /// (V) reads its input from this rank's block of the output, ReduceScatter
+    /// (V) writes its output into this rank's block of the input, AllReduce
+    /// and Reduce use one buffer. Other ops refuse it.
+    pub in_place: bool,
 }
 
 impl SimSpec {
@@ -84,6 +89,7 @@ impl SimSpec {
             v_counts: None,
             matrix: None,
             channels: Default::default(),
+            in_place: false,
         }
     }
 
@@ -111,6 +117,14 @@ impl SimSpec {
                 .enumerate()
                 .flat_map(|(h, &n)| std::iter::repeat_n(h as u32, n as usize))
                 .collect(),
+            ..self
+        }
+    }
+
+    /// The same op, in place (see [`SimSpec::in_place`]).
+    pub fn in_place(self) -> Self {
+        SimSpec {
+            in_place: true,
             ..self
         }
     }
@@ -233,6 +247,10 @@ struct Shape {
     recv_v: Option<VCounts>,
     /// Broadcast works in one buffer.
     same_buffer: bool,
+    /// In place: the smaller buffer is the range of the larger at this
+    /// element offset (AllGather: the input inside the output;
+    /// ReduceScatter: the output inside the input).
+    alias_at: Option<u64>,
 }
 
 fn shape(spec: &SimSpec, r: u32) -> Result<Shape, SimFailure> {
@@ -245,6 +263,7 @@ fn shape(spec: &SimSpec, r: u32) -> Result<Shape, SimFailure> {
         send_v: None,
         recv_v: None,
         same_buffer: false,
+        alias_at: None,
     };
     let need =
         |what: &str| HcclError::para(format!("the simulation of {} needs {what}", spec.op_type));
@@ -279,6 +298,24 @@ fn shape(spec: &SimSpec, r: u32) -> Result<Shape, SimFailure> {
             sh.out_elems = recv.extent();
             sh.send_v = Some(send);
             sh.recv_v = Some(recv);
+        }
+    }
+    if spec.in_place {
+        let r = r as u64;
+        match spec.op_type {
+            OpType::AllReduce => sh.same_buffer = true,
+            // the root's result lands in its input; the others' output is unused
+            OpType::Reduce => sh.same_buffer = true,
+            OpType::AllGather | OpType::ReduceScatter => sh.alias_at = Some(r * c),
+            OpType::AllGatherV => sh.alias_at = sh.recv_v.as_ref().map(|v| v.displs[r as usize]),
+            OpType::ReduceScatterV => {
+                sh.alias_at = sh.send_v.as_ref().map(|v| v.displs[r as usize])
+            }
+            op => {
+                return Err(SimFailure::Error(HcclError::para(format!(
+                    "{op} has no in-place form"
+                ))))
+            }
         }
     }
     Ok(sh)
@@ -414,8 +451,30 @@ pub fn simulate(
             m.register_in(device.uid())?;
             Ok(m)
         };
-        let input = user_mem(sh.in_elems as usize * u)?;
-        if !sh.same_buffer || r == spec.root {
+        let (input, output) = match (sh.alias_at, sh.same_buffer) {
+            (Some(at), _) if sh.in_elems <= sh.out_elems => {
+                let output = user_mem(sh.out_elems as usize * u)?;
+                (
+                    output.range(at as usize * u, sh.in_elems as usize * u)?,
+                    output,
+                )
+            }
+            (Some(at), _) => {
+                let input = user_mem(sh.in_elems as usize * u)?;
+                let output = input.range(at as usize * u, sh.out_elems as usize * u)?;
+                (input, output)
+            }
+            (None, true) => {
+                let m = user_mem(sh.in_elems as usize * u)?;
+                (m.clone(), m)
+            }
+            (None, false) => (
+                user_mem(sh.in_elems as usize * u)?,
+                user_mem(sh.out_elems as usize * u)?,
+            ),
+        };
+        // Broadcast's non-roots start from garbage, not their pattern
+        if spec.op_type != OpType::Broadcast || r == spec.root {
             input.copy_from_host_bytes(&data::input(
                 spec.dtype,
                 pattern_op(spec),
@@ -423,11 +482,6 @@ pub fn simulate(
                 sh.in_elems as usize,
             ))?;
         }
-        let output = if sh.same_buffer {
-            input.clone()
-        } else {
-            user_mem(sh.out_elems as usize * u)?
-        };
         let param = OpParam {
             tag: Cow::Owned(format!("sim_{}", spec.op_type).into()),
             op_type: spec.op_type,

@@ -997,3 +997,74 @@ fn fp8_types_through_every_moving_executor() {
     }
     assert!(ran > 100, "only {ran} fp8 runs");
 }
+
+/// In-place AllGather(V), ReduceScatter(V) and AllReduce (NCCL's and
+/// `MPI_IN_PLACE`'s forms: the input is this rank's block of the output, or
+/// the output this rank's block of the input) through every built-in
+/// executor that runs the op, on one host of 1–9 ranks and on uneven hosts,
+/// in op-base mode (with a CCL buffer small enough to need several rounds)
+/// and in graph mode (where executors work on the user buffers directly,
+/// so a plan that writes a block before reading the input it aliases
+/// would show). Wherever an executor runs the op out of place, it must run
+/// it in place with the same result.
+#[test]
+fn in_place_through_every_executor() {
+    let reg = registry();
+    let mut ran = 0;
+    let layouts: Vec<Vec<u32>> = (1..=9)
+        .map(|p| vec![p])
+        .chain([vec![2, 2], vec![2, 3], vec![3, 3, 2], vec![1, 2, 1, 3]])
+        .collect();
+    for name in reg.names() {
+        let info = reg.info(&name).expect("a registered name has info");
+        for &op in info.ops() {
+            if !matches!(
+                op,
+                OpType::AllGather
+                    | OpType::AllGatherV
+                    | OpType::ReduceScatter
+                    | OpType::ReduceScatterV
+                    | OpType::AllReduce
+            ) {
+                continue;
+            }
+            for hosts in &layouts {
+                let p: u32 = hosts.iter().sum();
+                for count in [1u64, 7, 300, 1025] {
+                    for (mode, ccl) in [
+                        (WorkflowMode::OpBase, Some(p as usize * 4 * 64)),
+                        (WorkflowMode::OpBase, None),
+                        (WorkflowMode::Graph, None),
+                    ] {
+                        let mut base = SimSpec::op(op, p, count, DataType::Int32, ReduceOp::Sum)
+                            .on_hosts(hosts);
+                        base.mode = mode;
+                        base.ccl_buffer_size = ccl;
+                        base.v_counts = Some(
+                            (0..p as u64)
+                                .map(|r| (count + r * 3) % (count + 5))
+                                .collect(),
+                        );
+                        if simulate(reg, &name, &base).is_err() {
+                            continue; // not for this topology or mode
+                        }
+                        let spec = base.in_place();
+                        let r = simulate(reg, &name, &spec).unwrap_or_else(|e| {
+                            panic!("{name} {op} in place, hosts={hosts:?} count={count} {mode:?} ccl={ccl:?}: {e}")
+                        });
+                        assert!(r.checked, "{name} {op} in place: not checked");
+                        ran += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(ran > 500, "only {ran} in-place runs");
+}
+
+#[test]
+fn in_place_is_refused_for_ops_without_that_form() {
+    let spec = SimSpec::op(OpType::AllToAll, 3, 8, DataType::Int32, ReduceOp::Sum).in_place();
+    let e = simulate(registry(), "AllToAllMeshExecutor", &spec).unwrap_err();
+    assert!(e.to_string().contains("has no in-place form"), "{e}");
+}

@@ -243,6 +243,12 @@ fn run(mode: &str, rank: u32, size: u32, dir: &str, scenario: &str) -> hccl_adap
         }
         "soak" => return soak(&c, &s, rank, size),
         "fp8" => return hccl_tests::fp8::run(&c, &[1, 1000, 300_001]),
+        // issue 31: in-place AllGather(V) / ReduceScatter(V), unregistered
+        // (op-base) and registered (graph mode) buffers
+        "in_place" => {
+            hccl_tests::in_place::run(&c, false)?;
+            return hccl_tests::in_place::run(&c, true);
+        }
         "alltoallvc" => {
             // issue 18: AllToAllVC's matrices, small blocks and blocks
             // larger than the CCL buffer
