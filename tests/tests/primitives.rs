@@ -527,8 +527,9 @@ fn rooted_and_peer_arguments_are_checked() {
         .all_to_all_raw(&m, 2, DataType::Int32, &m, 3, DataType::Int32, &s)
         .unwrap_err();
     assert!(e.to_string().contains("must match"), "{e}");
+    // rank 0's input must be the first 16 bytes of the output to run in place
     let e = comms[0]
-        .all_gather_raw(&m, &m, 4, DataType::Int32, &s)
+        .all_gather_raw(&m.range(4, 16).unwrap(), &m, 4, DataType::Int32, &s)
         .unwrap_err();
     assert!(
         e.to_string()
