@@ -29,6 +29,7 @@ import atexit
 import os
 import queue
 import threading
+import time
 from datetime import timedelta
 
 # Transparent huge pages for torch's large CPU allocations make the
@@ -503,12 +504,63 @@ class HcclRsBackend(_Collectives, _C10dBackend):
             root = store.get(_ROOT_KEY)
             comm = _native.Comm(size, bytes(root), rank)
         self.comm = comm
+        self._store, self._timeout, self._mb_seq = store, timeout, 0
+        self._in_process_group = False
+
+    def monitored_barrier(self, timeout=None, wait_all_ranks: bool = False):
+        """``dist.monitored_barrier``: every rank reports to rank 0 through
+        the group's store, and rank 0 releases them once all have; a rank
+        that does not arrive within ``timeout`` is named in rank 0's error
+        (with ``wait_all_ranks``, every such rank), as Gloo's is. Through
+        the store, not the communicator, so a rank that never arrives
+        leaves no op half-posted on the others' streams."""
+        timeout = timeout or self._timeout
+        ms = int(timeout.total_seconds() * 1000)
+        seq, self._mb_seq = self._mb_seq, self._mb_seq + 1
+        key = f"hccl_rs/monitored_barrier/{seq}"
+        store, r = self._store, self._rank
+        if r != 0:
+            store.set(f"{key}/arrive/{r}", "1")
+            try:
+                store.wait([f"{key}/release"], timeout)
+            except Exception as e:  # noqa: BLE001 (the store's timeout type varies)
+                raise RuntimeError(
+                    f"[Rank {r}]: monitoredBarrier was not released by rank 0 within {ms} ms "
+                    f"(another rank did not arrive, or rank 0 is gone): {e}"
+                ) from None
+            return None
+        start = time.monotonic()
+        failed = []
+        for q in range(1, self._size):
+            left = timeout - timedelta(seconds=time.monotonic() - start)
+            try:
+                store.wait([f"{key}/arrive/{q}"], max(left, timedelta(milliseconds=1)))
+            except Exception:  # noqa: BLE001
+                if not wait_all_ranks:
+                    raise RuntimeError(
+                        f"[Rank 0]: Rank {q} failed to pass monitoredBarrier in {ms} ms"
+                    ) from None
+                failed.append(q)
+        if failed:
+            raise RuntimeError(
+                f"[Rank 0]: Ranks {', '.join(map(str, failed))} failed to pass monitoredBarrier "
+                f"in {ms} ms"
+            )
+        for q in range(1, self._size):
+            store.delete_key(f"{key}/arrive/{q}")
+        if seq > 0:
+            # every rank arrived here, so all have left the previous call
+            store.delete_key(f"hccl_rs/monitored_barrier/{seq - 1}/release")
+        store.set(f"{key}/release", "1")
+        return None
 
     # -- capabilities torch asks a backend for; a Python backend answers
     # itself (the C++ defaults look the Python attribute up again)
     @property
     def supports_splitting(self) -> bool:
-        return False
+        # split_group works on the process group (HcclRsProcessGroup
+        # splits itself); a plain Backend under torch's C++ group cannot
+        return self._in_process_group
 
     @property
     def supports_coalescing(self) -> bool:
@@ -535,14 +587,36 @@ class HcclRsProcessGroup(_Collectives, _ProcessGroup):
     """
 
     def __init__(self, store, rank: int, size: int, timeout: timedelta) -> None:
-        super().__init__(rank, size)
+        super().__init__(store, rank, size)
         self._rank, self._size = rank, size
         self._backend = HcclRsBackend(store, rank, size, timeout)
+        self._backend._in_process_group = True
         self.comm = self._backend.comm
         self._register_backend(torch.device("cpu"), _CUSTOM, self._backend)
         self._set_default_backend(_CUSTOM)
 
     _blocking_work = False
+
+    def split_group(self, ranks, timeout=None, opts=None, group_name=None, group_desc=None,
+                    device_types=None):
+        """``dist.split_group``: a new group of this group's ``ranks``
+        (this rank among them), its communicator made by those ranks alone
+        through the parent's store; None on a rank outside ``ranks``."""
+        ranks = [int(q) for q in ranks]
+        if self._rank not in ranks:
+            return None
+        name = group_name or f"split:{','.join(map(str, ranks))}"
+        store = dist.PrefixStore(f"hccl_rs/split/{name}", self._backend._store)
+        pg = HcclRsProcessGroup(store, ranks.index(self._rank), len(ranks),
+                                timeout or self._backend._timeout)
+        pg._set_group_name(name)
+        if group_desc is not None:
+            pg._set_group_desc(group_desc)
+        return pg
+
+    def monitored_barrier(self, timeout=None, wait_all_ranks: bool = False):
+        """``dist.monitored_barrier`` (see :meth:`HcclRsBackend.monitored_barrier`)."""
+        return self._backend.monitored_barrier(timeout, wait_all_ranks)
 
     def __repr__(self) -> str:
         return f"HcclRsProcessGroup(rank={self._rank}, size={self._size})"
