@@ -353,6 +353,39 @@ def split():
     comm.destroy()
 
 
+def in_place():
+    """all_gather with the send buffer a view of this rank's block of the
+    receive buffer, reduce_scatter with the receive buffer a view of this
+    rank's block of the send buffer (NCCL's and MPI_IN_PLACE's forms), in
+    one call and async; a misplaced view is refused."""
+    comm = hccl_rs.Comm.from_env()
+    r, p = comm.rank, comm.size
+    for n in (1, 1003, 300_001):
+        out = np.full(p * n, -1, np.int32)
+        out[r * n:(r + 1) * n] = data(r, n, np.int32)
+        comm.all_gather(out[r * n:(r + 1) * n], out)
+        eq(out, np.concatenate([data(q, n, np.int32) for q in range(p)]), f"all_gather {n}")
+        buf = np.concatenate([data(q * r, n, np.float32) for q in range(p)])
+        keep = buf.copy()
+        comm.reduce_scatter_async(buf, buf[r * n:(r + 1) * n], "sum").wait()
+        # rank s's block q is data(q * s): block r summed over the ranks
+        want = sum(data(r * s, n, np.float32) for s in range(p))
+        eq(buf[r * n:(r + 1) * n], want.astype(np.float32), f"reduce_scatter {n}")
+        others = [q for q in range(p) if q != r]
+        for q in others:
+            eq(buf[q * n:(q + 1) * n], keep[q * n:(q + 1) * n], "other blocks untouched")
+    out = np.zeros(4 * p, np.float32)
+    wrong = out[((r + 1) % p) * 4:((r + 1) % p) * 4 + 4]
+    try:
+        comm.all_gather(wrong, out)
+    except hccl_rs.ParameterError as e:
+        assert "not in place" in str(e), e
+    else:
+        raise AssertionError("a misplaced in-place view was accepted")
+    comm.barrier()
+    comm.destroy()
+
+
 if __name__ == "__main__":
     scenario(
         {
@@ -365,5 +398,6 @@ if __name__ == "__main__":
             "killed_peer": killed_peer,
             "interrupt": interrupt,
             "split": split,
+            "in_place": in_place,
         }
     )

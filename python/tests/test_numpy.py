@@ -19,6 +19,11 @@ def test_every_primitive_on_torch_tensors_through_comm(run, p):
     run(["np_worker.py", "primitives", "torch"], p, timeout=240).check()
 
 
+@pytest.mark.parametrize("p", P)
+def test_in_place_all_gather_and_reduce_scatter(run, p):
+    run(["np_worker.py", "in_place"], p, timeout=120).check()
+
+
 def test_bytearray_memoryview_slices_and_large_arrays(run):
     run(["np_worker.py", "views"], 2).check()
 
