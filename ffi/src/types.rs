@@ -1,5 +1,6 @@
-//! The C types of `hccl_types.h` and `acl_base.h`, laid out as the headers
-//! declare them (the ABI guard test compares the two).
+//! The C types and constants of `hccl_types.h` and of `acl_base.h`,
+//! `acl_rt.h` and `acl_prof.h`, laid out and valued as the headers declare
+//! them (the ABI guard test compares the two).
 #![allow(non_camel_case_types)]
 
 use std::ffi::{c_char, c_int, c_void};
@@ -36,6 +37,12 @@ pub type aclrtMemMallocPolicy = u32;
 pub type aclrtRunMode = u32;
 /// `aclrtEventRecordedStatus` (a C enum).
 pub type aclrtEventRecordedStatus = u32;
+/// `aclrtEventStatus` (a C enum).
+pub type aclrtEventStatus = u32;
+/// `aclrtEventWaitStatus` (a C enum).
+pub type aclrtEventWaitStatus = u32;
+/// `aclrtStreamStatus` (a C enum).
+pub type aclrtStreamStatus = u32;
 /// `aclmdlRI`: an opaque model-run-instance handle (a captured graph).
 pub type aclmdlRI = *mut c_void;
 /// `aclmdlRICaptureMode` (a C enum).
@@ -82,39 +89,6 @@ pub struct aclrtPhysicalMemProp {
     /// Reserved (0).
     pub reserve: u64,
 }
-
-/// `ACL_RT_OVERFLOW_MODE_SATURATION`.
-pub const ACL_RT_OVERFLOW_MODE_SATURATION: aclrtFloatOverflowMode = 0;
-/// `ACL_RT_OVERFLOW_MODE_INFNAN`.
-pub const ACL_RT_OVERFLOW_MODE_INFNAN: aclrtFloatOverflowMode = 1;
-/// `ACL_RT_OVERFLOW_MODE_UNDEF`.
-pub const ACL_RT_OVERFLOW_MODE_UNDEF: aclrtFloatOverflowMode = 2;
-/// `ACL_CONTINUE_ON_FAILURE`.
-pub const ACL_CONTINUE_ON_FAILURE: u64 = 0;
-/// `ACL_STOP_ON_FAILURE`.
-pub const ACL_STOP_ON_FAILURE: u64 = 1;
-/// `ACL_DDR_MEM`: the first `aclrtMemAttr`.
-pub const ACL_DDR_MEM: aclrtMemAttr = 0;
-/// `ACL_HBM_MEM_P2P_HUGE1G`: the last `aclrtMemAttr`.
-pub const ACL_HBM_MEM_P2P_HUGE1G: aclrtMemAttr = 11;
-/// `ACL_MEM_LOCATION_TYPE_HOST`.
-pub const ACL_MEM_LOCATION_TYPE_HOST: aclrtMemLocationType = 0;
-/// `ACL_MEM_LOCATION_TYPE_DEVICE`.
-pub const ACL_MEM_LOCATION_TYPE_DEVICE: aclrtMemLocationType = 1;
-/// `ACL_MEM_ALLOCATION_TYPE_PINNED`.
-pub const ACL_MEM_ALLOCATION_TYPE_PINNED: aclrtMemAllocationType = 0;
-/// `ACL_MEM_HANDLE_TYPE_NONE`.
-pub const ACL_MEM_HANDLE_TYPE_NONE: aclrtMemHandleType = 0;
-/// `ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM`.
-pub const ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM: aclrtMemGranularityOptions = 0;
-/// `ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED`.
-pub const ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED: aclrtMemGranularityOptions = 1;
-/// `ACL_ERROR_API_NOT_SUPPORT`.
-pub const ACL_ERROR_API_NOT_SUPPORT: aclError = 200_001;
-/// `ACL_ERROR_MEMORY_ADDRESS_UNALIGNED`.
-pub const ACL_ERROR_MEMORY_ADDRESS_UNALIGNED: aclError = 200_003;
-/// `ACL_ERROR_FEATURE_UNSUPPORTED`.
-pub const ACL_ERROR_FEATURE_UNSUPPORTED: aclError = 200_006;
 
 /// `HCCL_ROOT_INFO_BYTES`.
 pub const HCCL_ROOT_INFO_BYTES: usize = 4108;
@@ -310,60 +284,362 @@ pub union HcclConfigValue {
     pub value: i32,
 }
 
-/// `ACL_SUCCESS`.
+// The constants of `acl_base.h` and `acl_rt.h`: every one the headers
+// define, with Ascend's names and values (github.com/hicann/runtime @
+// 681ef761, include/external/acl/); the ABI guard checks that the headers
+// define exactly these, with these values.
+
+// General ACL error codes (acl_base.h).
+pub const ACL_ERROR_NONE: aclError = 0;
 pub const ACL_SUCCESS: aclError = 0;
-/// `ACL_ERROR_INVALID_PARAM`.
 pub const ACL_ERROR_INVALID_PARAM: aclError = 100_000;
-/// `ACL_ERROR_UNINITIALIZE`.
 pub const ACL_ERROR_UNINITIALIZE: aclError = 100_001;
-/// `ACL_ERROR_REPEAT_INITIALIZE`.
 pub const ACL_ERROR_REPEAT_INITIALIZE: aclError = 100_002;
-/// `ACL_ERROR_WRITE_FILE`.
+pub const ACL_ERROR_INVALID_FILE: aclError = 100_003;
 pub const ACL_ERROR_WRITE_FILE: aclError = 100_004;
-/// `ACL_ERROR_REPEAT_FINALIZE`.
+pub const ACL_ERROR_INVALID_FILE_SIZE: aclError = 100_005;
+pub const ACL_ERROR_PARSE_FILE: aclError = 100_006;
+pub const ACL_ERROR_FILE_MISSING_ATTR: aclError = 100_007;
+pub const ACL_ERROR_FILE_ATTR_INVALID: aclError = 100_008;
+pub const ACL_ERROR_INVALID_DUMP_CONFIG: aclError = 100_009;
+pub const ACL_ERROR_INVALID_PROFILING_CONFIG: aclError = 100_010;
+pub const ACL_ERROR_INVALID_MODEL_ID: aclError = 100_011;
+pub const ACL_ERROR_DESERIALIZE_MODEL: aclError = 100_012;
+pub const ACL_ERROR_PARSE_MODEL: aclError = 100_013;
+pub const ACL_ERROR_READ_MODEL_FAILURE: aclError = 100_014;
+pub const ACL_ERROR_MODEL_SIZE_INVALID: aclError = 100_015;
+pub const ACL_ERROR_MODEL_MISSING_ATTR: aclError = 100_016;
+pub const ACL_ERROR_MODEL_INPUT_NOT_MATCH: aclError = 100_017;
+pub const ACL_ERROR_MODEL_OUTPUT_NOT_MATCH: aclError = 100_018;
+pub const ACL_ERROR_MODEL_NOT_DYNAMIC: aclError = 100_019;
+pub const ACL_ERROR_OP_TYPE_NOT_MATCH: aclError = 100_020;
+pub const ACL_ERROR_OP_INPUT_NOT_MATCH: aclError = 100_021;
+pub const ACL_ERROR_OP_OUTPUT_NOT_MATCH: aclError = 100_022;
+pub const ACL_ERROR_OP_ATTR_NOT_MATCH: aclError = 100_023;
+pub const ACL_ERROR_OP_NOT_FOUND: aclError = 100_024;
+pub const ACL_ERROR_OP_LOAD_FAILED: aclError = 100_025;
+pub const ACL_ERROR_UNSUPPORTED_DATA_TYPE: aclError = 100_026;
+pub const ACL_ERROR_FORMAT_NOT_MATCH: aclError = 100_027;
+pub const ACL_ERROR_BIN_SELECTOR_NOT_REGISTERED: aclError = 100_028;
+pub const ACL_ERROR_KERNEL_NOT_FOUND: aclError = 100_029;
+pub const ACL_ERROR_BIN_SELECTOR_ALREADY_REGISTERED: aclError = 100_030;
+pub const ACL_ERROR_KERNEL_ALREADY_REGISTERED: aclError = 100_031;
+pub const ACL_ERROR_INVALID_QUEUE_ID: aclError = 100_032;
+pub const ACL_ERROR_REPEAT_SUBSCRIBE: aclError = 100_033;
+pub const ACL_ERROR_STREAM_NOT_SUBSCRIBE: aclError = 100_034;
+pub const ACL_ERROR_THREAD_NOT_SUBSCRIBE: aclError = 100_035;
+pub const ACL_ERROR_WAIT_CALLBACK_TIMEOUT: aclError = 100_036;
 pub const ACL_ERROR_REPEAT_FINALIZE: aclError = 100_037;
+pub const ACL_ERROR_NOT_STATIC_AIPP: aclError = 100_038;
+pub const ACL_ERROR_COMPILING_STUB_MODE: aclError = 100_039;
+pub const ACL_ERROR_GROUP_NOT_SET: aclError = 100_040;
+pub const ACL_ERROR_GROUP_NOT_CREATE: aclError = 100_041;
 /// `ACL_ERROR_PROF_ALREADY_RUN`: a device of the configuration is being
 /// profiled already.
 pub const ACL_ERROR_PROF_ALREADY_RUN: aclError = 100_042;
 /// `ACL_ERROR_PROF_NOT_RUN`: profiling is not initialized (`aclprofInit`),
 /// or a device is not being profiled.
 pub const ACL_ERROR_PROF_NOT_RUN: aclError = 100_043;
-/// `ACL_ERROR_BAD_ALLOC`.
+pub const ACL_ERROR_DUMP_ALREADY_RUN: aclError = 100_044;
+pub const ACL_ERROR_DUMP_NOT_RUN: aclError = 100_045;
+pub const ACL_ERROR_PROF_REPEAT_SUBSCRIBE: aclError = 148_046;
+pub const ACL_ERROR_PROF_API_CONFLICT: aclError = 148_047;
+pub const ACL_ERROR_INVALID_MAX_OPQUEUE_NUM_CONFIG: aclError = 148_048;
+pub const ACL_ERROR_INVALID_OPP_PATH: aclError = 148_049;
+pub const ACL_ERROR_OP_UNSUPPORTED_DYNAMIC: aclError = 148_050;
+pub const ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED: aclError = 148_051;
+pub const ACL_ERROR_UNSUPPORTED_JPEG: aclError = 148_052;
+pub const ACL_ERROR_INVALID_BUNDLE_MODEL_ID: aclError = 148_053;
 pub const ACL_ERROR_BAD_ALLOC: aclError = 200_000;
-/// `ACL_ERROR_INVALID_DEVICE`.
+pub const ACL_ERROR_API_NOT_SUPPORT: aclError = 200_001;
 pub const ACL_ERROR_INVALID_DEVICE: aclError = 200_002;
-/// `ACL_ERROR_INVALID_RESOURCE_HANDLE`.
+pub const ACL_ERROR_MEMORY_ADDRESS_UNALIGNED: aclError = 200_003;
+pub const ACL_ERROR_RESOURCE_NOT_MATCH: aclError = 200_004;
 pub const ACL_ERROR_INVALID_RESOURCE_HANDLE: aclError = 200_005;
-/// `ACL_ERROR_INTERNAL_ERROR`.
+pub const ACL_ERROR_FEATURE_UNSUPPORTED: aclError = 200_006;
+pub const ACL_ERROR_PROF_MODULES_UNSUPPORTED: aclError = 200_007;
+pub const ACL_ERROR_STORAGE_OVER_LIMIT: aclError = 300_000;
 pub const ACL_ERROR_INTERNAL_ERROR: aclError = 500_000;
-/// `ACL_ERROR_RT_FAILURE`.
+pub const ACL_ERROR_FAILURE: aclError = 500_001;
+pub const ACL_ERROR_GE_FAILURE: aclError = 500_002;
 pub const ACL_ERROR_RT_FAILURE: aclError = 500_003;
+pub const ACL_ERROR_DRV_FAILURE: aclError = 500_004;
+pub const ACL_ERROR_PROFILING_FAILURE: aclError = 500_005;
 
+// Runtime error codes (rt_error_codes.h, included by acl_base.h).
+pub const ACL_RT_SUCCESS: aclError = 0;
+pub const ACL_ERROR_RT_PARAM_INVALID: aclError = 107_000;
+pub const ACL_ERROR_RT_INVALID_DEVICEID: aclError = 107_001;
+pub const ACL_ERROR_RT_CONTEXT_NULL: aclError = 107_002;
+pub const ACL_ERROR_RT_STREAM_CONTEXT: aclError = 107_003;
+pub const ACL_ERROR_RT_MODEL_CONTEXT: aclError = 107_004;
+pub const ACL_ERROR_RT_STREAM_MODEL: aclError = 107_005;
+pub const ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID: aclError = 107_006;
+pub const ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL: aclError = 107_007;
+pub const ACL_ERROR_RT_ADDR_UNALIGNED: aclError = 107_008;
+pub const ACL_ERROR_RT_FILE_OPEN: aclError = 107_009;
+pub const ACL_ERROR_RT_FILE_WRITE: aclError = 107_010;
+pub const ACL_ERROR_RT_STREAM_SUBSCRIBE: aclError = 107_011;
+pub const ACL_ERROR_RT_THREAD_SUBSCRIBE: aclError = 107_012;
+pub const ACL_ERROR_RT_GROUP_NOT_SET: aclError = 107_013;
+pub const ACL_ERROR_RT_GROUP_NOT_CREATE: aclError = 107_014;
+pub const ACL_ERROR_RT_STREAM_NO_CB_REG: aclError = 107_015;
+pub const ACL_ERROR_RT_INVALID_MEMORY_TYPE: aclError = 107_016;
+pub const ACL_ERROR_RT_INVALID_HANDLE: aclError = 107_017;
+pub const ACL_ERROR_RT_INVALID_MALLOC_TYPE: aclError = 107_018;
+pub const ACL_ERROR_RT_WAIT_TIMEOUT: aclError = 107_019;
+pub const ACL_ERROR_RT_TASK_TIMEOUT: aclError = 107_020;
+pub const ACL_ERROR_RT_SYSPARAMOPT_NOT_SET: aclError = 107_021;
+pub const ACL_ERROR_RT_DEVICE_TASK_ABORT: aclError = 107_022;
+pub const ACL_ERROR_RT_STREAM_ABORT: aclError = 107_023;
+pub const ACL_ERROR_RT_CAPTURE_DEPENDENCY: aclError = 107_024;
+pub const ACL_ERROR_RT_STREAM_UNJOINED: aclError = 107_025;
 /// `ACL_ERROR_RT_MODEL_CAPTURED`: the model run instance is still being
 /// captured.
 pub const ACL_ERROR_RT_MODEL_CAPTURED: aclError = 107_026;
 /// `ACL_ERROR_RT_STREAM_CAPTURED`: the stream is capturing.
 pub const ACL_ERROR_RT_STREAM_CAPTURED: aclError = 107_027;
+pub const ACL_ERROR_RT_EVENT_CAPTURED: aclError = 107_028;
 /// `ACL_ERROR_RT_STREAM_NOT_CAPTURED`: the stream is not capturing.
 pub const ACL_ERROR_RT_STREAM_NOT_CAPTURED: aclError = 107_029;
 /// `ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT`: the capture's mode forbids
 /// the call.
 pub const ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT: aclError = 107_030;
+pub const ACL_ERROR_RT_STREAM_CAPTURE_IMPLICIT: aclError = 107_031;
+pub const ACL_ERROR_STREAM_CAPTURE_CONFLICT: aclError = 107_032;
+pub const ACL_ERROR_STREAM_TASK_GROUP_STATUS: aclError = 107_033;
+pub const ACL_ERROR_STREAM_TASK_GROUP_INTR: aclError = 107_034;
+pub const ACL_ERROR_RT_TASK_ABORT_STOP: aclError = 107_035;
+pub const ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED: aclError = 107_036;
+pub const ACL_ERROR_RT_MODEL_RUNNING: aclError = 107_037;
+pub const ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD: aclError = 107_038;
+pub const ACL_ERROR_RT_INSUFFICIENT_INPUT_ARRAY: aclError = 107_039;
+pub const ACL_ERROR_RT_MODEL_UPDATE_FAILED: aclError = 107_040;
+pub const ACL_ERROR_RT_CAPTURE_MODE_BLOCK_ASYNC: aclError = 107_041;
+pub const ACL_ERROR_RT_SYMBOL_NOT_FOUND: aclError = 107_042;
+pub const ACL_ERROR_RT_INVALID_SYMBOL: aclError = 107_043;
+pub const ACL_ERROR_RT_INVALID_DEVICE_FUNCTION: aclError = 107_044;
+pub const ACL_ERROR_RT_SUB_ACLGRAPH_IS_CAPTURING: aclError = 107_045;
+pub const ACL_ERROR_RT_FEATURE_NOT_SUPPORT: aclError = 207_000;
+pub const ACL_ERROR_RT_MEMORY_ALLOCATION: aclError = 207_001;
+pub const ACL_ERROR_RT_MEMORY_FREE: aclError = 207_002;
+pub const ACL_ERROR_RT_AICORE_OVER_FLOW: aclError = 207_003;
+pub const ACL_ERROR_RT_NO_DEVICE: aclError = 207_004;
+pub const ACL_ERROR_RT_RESOURCE_ALLOC_FAIL: aclError = 207_005;
+pub const ACL_ERROR_RT_NO_PERMISSION: aclError = 207_006;
+pub const ACL_ERROR_RT_NO_EVENT_RESOURCE: aclError = 207_007;
+pub const ACL_ERROR_RT_NO_STREAM_RESOURCE: aclError = 207_008;
+pub const ACL_ERROR_RT_NO_NOTIFY_RESOURCE: aclError = 207_009;
+pub const ACL_ERROR_RT_NO_MODEL_RESOURCE: aclError = 207_010;
+pub const ACL_ERROR_RT_NO_CDQ_RESOURCE: aclError = 207_011;
+pub const ACL_ERROR_RT_OVER_LIMIT: aclError = 207_012;
+pub const ACL_ERROR_RT_QUEUE_EMPTY: aclError = 207_013;
+pub const ACL_ERROR_RT_QUEUE_FULL: aclError = 207_014;
+pub const ACL_ERROR_RT_REPEATED_INIT: aclError = 207_015;
+pub const ACL_ERROR_RT_AIVEC_OVER_FLOW: aclError = 207_016;
+pub const ACL_ERROR_RT_OVER_FLOW: aclError = 207_017;
+pub const ACL_ERROR_RT_DEVICE_OOM: aclError = 207_018;
+pub const ACL_ERROR_RT_FEATURE_NOT_SUPPORT_UPDATE_OP: aclError = 207_019;
+pub const ACL_ERROR_RT_TIMEOUT: aclError = 207_020;
+pub const ACL_ERROR_RT_LINK_TYPE_NOT_SUPPORTED: aclError = 207_021;
+pub const ACL_ERROR_RT_INTERNAL_ERROR: aclError = 507_000;
+pub const ACL_ERROR_RT_TS_ERROR: aclError = 507_001;
+pub const ACL_ERROR_RT_STREAM_TASK_FULL: aclError = 507_002;
+pub const ACL_ERROR_RT_STREAM_TASK_EMPTY: aclError = 507_003;
+pub const ACL_ERROR_RT_STREAM_NOT_COMPLETE: aclError = 507_004;
+pub const ACL_ERROR_RT_END_OF_SEQUENCE: aclError = 507_005;
+pub const ACL_ERROR_RT_EVENT_NOT_COMPLETE: aclError = 507_006;
+pub const ACL_ERROR_RT_CONTEXT_RELEASE_ERROR: aclError = 507_007;
+pub const ACL_ERROR_RT_SOC_VERSION: aclError = 507_008;
+pub const ACL_ERROR_RT_TASK_TYPE_NOT_SUPPORT: aclError = 507_009;
+pub const ACL_ERROR_RT_LOST_HEARTBEAT: aclError = 507_010;
+pub const ACL_ERROR_RT_MODEL_EXECUTE: aclError = 507_011;
+pub const ACL_ERROR_RT_REPORT_TIMEOUT: aclError = 507_012;
+pub const ACL_ERROR_RT_SYS_DMA: aclError = 507_013;
+pub const ACL_ERROR_RT_AICORE_TIMEOUT: aclError = 507_014;
+pub const ACL_ERROR_RT_AICORE_EXCEPTION: aclError = 507_015;
+pub const ACL_ERROR_RT_AICORE_TRAP_EXCEPTION: aclError = 507_016;
+pub const ACL_ERROR_RT_AICPU_TIMEOUT: aclError = 507_017;
+pub const ACL_ERROR_RT_AICPU_EXCEPTION: aclError = 507_018;
+pub const ACL_ERROR_RT_AICPU_DATADUMP_RSP_ERR: aclError = 507_019;
+pub const ACL_ERROR_RT_AICPU_MODEL_RSP_ERR: aclError = 507_020;
+pub const ACL_ERROR_RT_PROFILING_ERROR: aclError = 507_021;
+pub const ACL_ERROR_RT_IPC_ERROR: aclError = 507_022;
+pub const ACL_ERROR_RT_MODEL_ABORT_NORMAL: aclError = 507_023;
+pub const ACL_ERROR_RT_KERNEL_UNREGISTERING: aclError = 507_024;
+pub const ACL_ERROR_RT_RINGBUFFER_NOT_INIT: aclError = 507_025;
+pub const ACL_ERROR_RT_RINGBUFFER_NO_DATA: aclError = 507_026;
+pub const ACL_ERROR_RT_KERNEL_LOOKUP: aclError = 507_027;
+pub const ACL_ERROR_RT_KERNEL_DUPLICATE: aclError = 507_028;
+pub const ACL_ERROR_RT_DEBUG_REGISTER_FAIL: aclError = 507_029;
+pub const ACL_ERROR_RT_DEBUG_UNREGISTER_FAIL: aclError = 507_030;
+pub const ACL_ERROR_RT_LABEL_CONTEXT: aclError = 507_031;
+pub const ACL_ERROR_RT_PROGRAM_USE_OUT: aclError = 507_032;
+pub const ACL_ERROR_RT_DEV_SETUP_ERROR: aclError = 507_033;
+pub const ACL_ERROR_RT_VECTOR_CORE_TIMEOUT: aclError = 507_034;
+pub const ACL_ERROR_RT_VECTOR_CORE_EXCEPTION: aclError = 507_035;
+pub const ACL_ERROR_RT_VECTOR_CORE_TRAP_EXCEPTION: aclError = 507_036;
+pub const ACL_ERROR_RT_CDQ_BATCH_ABNORMAL: aclError = 507_037;
+pub const ACL_ERROR_RT_DIE_MODE_CHANGE_ERROR: aclError = 507_038;
+pub const ACL_ERROR_RT_DIE_SET_ERROR: aclError = 507_039;
+pub const ACL_ERROR_RT_INVALID_DIEID: aclError = 507_040;
+pub const ACL_ERROR_RT_DIE_MODE_NOT_SET: aclError = 507_041;
+pub const ACL_ERROR_RT_AICORE_TRAP_READ_OVERFLOW: aclError = 507_042;
+pub const ACL_ERROR_RT_AICORE_TRAP_WRITE_OVERFLOW: aclError = 507_043;
+pub const ACL_ERROR_RT_VECTOR_CORE_TRAP_READ_OVERFLOW: aclError = 507_044;
+pub const ACL_ERROR_RT_VECTOR_CORE_TRAP_WRITE_OVERFLOW: aclError = 507_045;
+pub const ACL_ERROR_RT_STREAM_SYNC_TIMEOUT: aclError = 507_046;
+pub const ACL_ERROR_RT_EVENT_SYNC_TIMEOUT: aclError = 507_047;
+pub const ACL_ERROR_RT_FFTS_PLUS_TIMEOUT: aclError = 507_048;
+pub const ACL_ERROR_RT_FFTS_PLUS_EXCEPTION: aclError = 507_049;
+pub const ACL_ERROR_RT_FFTS_PLUS_TRAP_EXCEPTION: aclError = 507_050;
+pub const ACL_ERROR_RT_SEND_MSG: aclError = 507_051;
+pub const ACL_ERROR_RT_COPY_DATA: aclError = 507_052;
+pub const ACL_ERROR_RT_DEVICE_MEM_ERROR: aclError = 507_053;
+pub const ACL_ERROR_RT_HBM_MULTI_BIT_ECC_ERROR: aclError = 507_054;
+pub const ACL_ERROR_RT_SUSPECT_DEVICE_MEM_ERROR: aclError = 507_055;
+pub const ACL_ERROR_RT_LINK_ERROR: aclError = 507_056;
+pub const ACL_ERROR_RT_SUSPECT_REMOTE_ERROR: aclError = 507_057;
+pub const ACL_ERROR_RT_DRV_INTERNAL_ERROR: aclError = 507_899;
+pub const ACL_ERROR_RT_AICPU_INTERNAL_ERROR: aclError = 507_900;
+pub const ACL_ERROR_RT_SOCKET_CLOSE: aclError = 507_901;
+pub const ACL_ERROR_RT_AICPU_INFO_LOAD_RSP_ERR: aclError = 507_902;
 /// `ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED`: an error invalidated the
 /// capture.
 pub const ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED: aclError = 507_903;
+pub const ACL_ERROR_RT_COMM_OP_RETRY_FAIL: aclError = 507_904;
+pub const ACL_ERROR_SNAPSHOT_LOCK_TIMEOUT: aclError = 507_905;
+pub const ACL_ERROR_SNAPSHOT_LOCK_FAILED: aclError = 507_906;
+pub const ACL_ERROR_SNAPSHOT_UNLOCK_FAILED: aclError = 507_907;
+pub const ACL_ERROR_SNAPSHOT_BACKUP_FAILED: aclError = 507_908;
+pub const ACL_ERROR_SNAPSHOT_RESTORE_FAILED: aclError = 507_909;
+pub const ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED: aclError = 507_910;
+pub const ACL_ERROR_HOST_MEMORY_NOT_REGISTERED: aclError = 507_911;
+pub const ACL_ERROR_SNAPSHOT_CALLBACK_FAILED: aclError = 507_912;
+pub const ACL_ERROR_SNAPSHOT_REGISTER_CALLBACK_FAILED: aclError = 507_913;
+pub const ACL_ERROR_RT_L3_PORT_ERROR: aclError = 507_914;
+pub const ACL_ERROR_RT_CCU_TIMEOUT: aclError = 507_915;
+pub const ACL_ERROR_RT_CCU_EXCEPTION: aclError = 507_916;
 
-/// `ACL_MODEL_RI_CAPTURE_MODE_GLOBAL`.
+// `aclrtCreateEventWithFlag` flags.
+pub const ACL_EVENT_SYNC: u32 = 0x01;
+pub const ACL_EVENT_CAPTURE_STREAM_PROGRESS: u32 = 0x02;
+pub const ACL_EVENT_TIME_LINE: u32 = 0x08;
+pub const ACL_EVENT_DEVICE_USE_ONLY: u32 = 0x10;
+pub const ACL_EVENT_EXTERNAL: u32 = 0x20;
+pub const ACL_EVENT_IPC: u32 = 0x40;
+
+// `aclrtCreateStreamWithConfig` flags (the function is not provided).
+pub const ACL_STREAM_FAST_LAUNCH: u32 = 0x01;
+pub const ACL_STREAM_FAST_SYNC: u32 = 0x02;
+pub const ACL_STREAM_PERSISTENT: u32 = 0x04;
+pub const ACL_STREAM_HUGE: u32 = 0x08;
+pub const ACL_STREAM_CPU_SCHEDULE: u32 = 0x10;
+pub const ACL_STREAM_DEVICE_USE_ONLY: u32 = 0x20;
+
+// `aclrtSetStreamFailureMode` modes.
+pub const ACL_CONTINUE_ON_FAILURE: u64 = 0;
+pub const ACL_STOP_ON_FAILURE: u64 = 1;
+
+// `aclrtRunMode`.
+pub const ACL_DEVICE: aclrtRunMode = 0;
+/// `ACL_HOST`: the run mode of a CPU "device".
+pub const ACL_HOST: aclrtRunMode = 1;
+
+// `aclrtEventRecordedStatus`.
+pub const ACL_EVENT_RECORDED_STATUS_NOT_READY: aclrtEventRecordedStatus = 0;
+pub const ACL_EVENT_RECORDED_STATUS_COMPLETE: aclrtEventRecordedStatus = 1;
+
+// `aclrtEventStatus`.
+pub const ACL_EVENT_STATUS_COMPLETE: aclrtEventStatus = 0;
+pub const ACL_EVENT_STATUS_NOT_READY: aclrtEventStatus = 1;
+pub const ACL_EVENT_STATUS_RESERVED: aclrtEventStatus = 2;
+
+// `aclrtEventWaitStatus`.
+pub const ACL_EVENT_WAIT_STATUS_COMPLETE: aclrtEventWaitStatus = 0;
+pub const ACL_EVENT_WAIT_STATUS_NOT_READY: aclrtEventWaitStatus = 1;
+pub const ACL_EVENT_WAIT_STATUS_RESERVED: aclrtEventWaitStatus = 0xffff;
+
+// `aclrtStreamStatus`.
+pub const ACL_STREAM_STATUS_COMPLETE: aclrtStreamStatus = 0;
+pub const ACL_STREAM_STATUS_NOT_READY: aclrtStreamStatus = 1;
+pub const ACL_STREAM_STATUS_RESERVED: aclrtStreamStatus = 0xffff;
+
+// `aclrtMemcpyKind`.
+pub const ACL_MEMCPY_HOST_TO_HOST: aclrtMemcpyKind = 0;
+pub const ACL_MEMCPY_HOST_TO_DEVICE: aclrtMemcpyKind = 1;
+pub const ACL_MEMCPY_DEVICE_TO_HOST: aclrtMemcpyKind = 2;
+pub const ACL_MEMCPY_DEVICE_TO_DEVICE: aclrtMemcpyKind = 3;
+pub const ACL_MEMCPY_DEFAULT: aclrtMemcpyKind = 4;
+pub const ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE: aclrtMemcpyKind = 5;
+pub const ACL_MEMCPY_INNER_DEVICE_TO_DEVICE: aclrtMemcpyKind = 6;
+pub const ACL_MEMCPY_INTER_DEVICE_TO_DEVICE: aclrtMemcpyKind = 7;
+
+// `aclrtMemMallocPolicy`.
+pub const ACL_MEM_MALLOC_HUGE_FIRST: aclrtMemMallocPolicy = 0;
+pub const ACL_MEM_MALLOC_HUGE_ONLY: aclrtMemMallocPolicy = 1;
+pub const ACL_MEM_MALLOC_NORMAL_ONLY: aclrtMemMallocPolicy = 2;
+pub const ACL_MEM_MALLOC_HUGE_FIRST_P2P: aclrtMemMallocPolicy = 3;
+pub const ACL_MEM_MALLOC_HUGE_ONLY_P2P: aclrtMemMallocPolicy = 4;
+pub const ACL_MEM_MALLOC_NORMAL_ONLY_P2P: aclrtMemMallocPolicy = 5;
+pub const ACL_MEM_MALLOC_HUGE1G_ONLY: aclrtMemMallocPolicy = 6;
+pub const ACL_MEM_MALLOC_HUGE1G_ONLY_P2P: aclrtMemMallocPolicy = 7;
+pub const ACL_MEM_TYPE_LOW_BAND_WIDTH: aclrtMemMallocPolicy = 0x100;
+pub const ACL_MEM_TYPE_HIGH_BAND_WIDTH: aclrtMemMallocPolicy = 0x1000;
+pub const ACL_MEM_ACCESS_USER_SPACE_READONLY: aclrtMemMallocPolicy = 0x0010_0000;
+
+// `aclrtFloatOverflowMode`.
+pub const ACL_RT_OVERFLOW_MODE_SATURATION: aclrtFloatOverflowMode = 0;
+pub const ACL_RT_OVERFLOW_MODE_INFNAN: aclrtFloatOverflowMode = 1;
+pub const ACL_RT_OVERFLOW_MODE_UNDEF: aclrtFloatOverflowMode = 2;
+
+// `aclrtMemAttr`.
+pub const ACL_DDR_MEM: aclrtMemAttr = 0;
+pub const ACL_HBM_MEM: aclrtMemAttr = 1;
+pub const ACL_DDR_MEM_HUGE: aclrtMemAttr = 2;
+pub const ACL_DDR_MEM_NORMAL: aclrtMemAttr = 3;
+pub const ACL_HBM_MEM_HUGE: aclrtMemAttr = 4;
+pub const ACL_HBM_MEM_NORMAL: aclrtMemAttr = 5;
+pub const ACL_DDR_MEM_P2P_HUGE: aclrtMemAttr = 6;
+pub const ACL_DDR_MEM_P2P_NORMAL: aclrtMemAttr = 7;
+pub const ACL_HBM_MEM_P2P_HUGE: aclrtMemAttr = 8;
+pub const ACL_HBM_MEM_P2P_NORMAL: aclrtMemAttr = 9;
+pub const ACL_HBM_MEM_HUGE1G: aclrtMemAttr = 10;
+pub const ACL_HBM_MEM_P2P_HUGE1G: aclrtMemAttr = 11;
+pub const ACL_MEM_NORMAL: aclrtMemAttr = 12;
+pub const ACL_MEM_HUGE: aclrtMemAttr = 13;
+pub const ACL_MEM_HUGE1G: aclrtMemAttr = 14;
+pub const ACL_MEM_P2P_NORMAL: aclrtMemAttr = 15;
+pub const ACL_MEM_P2P_HUGE: aclrtMemAttr = 16;
+pub const ACL_MEM_P2P_HUGE1G: aclrtMemAttr = 17;
+
+// `aclrtMemLocationType`.
+pub const ACL_MEM_LOCATION_TYPE_HOST: aclrtMemLocationType = 0;
+pub const ACL_MEM_LOCATION_TYPE_DEVICE: aclrtMemLocationType = 1;
+pub const ACL_MEM_LOCATION_TYPE_UNREGISTERED: aclrtMemLocationType = 2;
+pub const ACL_MEM_LOCATION_TYPE_MANAGED: aclrtMemLocationType = 3;
+pub const ACL_MEM_LOCATION_TYPE_HOST_NUMA: aclrtMemLocationType = 4;
+
+// `aclrtMemAllocationType`.
+pub const ACL_MEM_ALLOCATION_TYPE_PINNED: aclrtMemAllocationType = 0;
+
+// `aclrtMemHandleType`.
+pub const ACL_MEM_HANDLE_TYPE_NONE: aclrtMemHandleType = 0;
+pub const ACL_MEM_HANDLE_TYPE_POSIX: aclrtMemHandleType = 2;
+
+// `aclrtMemGranularityOptions`.
+pub const ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM: aclrtMemGranularityOptions = 0;
+pub const ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED: aclrtMemGranularityOptions = 1;
+pub const ACL_RT_MEM_ALLOC_GRANULARITY_UNDEF: aclrtMemGranularityOptions = 0xffff;
+
+// `aclmdlRICaptureMode`.
 pub const ACL_MODEL_RI_CAPTURE_MODE_GLOBAL: aclmdlRICaptureMode = 0;
-/// `ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL`.
 pub const ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL: aclmdlRICaptureMode = 1;
-/// `ACL_MODEL_RI_CAPTURE_MODE_RELAXED`.
 pub const ACL_MODEL_RI_CAPTURE_MODE_RELAXED: aclmdlRICaptureMode = 2;
-/// `ACL_MODEL_RI_CAPTURE_STATUS_NONE`.
+
+// `aclmdlRICaptureStatus`.
 pub const ACL_MODEL_RI_CAPTURE_STATUS_NONE: aclmdlRICaptureStatus = 0;
-/// `ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE`.
 pub const ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE: aclmdlRICaptureStatus = 1;
-/// `ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED`.
 pub const ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED: aclmdlRICaptureStatus = 2;
 
 /// `HCCL_DETERMINISTIC`: the one `HcclConfig` option.
@@ -372,14 +648,6 @@ pub const HCCL_DETERMINISTIC: HcclConfig = 0;
 pub const HCCL_SEND: HcclSendRecvType = 0;
 /// `HCCL_RECV`.
 pub const HCCL_RECV: HcclSendRecvType = 1;
-/// `ACL_MEMCPY_DEFAULT`: the largest `aclrtMemcpyKind`.
-pub const ACL_MEMCPY_DEFAULT: aclrtMemcpyKind = 4;
-/// `ACL_MEM_MALLOC_NORMAL_ONLY_P2P`: the largest `aclrtMemMallocPolicy`.
-pub const ACL_MEM_MALLOC_NORMAL_ONLY_P2P: aclrtMemMallocPolicy = 5;
-/// `ACL_HOST`: the run mode of a CPU "device".
-pub const ACL_HOST: aclrtRunMode = 1;
-/// `ACL_EVENT_RECORDED_STATUS_COMPLETE`.
-pub const ACL_EVENT_RECORDED_STATUS_COMPLETE: aclrtEventRecordedStatus = 1;
 
 /// `aclprofConfig`: opaque (an incomplete C type; pointers to it are
 /// registry handles, never dereferenced).

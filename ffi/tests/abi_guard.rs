@@ -31,17 +31,22 @@
 //!   `types.rs` that `aclprofCreateConfig` accepts (header values without
 //!   one must be refused), and every `const` of `types.rs` (sizes, magic
 //!   word, `ACL_*` codes, `ACL_PROF_*` flags, `ACL_AICORE_*` values)
-//!   against the header's `#define` or enum value of the same name.
+//!   against the header's `#define` or enum value of the same name;
+//!   conversely every `ACL_*` constant of the headers (the error codes of
+//!   `acl_base.h`, the event and stream flags and every enum value of
+//!   `acl_rt.h`, the `acl_prof.h` flags) must be a constant of `types.rs`,
+//!   so none goes uncompared.
 //!
-//! Not compared: the values of `HcclConfig` and of the ACL enums
-//! (`aclrtMemcpyKind`, `aclrtMemMallocPolicy`, `aclrtRunMode`,
-//! `aclrtEventRecordedStatus`), which the library uses as bare numbers with
-//! no named constant to compare against (their typedefs are compared).
+//! Not compared: the values of `HcclConfig`, which the library uses as
+//! bare numbers with no named constant to compare against (its typedef is
+//! compared).
 //!
 //! All mismatches are collected and reported at once. The second test runs
 //! the same comparison over a mutated copy of the include tree (a parameter
 //! of `HcclAllReduce`, of `HcclBatchPut` and of `aclrtMapMem`, three struct fields
-//! (one of the version-11 `HcclCommConfig`), an enum value, an `ACL_*` define;
+//! (one of the version-11 `HcclCommConfig`), an enum value, `ACL_*` defines
+//! (a general and a runtime error code, an event flag), an `aclrtMemcpyKind`
+//! value, a renamed `aclrtStreamStatus` value;
 //! in `acl_prof.h` a parameter of `aclprofStart`, an `aclprofAicoreMetrics`
 //! value, an `ACL_PROF_*` flag, and a definition given to the opaque
 //! `aclprofAicoreEvents`) and checks that exactly those changes are
@@ -877,6 +882,32 @@ fn library_consts() -> Vec<(&'static str, i128)> {
         HCCL_COMM_STATE_PHASE_RESUME_POST,
         HCCL_OP_EXPANSION_MODE_HOST,
         HCCL_CONFIG_TYPE_OP_EXPANSION_MODE,
+        ACL_ERROR_RT_PARAM_INVALID,
+        ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID,
+        ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+        ACL_ERROR_RT_MEMORY_ALLOCATION,
+        ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED,
+        ACL_ERROR_RT_CCU_EXCEPTION,
+        ACL_ERROR_INVALID_BUNDLE_MODEL_ID,
+        ACL_ERROR_PROFILING_FAILURE,
+        ACL_EVENT_SYNC,
+        ACL_EVENT_CAPTURE_STREAM_PROGRESS,
+        ACL_EVENT_TIME_LINE,
+        ACL_EVENT_DEVICE_USE_ONLY,
+        ACL_EVENT_EXTERNAL,
+        ACL_EVENT_IPC,
+        ACL_STREAM_FAST_LAUNCH,
+        ACL_STREAM_CPU_SCHEDULE,
+        ACL_STREAM_DEVICE_USE_ONLY,
+        ACL_EVENT_RECORDED_STATUS_NOT_READY,
+        ACL_EVENT_RECORDED_STATUS_COMPLETE,
+        ACL_EVENT_WAIT_STATUS_RESERVED,
+        ACL_STREAM_STATUS_RESERVED,
+        ACL_MEMCPY_INTER_DEVICE_TO_DEVICE,
+        ACL_MEM_MALLOC_HUGE1G_ONLY_P2P,
+        ACL_MEM_ACCESS_USER_SPACE_READONLY,
+        ACL_MEM_P2P_HUGE1G,
+        ACL_RT_MEM_ALLOC_GRANULARITY_UNDEF,
         ACL_RT_OVERFLOW_MODE_SATURATION,
         ACL_RT_OVERFLOW_MODE_INFNAN,
         ACL_RT_OVERFLOW_MODE_UNDEF,
@@ -1506,6 +1537,19 @@ fn check_consts(header: &Side, lib: &Side, out: &mut Mismatches) {
             None => out.push(*name, "library constant with no header #define"),
         }
     }
+    // Every ACL constant of the headers has a library constant (compared
+    // above), so none is left unchecked.
+    for (name, c) in &header.consts {
+        if name.starts_with("ACL_") && !lib.consts.contains_key(name) {
+            out.push(
+                name,
+                format!(
+                    "header constant (= {}) with no constant in ffi/src/types.rs",
+                    c.value.map_or_else(|| "?".to_owned(), |v| v.to_string())
+                ),
+            );
+        }
+    }
     // HCCL_CONFIG_NOT_SET stands for every HCCL_COMM_*_CONFIG_NOT_SET of
     // the uint32_t fields (hcclExecTimeOut's, an int32_t -1, has a
     // constant of its own, compared above).
@@ -1664,6 +1708,46 @@ fn guard_catches_changed_signature_and_struct() {
         '\n',
         "200000",
         "200001",
+    );
+    // issue 31's constants: a general and a runtime error code, an event
+    // flag, an enum value, and an enum value renamed (the header's new name
+    // has no library constant, the library's has no header constant)
+    let base_h = tree.0.join("acl/acl_base.h");
+    let rt_h = tree.0.join("acl/acl_rt.h");
+    mutate(
+        &base_h,
+        "#define ACL_ERROR_INVALID_MODEL_ID ",
+        '\n',
+        "100011",
+        "100012",
+    );
+    mutate(
+        &base_h,
+        "#define ACL_ERROR_RT_MEMORY_ALLOCATION ",
+        '\n',
+        "207001",
+        "207002",
+    );
+    mutate(
+        &rt_h,
+        "#define ACL_EVENT_TIME_LINE ",
+        '\n',
+        "0x00000008U",
+        "0x00000004U",
+    );
+    mutate(
+        &rt_h,
+        "ACL_MEMCPY_INTER_DEVICE_TO_DEVICE = 7",
+        ',',
+        "= 7",
+        "= 8",
+    );
+    mutate(
+        &rt_h,
+        "ACL_STREAM_STATUS_RESERVED = ",
+        ',',
+        "RESERVED",
+        "RESERVED_",
     );
     // acl_prof.h: a parameter's constness, an enum value, a flag, and an
     // opaque type given a definition.
@@ -1829,6 +1913,45 @@ fn guard_catches_changed_signature_and_struct() {
         "ACL_AICORE_MEMORY_ACCESS's constant not reported; new mismatches:\n{listing}"
     );
     assert!(
+        has(
+            "ACL_ERROR_INVALID_MODEL_ID",
+            &["header 100012, library 100011"]
+        ),
+        "ACL_ERROR_INVALID_MODEL_ID's value not reported; new mismatches:\n{listing}"
+    );
+    assert!(
+        has(
+            "ACL_ERROR_RT_MEMORY_ALLOCATION",
+            &["header 207002, library 207001"]
+        ),
+        "ACL_ERROR_RT_MEMORY_ALLOCATION's value not reported; new mismatches:\n{listing}"
+    );
+    assert!(
+        has("ACL_EVENT_TIME_LINE", &["header 4, library 8"]),
+        "ACL_EVENT_TIME_LINE's value not reported; new mismatches:\n{listing}"
+    );
+    assert!(
+        has(
+            "ACL_MEMCPY_INTER_DEVICE_TO_DEVICE",
+            &["header 8, library 7"]
+        ),
+        "ACL_MEMCPY_INTER_DEVICE_TO_DEVICE's value not reported; new mismatches:\n{listing}"
+    );
+    assert!(
+        has(
+            "ACL_STREAM_STATUS_RESERVED_",
+            &["header constant (= 65535) with no constant in ffi/src/types.rs"]
+        ),
+        "a header ACL constant without a library constant not reported; new mismatches:\n{listing}"
+    );
+    assert!(
+        has(
+            "ACL_STREAM_STATUS_RESERVED",
+            &["constant in ffi/src/types.rs (= 65535) with no header #define or enum value"]
+        ),
+        "a library ACL constant without a header constant not reported; new mismatches:\n{listing}"
+    );
+    assert!(
         has("ACL_PROF_HCCL_TRACE", &["header 64, library 32"]),
         "ACL_PROF_HCCL_TRACE's value not reported; new mismatches:\n{listing}"
     );
@@ -1851,6 +1974,12 @@ fn guard_catches_changed_signature_and_struct() {
                 "HcclCommConfig",
                 "HcclDataType",
                 "ACL_ERROR_BAD_ALLOC",
+                "ACL_ERROR_INVALID_MODEL_ID",
+                "ACL_ERROR_RT_MEMORY_ALLOCATION",
+                "ACL_EVENT_TIME_LINE",
+                "ACL_MEMCPY_INTER_DEVICE_TO_DEVICE",
+                "ACL_STREAM_STATUS_RESERVED",
+                "ACL_STREAM_STATUS_RESERVED_",
                 "aclprofStart",
                 "aclprofAicoreMetrics",
                 "ACL_AICORE_MEMORY_ACCESS",

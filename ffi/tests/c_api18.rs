@@ -686,7 +686,7 @@ fn acl_modes_and_memory_info() {
     assert_eq!(total, kb * 1024, "MemTotal");
     assert!(free > 0 && free <= total, "free {free} total {total}");
     assert_eq!(
-        aclrtGetMemInfo(12, &mut free, &mut total),
+        aclrtGetMemInfo(ACL_MEM_P2P_HUGE1G + 1, &mut free, &mut total),
         ACL_ERROR_INVALID_PARAM
     );
     assert_eq!(
@@ -743,7 +743,7 @@ fn virtual_memory_reserve_map_unmap_release() {
     for bad in [
         |p: &mut aclrtPhysicalMemProp| p.handleType = 1,
         |p: &mut aclrtPhysicalMemProp| p.allocationType = 1,
-        |p: &mut aclrtPhysicalMemProp| p.memAttr = 12,
+        |p: &mut aclrtPhysicalMemProp| p.memAttr = ACL_MEM_P2P_HUGE1G + 1,
         |p: &mut aclrtPhysicalMemProp| p.location.type_ = 2,
     ] {
         let mut q = prop();

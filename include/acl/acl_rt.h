@@ -14,6 +14,29 @@
 extern "C" {
 #endif
 
+/*
+ * Constants of Ascend's acl_rt.h with Ascend's names and values (flags as
+ * #defines, enums complete). Source: github.com/hicann/runtime @
+ * 681ef7610df13c8128982901142a2c869ddbb53e, include/external/acl/acl_rt.h.
+ * What each has on CPUs: docs/c-api.md.
+ */
+
+/* aclrtCreateEventWithFlag (ACL_EVENT_IPC: aclrtCreateEventExWithFlag only, not provided here) */
+#define ACL_EVENT_SYNC 0x00000001U
+#define ACL_EVENT_CAPTURE_STREAM_PROGRESS 0x00000002U
+#define ACL_EVENT_TIME_LINE 0x00000008U
+#define ACL_EVENT_DEVICE_USE_ONLY 0x00000010U
+#define ACL_EVENT_EXTERNAL 0x00000020U
+#define ACL_EVENT_IPC 0x00000040U
+
+/* aclrtCreateStreamWithConfig (not provided here) */
+#define ACL_STREAM_FAST_LAUNCH 0x00000001U
+#define ACL_STREAM_FAST_SYNC 0x00000002U
+#define ACL_STREAM_PERSISTENT 0x00000004U
+#define ACL_STREAM_HUGE 0x00000008U
+#define ACL_STREAM_CPU_SCHEDULE 0x00000010U
+#define ACL_STREAM_DEVICE_USE_ONLY 0x00000020U
+
 typedef enum aclrtRunMode {
     ACL_DEVICE = 0,
     ACL_HOST = 1,
@@ -24,12 +47,36 @@ typedef enum aclrtEventRecordedStatus {
     ACL_EVENT_RECORDED_STATUS_COMPLETE = 1,
 } aclrtEventRecordedStatus;
 
+/* aclrtQueryEvent (deprecated in ACL; not provided here) */
+typedef enum aclrtEventStatus {
+    ACL_EVENT_STATUS_COMPLETE = 0,
+    ACL_EVENT_STATUS_NOT_READY = 1,
+    ACL_EVENT_STATUS_RESERVED = 2,
+} aclrtEventStatus;
+
+/* aclrtQueryEventWaitStatus (not provided here) */
+typedef enum aclrtEventWaitStatus {
+    ACL_EVENT_WAIT_STATUS_COMPLETE = 0,
+    ACL_EVENT_WAIT_STATUS_NOT_READY = 1,
+    ACL_EVENT_WAIT_STATUS_RESERVED = 0xFFFF,
+} aclrtEventWaitStatus;
+
+/* aclrtStreamQuery (not provided here) */
+typedef enum aclrtStreamStatus {
+    ACL_STREAM_STATUS_COMPLETE = 0,
+    ACL_STREAM_STATUS_NOT_READY = 1,
+    ACL_STREAM_STATUS_RESERVED = 0xFFFF,
+} aclrtStreamStatus;
+
 typedef enum aclrtMemcpyKind {
     ACL_MEMCPY_HOST_TO_HOST = 0,
     ACL_MEMCPY_HOST_TO_DEVICE = 1,
     ACL_MEMCPY_DEVICE_TO_HOST = 2,
     ACL_MEMCPY_DEVICE_TO_DEVICE = 3,
     ACL_MEMCPY_DEFAULT = 4,
+    ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE = 5,
+    ACL_MEMCPY_INNER_DEVICE_TO_DEVICE = 6,
+    ACL_MEMCPY_INTER_DEVICE_TO_DEVICE = 7,
 } aclrtMemcpyKind;
 
 typedef enum aclrtMemMallocPolicy {
@@ -39,6 +86,11 @@ typedef enum aclrtMemMallocPolicy {
     ACL_MEM_MALLOC_HUGE_FIRST_P2P = 3,
     ACL_MEM_MALLOC_HUGE_ONLY_P2P = 4,
     ACL_MEM_MALLOC_NORMAL_ONLY_P2P = 5,
+    ACL_MEM_MALLOC_HUGE1G_ONLY = 6,
+    ACL_MEM_MALLOC_HUGE1G_ONLY_P2P = 7,
+    ACL_MEM_TYPE_LOW_BAND_WIDTH = 0x100,
+    ACL_MEM_TYPE_HIGH_BAND_WIDTH = 0x1000,
+    ACL_MEM_ACCESS_USER_SPACE_READONLY = 0x100000,
 } aclrtMemMallocPolicy;
 
 typedef enum aclrtFloatOverflowMode {
@@ -64,12 +116,20 @@ typedef enum aclrtMemAttr {
     ACL_HBM_MEM_P2P_NORMAL = 9,
     ACL_HBM_MEM_HUGE1G = 10,
     ACL_HBM_MEM_P2P_HUGE1G = 11,
+    ACL_MEM_NORMAL = 12,
+    ACL_MEM_HUGE = 13,
+    ACL_MEM_HUGE1G = 14,
+    ACL_MEM_P2P_NORMAL = 15,
+    ACL_MEM_P2P_HUGE = 16,
+    ACL_MEM_P2P_HUGE1G = 17,
 } aclrtMemAttr;
 
 typedef enum aclrtMemLocationType {
     ACL_MEM_LOCATION_TYPE_HOST = 0,
     ACL_MEM_LOCATION_TYPE_DEVICE = 1,
     ACL_MEM_LOCATION_TYPE_UNREGISTERED = 2,
+    ACL_MEM_LOCATION_TYPE_MANAGED = 3,
+    ACL_MEM_LOCATION_TYPE_HOST_NUMA = 4,
 } aclrtMemLocationType;
 
 typedef struct aclrtMemLocation {
@@ -83,6 +143,7 @@ typedef enum aclrtMemAllocationType {
 
 typedef enum aclrtMemHandleType {
     ACL_MEM_HANDLE_TYPE_NONE = 0,
+    ACL_MEM_HANDLE_TYPE_POSIX = 2,
 } aclrtMemHandleType;
 
 typedef struct aclrtPhysicalMemProp {
@@ -153,12 +214,16 @@ ACL_FUNC_VISIBILITY aclError aclrtUnmapMem(void *virPtr);
 
 /* events */
 ACL_FUNC_VISIBILITY aclError aclrtCreateEvent(aclrtEvent *event);
+/** An OR of ACL_EVENT_SYNC, _CAPTURE_STREAM_PROGRESS, _TIME_LINE (and 0x4), or
+ * ACL_EVENT_DEVICE_USE_ONLY or ACL_EVENT_EXTERNAL alone, honoured as on Ascend (docs/c-api.md);
+ * anything else: ACL_ERROR_RT_PARAM_INVALID. */
 ACL_FUNC_VISIBILITY aclError aclrtCreateEventWithFlag(aclrtEvent *event, uint32_t flag);
 ACL_FUNC_VISIBILITY aclError aclrtDestroyEvent(aclrtEvent event);
 ACL_FUNC_VISIBILITY aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream);
 ACL_FUNC_VISIBILITY aclError aclrtResetEvent(aclrtEvent event, aclrtStream stream);
 ACL_FUNC_VISIBILITY aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *status);
 ACL_FUNC_VISIBILITY aclError aclrtSynchronizeEvent(aclrtEvent event);
+/** Both events need ACL_EVENT_TIME_LINE (aclrtCreateEvent's have it): else ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID. */
 ACL_FUNC_VISIBILITY aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endEvent);
 ACL_FUNC_VISIBILITY aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event);
 

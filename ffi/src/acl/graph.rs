@@ -23,6 +23,7 @@
 //! on the bound streams while the execute stream only triggers them — a
 //! surface of its own that HCCL's graph mode does not use.
 
+use super::event::{arm_captured, disarm_captured, EventState};
 use super::stream::{lookup, prepare_capture, stream_for_op, AclStream};
 use crate::guard::{acl, acl_err, AclFail};
 use crate::handles::Registry;
@@ -44,12 +45,32 @@ struct RiState {
     graph: Option<Graph>,
     /// Set by `aclmdlRISetName`, for logs.
     name: Option<String>,
+    /// The events recorded into it, once per captured record: each launch
+    /// re-arms them (`event::arm_captured`).
+    events: Vec<EventState>,
 }
 
 impl AclModelRI {
     fn lock(&self) -> std::sync::MutexGuard<'_, RiState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// An event record was captured into this instance.
+    pub(crate) fn note_event(&self, e: EventState) {
+        self.lock().events.push(e);
+    }
+}
+
+/// The model run instance `s` captures into, if it is capturing.
+pub(crate) fn capturing_model(s: &Arc<AclStream>) -> Option<Arc<AclModelRI>> {
+    if !s.current().is_capturing() {
+        return None;
+    }
+    let ri = active()
+        .iter()
+        .find(|a| std::ptr::eq(a.stream.as_ptr(), Arc::as_ptr(s)))
+        .map(|a| a.ri)?;
+    MODELS.get(ri as aclmdlRI)
 }
 
 pub(crate) static MODELS: Registry<AclModelRI> = Registry::new(0x5c);
@@ -335,15 +356,15 @@ pub extern "C" fn aclmdlRICaptureThreadExchangeMode(mode: *mut aclmdlRICaptureMo
 pub extern "C" fn aclmdlRIExecuteAsync(modelRI: aclmdlRI, stream: aclrtStream) -> aclError {
     acl("aclmdlRIExecuteAsync", || {
         let ri = model(modelRI)?;
-        let (g, name) = {
+        let (g, name, events) = {
             let st = ri.lock();
             let g = st
                 .graph
                 .clone()
                 .ok_or_else(|| still_capturing(modelRI, "executing it"))?;
-            (g, st.name.clone())
+            (g, st.name.clone(), st.events.clone())
         };
-        stream_of(stream)?;
+        let acl_stream = stream_of(stream)?;
         let ps = stream_for_op(stream, g.device())?;
         if ps.is_capturing() {
             return Err(acl_err(
@@ -352,7 +373,11 @@ pub extern "C" fn aclmdlRIExecuteAsync(modelRI: aclmdlRI, stream: aclrtStream) -
             ));
         }
         tracing::trace!(target: "hccl::acl", model = name.as_deref().unwrap_or(""), "execute");
-        g.launch(&ps)?;
+        arm_captured(&events, &acl_stream);
+        if let Err(e) = g.launch(&ps) {
+            disarm_captured(&events);
+            return Err(e.into());
+        }
         Ok(())
     })
 }

@@ -24,7 +24,7 @@ pub extern "C" fn aclrtMalloc(
     acl("aclrtMalloc", || {
         out_ptr(devPtr, "devPtr")?;
         // the low byte is the page policy; higher bits are memory-type flags
-        if policy & 0xff > ACL_MEM_MALLOC_NORMAL_ONLY_P2P {
+        if policy & 0xff > ACL_MEM_MALLOC_HUGE1G_ONLY_P2P {
             return Err(acl_err(
                 ACL_ERROR_INVALID_PARAM,
                 format!("unknown aclrtMemMallocPolicy {policy}"),
@@ -105,7 +105,7 @@ fn check_copy(
             format!("count {count} exceeds destMax {dest_max}"),
         ));
     }
-    if kind > ACL_MEMCPY_DEFAULT {
+    if kind > ACL_MEMCPY_INTER_DEVICE_TO_DEVICE {
         return Err(acl_err(
             ACL_ERROR_INVALID_PARAM,
             format!("unknown aclrtMemcpyKind {kind}"),

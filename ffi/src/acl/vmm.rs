@@ -80,7 +80,7 @@ fn check_prop(prop: *const aclrtPhysicalMemProp) -> Result<aclrtPhysicalMemProp,
             p.allocationType
         )));
     }
-    if p.memAttr > ACL_HBM_MEM_P2P_HUGE1G {
+    if p.memAttr > ACL_MEM_P2P_HUGE1G {
         return Err(invalid(format!(
             "prop.memAttr {} is not an aclrtMemAttr",
             p.memAttr
@@ -427,7 +427,7 @@ pub extern "C" fn aclrtGetMemInfo(
     total: *mut usize,
 ) -> aclError {
     acl("aclrtGetMemInfo", || {
-        if attr > ACL_HBM_MEM_P2P_HUGE1G {
+        if attr > ACL_MEM_P2P_HUGE1G {
             return Err(invalid(format!("attr {attr} is not an aclrtMemAttr")));
         }
         if free.is_null() || total.is_null() {
