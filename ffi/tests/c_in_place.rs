@@ -87,8 +87,13 @@ fn every_form(p: u32, device: bool) {
                 "HcclAllGather in place",
             );
             acl_ok(aclrtSynchronizeStream(s), "sync");
-            let want: Vec<i32> = (0..pu).flat_map(|q| (0..c).map(move |i| val(q, i))).collect();
-            assert!(read(buf, pu * c, device) == want, "AllGather p={p} c={c} rank {r}");
+            let want: Vec<i32> = (0..pu)
+                .flat_map(|q| (0..c).map(move |i| val(q, i)))
+                .collect();
+            assert!(
+                read(buf, pu * c, device) == want,
+                "AllGather p={p} c={c} rank {r}"
+            );
             release(buf, device);
 
             // ReduceScatter: recvBuf = sendBuf + rank × recvCount
@@ -102,8 +107,13 @@ fn every_form(p: u32, device: bool) {
             );
             acl_ok(aclrtSynchronizeStream(s), "sync");
             let got = read(buf, pu * c, device);
-            let want: Vec<i32> = (0..c).map(|i| (0..pu).map(|q| val(q, r * c + i)).sum()).collect();
-            assert!(got[r * c..(r + 1) * c] == want, "ReduceScatter p={p} c={c} rank {r}");
+            let want: Vec<i32> = (0..c)
+                .map(|i| (0..pu).map(|q| val(q, r * c + i)).sum())
+                .collect();
+            assert!(
+                got[r * c..(r + 1) * c] == want,
+                "ReduceScatter p={p} c={c} rank {r}"
+            );
             release(buf, device);
 
             // the V forms, uneven blocks with gaps
@@ -143,7 +153,10 @@ fn every_form(p: u32, device: bool) {
             for q in 0..pu {
                 let d = displs[q] as usize;
                 let want: Vec<i32> = (0..counts[q] as usize).map(|i| val(q, i)).collect();
-                assert!(got[d..d + want.len()] == want, "AllGatherV p={p} c={c} block {q}");
+                assert!(
+                    got[d..d + want.len()] == want,
+                    "AllGatherV p={p} c={c} block {q}"
+                );
             }
             release(buf, device);
 
@@ -167,8 +180,13 @@ fn every_form(p: u32, device: bool) {
             );
             acl_ok(aclrtSynchronizeStream(s), "sync");
             let got = read(buf, total, device);
-            let want: Vec<i32> = (0..n).map(|i| (0..pu).map(|q| val(q, off + i)).sum()).collect();
-            assert!(got[off..off + n] == want, "ReduceScatterV p={p} c={c} rank {r}");
+            let want: Vec<i32> = (0..n)
+                .map(|i| (0..pu).map(|q| val(q, off + i)).sum())
+                .collect();
+            assert!(
+                got[off..off + n] == want,
+                "ReduceScatterV p={p} c={c} rank {r}"
+            );
             release(buf, device);
         }
     });
@@ -202,7 +220,9 @@ fn a_misplaced_block_is_refused() {
             assert_eq!(HcclAllGather(wrong, buf, 4, INT32, comm, s), E_PARA);
             let msg = last_error_message().unwrap_or_default();
             assert!(
-                msg.contains("sendBuf must be exactly this rank's block of recvBuf (bytes [16, 32)"),
+                msg.contains(
+                    "sendBuf must be exactly this rank's block of recvBuf (bytes [16, 32)"
+                ),
                 "{msg}"
             );
             assert_eq!(
