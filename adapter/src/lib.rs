@@ -49,6 +49,12 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+// The README's code is compiled and run as doc tests (`cargo test --doc`),
+// so the page a registry shows cannot hold examples that no longer build.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 mod comm;
 mod validate;
 

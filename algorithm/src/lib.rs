@@ -32,6 +32,12 @@
 // here must say `pub(crate)`.
 #![warn(unreachable_pub)]
 
+// The README's code is compiled and run as doc tests (`cargo test --doc`),
+// so the page a registry shows cannot hold examples that no longer build.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 // Public modules: each is a vocabulary a user of this layer writes or
 // reads code in as a whole, so it stays a module rather than a list of
 // re-exports here.

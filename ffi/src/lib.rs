@@ -26,6 +26,12 @@
 // `unsafe`. Rust programs should use hccl-adapter, not these functions.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
+// The README's code is compiled and run as doc tests (`cargo test --doc`),
+// so the page a registry shows cannot hold examples that no longer build.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 pub mod acl;
 mod guard;
 mod handles;

@@ -739,9 +739,10 @@ fn upper_snake(camel: &str) -> String {
     s
 }
 
-/// The workspace's `include/`.
+/// The headers: the workspace's `include/`, which `ffi/include` links to
+/// so that the packaged crate carries them too.
 fn include_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../include")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("include")
 }
 
 /// libclang is loaded once per process; one bindgen run at a time.

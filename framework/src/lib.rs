@@ -15,6 +15,12 @@
 // here must say `pub(crate)`.
 #![warn(unreachable_pub)]
 
+// The README's code is compiled and run as doc tests (`cargo test --doc`),
+// so the page a registry shows cannot hold examples that no longer build.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 mod affinity;
 mod algo_env;
 mod bootstrap;

@@ -9,11 +9,18 @@
 // here must say `pub(crate)`.
 #![warn(unreachable_pub)]
 
+// The README's code is compiled and run as doc tests (`cargo test --doc`),
+// so the page a registry shows cannot hold examples that no longer build.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 mod args;
 mod calibrate;
 mod fused_bench;
 mod fused_plot;
 mod perf;
+mod program;
 mod strays;
 mod sweep_plot;
 
@@ -35,3 +42,5 @@ pub mod netns;
 // `hccl-test`: its flags (hccl_test's) and the sweep it runs.
 pub use args::{Format, PerfArgs};
 pub use perf::run_sweep;
+// The whole `hccl-test` program (its binary and the tests' twin of it).
+pub use program::hccl_test_main;

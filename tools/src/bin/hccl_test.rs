@@ -7,20 +7,6 @@
 
 #![forbid(unsafe_code)]
 
-use clap::Parser;
-use hccl_tools::{run_sweep, PerfArgs};
-
 fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("HCCL_RS_LOG")
-                .unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    let args = PerfArgs::parse();
-    if let Err(e) = run_sweep(&args, &mut std::io::stdout()) {
-        eprintln!("hccl-test: {e}");
-        std::process::exit(1);
-    }
+    hccl_tools::hccl_test_main()
 }
