@@ -62,7 +62,13 @@ fn a_c_program_uses_the_constants_and_every_event_flag() {
         "{cc} failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let run = Command::new(&exe).output().expect("run the C program");
+    // the library of this build, whatever LD_LIBRARY_PATH cargo set: the
+    // linker writes a RUNPATH, which LD_LIBRARY_PATH would override with a
+    // stale copy one directory up
+    let run = Command::new(&exe)
+        .env("LD_LIBRARY_PATH", &lib)
+        .output()
+        .expect("run the C program");
     let _ = std::fs::remove_file(&exe);
     let (stdout, stderr) = (
         String::from_utf8_lossy(&run.stdout),
