@@ -355,3 +355,12 @@ if __name__ == "__main__":
         "monitored_missing": monitored_missing,
     })
     sys.stdout.flush()
+    sys.stderr.flush()
+    # Leave without interpreter finalization: once in CI (1 of 17 runs of
+    # these scenarios; 0 of 32 reruns of that one, Gloo or hccl_rs, idle or
+    # loaded) a rank of the DCP scenario aborted *after* finishing and
+    # printing "ok" ("terminate called without an active exception": a
+    # thread torn down in a C++ frame at finalization). These tests check
+    # training results; clean exit after async ops is test_torch.py's
+    # test_exit_after_a_future.
+    os._exit(0)
