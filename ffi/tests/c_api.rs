@@ -22,27 +22,6 @@ fn dev_zeroed(bytes: usize) -> *mut c_void {
     p
 }
 
-/// Runs `f(rank, comm, stream)` on one thread per rank (device = rank).
-fn per_rank(p: u32, f: impl Fn(u32, HcclComm, aclrtStream) + Sync) {
-    let comms = init_all(p);
-    std::thread::scope(|s| {
-        for (r, &c) in comms.iter().enumerate() {
-            let f = &f;
-            s.spawn(move || {
-                acl_ok(aclrtSetDevice(r as i32), "aclrtSetDevice");
-                let mut stream = null_mut();
-                acl_ok(aclrtCreateStream(&mut stream), "aclrtCreateStream");
-                f(r as u32, c as HcclComm, stream);
-                acl_ok(aclrtSynchronizeStream(stream), "final sync");
-                acl_ok(aclrtDestroyStream(stream), "aclrtDestroyStream");
-            });
-        }
-    });
-    for c in comms {
-        ok(HcclCommDestroy(c as HcclComm), "HcclCommDestroy");
-    }
-}
-
 fn sync(stream: aclrtStream) {
     acl_ok(aclrtSynchronizeStream(stream), "aclrtSynchronizeStream");
 }

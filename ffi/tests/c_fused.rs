@@ -19,27 +19,6 @@ const INT32: u32 = 2;
 const FP32: u32 = 4;
 const BF16: u32 = 11;
 
-/// Runs `f(rank, comm, stream)` on one thread per rank (device = rank).
-fn per_rank(p: u32, f: impl Fn(u32, HcclComm, aclrtStream) + Sync) {
-    let comms = init_all(p);
-    std::thread::scope(|s| {
-        for (r, &c) in comms.iter().enumerate() {
-            let f = &f;
-            s.spawn(move || {
-                acl_ok(aclrtSetDevice(r as i32), "aclrtSetDevice");
-                let mut stream = null_mut();
-                acl_ok(aclrtCreateStream(&mut stream), "aclrtCreateStream");
-                f(r as u32, c as HcclComm, stream);
-                acl_ok(aclrtSynchronizeStream(stream), "final sync");
-                acl_ok(aclrtDestroyStream(stream), "aclrtDestroyStream");
-            });
-        }
-    });
-    for c in comms {
-        ok(HcclCommDestroy(c as HcclComm), "HcclCommDestroy");
-    }
-}
-
 fn dev_zeroed(bytes: usize) -> *mut c_void {
     let mut p = null_mut();
     acl_ok(aclrtMalloc(&mut p, bytes.max(1), 0), "aclrtMalloc");

@@ -11,9 +11,7 @@ use common::*;
 use hccl::acl::*;
 use hccl::hccl::*;
 use hccl::last_error_message;
-use hccl::types::*;
 use std::ffi::c_void;
-use std::ptr::null_mut;
 
 const E_PARA: u32 = 1;
 const INT32: u32 = 2;
@@ -21,26 +19,6 @@ const SUM: u32 = 0;
 
 fn val(r: usize, i: usize) -> i32 {
     ((r * 7919 + i * 13) % 100_003) as i32
-}
-
-/// Runs `f(rank, comm, stream)` on one thread per rank.
-fn per_rank(p: u32, f: impl Fn(usize, HcclComm, aclrtStream) + Sync) {
-    let comms = init_all(p);
-    std::thread::scope(|s| {
-        for (r, &c) in comms.iter().enumerate() {
-            let f = &f;
-            s.spawn(move || {
-                acl_ok(aclrtSetDevice(r as i32), "aclrtSetDevice");
-                let mut stream = null_mut();
-                acl_ok(aclrtCreateStream(&mut stream), "aclrtCreateStream");
-                f(r, c as HcclComm, stream);
-                acl_ok(aclrtDestroyStream(stream), "aclrtDestroyStream");
-            });
-        }
-    });
-    for c in comms {
-        ok(HcclCommDestroy(c as HcclComm), "HcclCommDestroy");
-    }
 }
 
 /// A buffer of `data`: aclrtMalloc memory, or host memory the caller owns
@@ -72,7 +50,7 @@ fn release(p: *mut c_void, device: bool) {
 
 fn every_form(p: u32, device: bool) {
     per_rank(p, |r, comm, s| {
-        let pu = p as usize;
+        let (r, pu) = (r as usize, p as usize);
         for c in [1usize, 1003, 300_001] {
             // AllGather: sendBuf = recvBuf + rank × sendCount
             let mut init = vec![-1i32; pu * c];

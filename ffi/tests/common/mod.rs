@@ -59,3 +59,26 @@ pub fn init_all(p: u32) -> Vec<usize> {
     );
     comms.into_iter().map(|c| c as usize).collect()
 }
+
+/// Runs `f(rank, comm, stream)` on one thread per rank (device = rank),
+/// each with a stream of its own synchronized at the end; destroys the
+/// communicators after.
+pub fn per_rank(p: u32, f: impl Fn(u32, HcclComm, aclrtStream) + Sync) {
+    let comms = init_all(p);
+    std::thread::scope(|s| {
+        for (r, &c) in comms.iter().enumerate() {
+            let f = &f;
+            s.spawn(move || {
+                acl_ok(aclrtSetDevice(r as i32), "aclrtSetDevice");
+                let mut stream = null_mut();
+                acl_ok(aclrtCreateStream(&mut stream), "aclrtCreateStream");
+                f(r as u32, c as HcclComm, stream);
+                acl_ok(aclrtSynchronizeStream(stream), "final sync");
+                acl_ok(aclrtDestroyStream(stream), "aclrtDestroyStream");
+            });
+        }
+    });
+    for c in comms {
+        ok(HcclCommDestroy(c as HcclComm), "HcclCommDestroy");
+    }
+}
