@@ -14,6 +14,7 @@ pub mod fp8;
 pub mod guide_executor;
 pub mod in_place;
 pub mod registered;
+pub mod root_ahead;
 
 pub use hccl_tools::check::{expected_value, input_value, CheckElem as TestElem};
 use std::time::Duration;

@@ -415,6 +415,22 @@ fn a_root_runs_ahead_of_its_peers_and_every_result_is_exact() {
     });
 }
 
+/// Issue 30: a root 300 rooted ops (past the 256 header slots) ahead of
+/// peers that sleep, at every size class, p = 2..9 (threads; the root is
+/// the last rank, then rank 0), every result exact.
+#[test]
+fn a_root_300_ops_ahead_of_sleeping_peers_at_p_2_to_9() {
+    for p in 2..=9u32 {
+        for root in [p - 1, 0] {
+            let comms = comms(p, &[]);
+            run_ranks(p, Duration::from_secs(120), move |r| {
+                hccl_tests::root_ahead::run(&comms[r as usize], root, Duration::from_millis(100))
+                    .unwrap_or_else(|e| panic!("{e}"));
+            });
+        }
+    }
+}
+
 #[test]
 fn a_gather_whose_peer_never_calls_times_out_naming_it() {
     let comms = comms(3, &[("HCCL_EXEC_TIMEOUT", "1")]);

@@ -243,6 +243,10 @@ fn run(mode: &str, rank: u32, size: u32, dir: &str, scenario: &str) -> hccl_adap
         }
         "soak" => return soak(&c, &s, rank, size),
         "fp8" => return hccl_tests::fp8::run(&c, &[1, 1000, 300_001]),
+        // issue 30: the root 300 rooted ops ahead of sleeping peers
+        "root_ahead" => {
+            return hccl_tests::root_ahead::run(&c, size - 1, Duration::from_millis(300));
+        }
         // issue 31: in-place AllGather(V) / ReduceScatter(V), unregistered
         // (op-base) and registered (graph mode) buffers
         "in_place" => {
