@@ -414,6 +414,14 @@ impl HcclComm {
     /// runs these forms (the simulator checks each one in place); any
     /// other overlap would have the op read what it already overwrote.
     fn check_in_place(&self, call: &Call<'_>, input: &DeviceMem, output: &DeviceMem) -> Result<()> {
+        if call.in_place {
+            if input.same_range(output) {
+                return Ok(());
+            }
+            return Err(HcclError::para(
+                "sendBuf and recvBuf partly overlap (in place, they must be the same memory)",
+            ));
+        }
         let u = call.dtype.size() as u64;
         let r = self.rank() as usize;
         let block = |v: &Option<VCounts>, fixed: u64| -> u64 {
@@ -424,14 +432,6 @@ impl HcclComm {
         // (the larger buffer, its block that may be the smaller one, what
         // that block is called)
         let (outer, inner, at, what) = match call.op_type {
-            _ if call.in_place => {
-                if input.same_range(output) {
-                    return Ok(());
-                }
-                return Err(HcclError::para(
-                    "sendBuf and recvBuf partly overlap (in place, they must be the same memory)",
-                ));
-            }
             OpType::AllGather | OpType::AllGatherV => (
                 output,
                 input,

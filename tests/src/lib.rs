@@ -127,3 +127,63 @@ pub fn stdout_of_all(
         })
         .collect()
 }
+
+/// (exit code, stdout, stderr) of one rank process.
+pub type RankOutcome = (Option<i32>, String, String);
+
+/// Runs `n` rank processes of `worker` (the `hccl-mp-worker` binary) with
+/// `scenario`, meeting through root info in a fresh temporary directory,
+/// with `env` added; waits up to `limit` for all (a hang fails the test,
+/// and the ranks are killed whatever happens) and returns each rank's
+/// outcome. The directory is removed afterwards.
+pub fn run_worker_ranks(
+    worker: &str,
+    n: u32,
+    scenario: &str,
+    env: &[(&str, &str)],
+    limit: Duration,
+) -> Vec<RankOutcome> {
+    let dir = std::env::temp_dir().join(format!("hccl-{scenario}-{n}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.to_string_lossy().into_owned();
+    let mut ranks = Ranks(
+        (0..n)
+            .map(|r| {
+                std::process::Command::new(worker)
+                    .args(["root_info", &r.to_string(), &n.to_string(), &d, scenario])
+                    .env("HCCL_IF_IP", "127.0.0.1")
+                    .envs(env.iter().copied())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .expect("spawn worker")
+            })
+            .collect(),
+    );
+    let deadline = std::time::Instant::now() + limit;
+    while !ranks
+        .0
+        .iter_mut()
+        .all(|c| c.try_wait().ok().flatten().is_some())
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{scenario} p={n}: the ranks did not end within {limit:?} (hang)"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = std::mem::take(&mut ranks.0)
+        .into_iter()
+        .map(|c| {
+            let o = c.wait_with_output().expect("output");
+            (
+                o.status.code(),
+                String::from_utf8_lossy(&o.stdout).into_owned(),
+                String::from_utf8_lossy(&o.stderr).into_owned(),
+            )
+        })
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    out
+}

@@ -7,10 +7,9 @@
 //! (`in_place_through_every_executor` in hccl-algorithm).
 
 use hccl_adapter::{CommConfig, DataType, DeviceMem, HcclComm, HcclResult, ReduceOp};
-use hccl_tests::{run_ranks, Ranks};
-use std::process::{Command, Stdio};
+use hccl_tests::run_ranks;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn config() -> CommConfig {
     CommConfig::from_source(&[("HCCL_BUFFSIZE", "1"), ("HCCL_EXEC_TIMEOUT", "20")][..]).unwrap()
@@ -44,54 +43,19 @@ const WORKER: &str = env!("CARGO_BIN_EXE_hccl-mp-worker");
 #[test]
 fn processes_p2_p3_p4() {
     for n in [2u32, 3, 4] {
-        let dir = std::env::temp_dir().join(format!("hccl-in-place-{n}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let d = dir.to_string_lossy().into_owned();
-        // killed on drop, should an assertion below fail first
-        let mut ranks = Ranks(
-            (0..n)
-                .map(|r| {
-                    Command::new(WORKER)
-                        .args(["root_info", &r.to_string(), &n.to_string(), &d, "in_place"])
-                        .env("HCCL_EXEC_TIMEOUT", "20")
-                        .env("HCCL_CONNECT_TIMEOUT", "20")
-                        .env("HCCL_BUFFSIZE", "1")
-                        .env("HCCL_IF_IP", "127.0.0.1")
-                        .stdout(Stdio::piped())
-                        .stderr(Stdio::piped())
-                        .spawn()
-                        .expect("spawn worker")
-                })
-                .collect(),
-        );
-        let deadline = Instant::now() + Duration::from_secs(90);
-        while !ranks
-            .0
-            .iter_mut()
-            .all(|c| c.try_wait().ok().flatten().is_some())
-        {
-            assert!(Instant::now() < deadline, "p={n}: the ranks hang");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let results: Vec<_> = std::mem::take(&mut ranks.0)
-            .into_iter()
-            .map(|c| {
-                let o = c.wait_with_output().unwrap();
-                (
-                    o.status.code(),
-                    String::from_utf8_lossy(&o.stdout).into_owned(),
-                    String::from_utf8_lossy(&o.stderr).into_owned(),
-                )
-            })
-            .collect();
+        let env = [
+            ("HCCL_EXEC_TIMEOUT", "20"),
+            ("HCCL_CONNECT_TIMEOUT", "20"),
+            ("HCCL_BUFFSIZE", "1"),
+        ];
+        let results =
+            hccl_tests::run_worker_ranks(WORKER, n, "in_place", &env, Duration::from_secs(90));
         assert!(
             results
                 .iter()
                 .all(|(c, out, _)| *c == Some(0) && out.trim() == "OK"),
             "p={n}: (exit code, stdout, stderr) by rank: {results:#?}"
         );
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
 
