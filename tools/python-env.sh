@@ -34,8 +34,10 @@ for pkg in numpy pytest pytest_timeout maturin torch lightning; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "python-env: installing ${want[*]} (torch is large: a few GB the first time)"
-  "$py" -m pip install -q --disable-pip-version-check --upgrade pip
-  "$py" -m pip install -q --disable-pip-version-check "${want[@]}"
+  "$py" -m pip install -q --disable-pip-version-check --no-cache-dir --upgrade pip
+  # --no-cache-dir: torch and its CUDA wheels would otherwise sit twice on
+  # disk (~3 GB in pip's cache besides the venv)
+  "$py" -m pip install -q --disable-pip-version-check --no-cache-dir "${want[@]}"
 fi
 if [ "$build" = 1 ]; then
   echo "python-env: building and installing ./python"

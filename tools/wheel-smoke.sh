@@ -29,7 +29,7 @@ if "${clean[@]}" sh -c 'command -v cargo || command -v rustc' >/dev/null; then
   echo "wheel-smoke: a Rust toolchain is still on the clean PATH" >&2
   exit 1
 fi
-"${clean[@]}" python -m pip install -q --disable-pip-version-check --only-binary :all: "$wheel" numpy
+"${clean[@]}" python -m pip install -q --disable-pip-version-check --no-cache-dir --only-binary :all: "$wheel" numpy
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"; pkill -9 -f "$tmp/smoke.py" 2>/dev/null || true' EXIT
