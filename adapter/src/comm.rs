@@ -13,6 +13,7 @@ mod batch;
 mod capture_fuse;
 mod group;
 mod memory;
+mod repeat;
 pub use batch::{SendRecvItem, SendRecvKind};
 pub use capture_fuse::CAPTURE_FUSE_MAX_BYTES;
 pub use group::{
@@ -35,6 +36,8 @@ pub struct HcclComm {
     /// Op tags by op code (`AllReduce_<comm name>`, ...), built once: a
     /// small op repeated in a loop should not format a string per call.
     tags: Arc<[TagSlot; OpType::CODES]>,
+    /// The last repeatable call of each op code (`comm/repeat.rs`).
+    repeats: Arc<repeat::RepeatSlots>,
 }
 
 impl HcclComm {
@@ -44,6 +47,7 @@ impl HcclComm {
             barrier_buf: Arc::default(),
             batch: Arc::default(),
             tags: Arc::default(),
+            repeats: Arc::default(),
         }
     }
 
@@ -303,6 +307,12 @@ impl HcclComm {
     /// Validates a call and hands it to the framework. Nothing is enqueued
     /// unless every check passes.
     fn submit(&self, call: Call<'_>, stream: &Stream) -> Result<()> {
+        // read before anything is decided from registrations (the mode)
+        let epoch = hccl_platform::registration_epoch();
+        if let Some(r) = self.try_repeat(&call, stream, epoch) {
+            return r;
+        }
+        let key = repeat::CallKey::of(&call, stream, epoch);
         let tag = self.tag(&call);
         let ctx = |e: HcclError| e.rank(self.rank()).tag(&**tag).during(call.api);
         // the type first, as HCCL's CheckDataType: FP8 formats are moved,
@@ -403,7 +413,7 @@ impl HcclComm {
         if stream.is_capturing() && capture_fuse::defer(self, &param, stream)? {
             return Ok(());
         }
-        self.inner.exec_op(&param)
+        self.exec_keeping_repeat(&param, key)
     }
 
     /// Checks that overlapping `input` and `output` are the op's in-place

@@ -19,6 +19,16 @@ use smallvec::SmallVec;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+// The repeat path: an op run again with the same arguments, as its
+// executor prepared it.
+mod repeat;
+pub use repeat::RepeatOp;
+
+/// Why an op is refused on an aborted communicator.
+fn aborted_error(reason: &str) -> HcclError {
+    HcclError::suspending(format!("the communicator was aborted: {reason}"))
+}
+
 /// A group of ranks that are threads of this process (HCCL's
 /// `HcclCommInitAll` case, or threads each calling init with one root).
 ///
@@ -641,13 +651,19 @@ impl Communicator {
     /// records) with the executor `executor`, whatever `HCCL_RS_EXECUTOR`
     /// or `HCCL_ALGO` force for user ops.
     pub(crate) fn exec_internal(&self, param: &OpParam, executor: &str) -> Result<()> {
-        self.exec_op_as(param, Some(executor))
+        self.exec_op_as(param, Some(executor)).map(|_| ())
     }
 
     /// Runs one op: select an executor, get (or reuse) its resources for
     /// the op's tag, and let it orchestrate the op on `param.stream`.
     /// The caller has validated the user arguments.
     pub fn exec_op(&self, param: &OpParam) -> Result<()> {
+        self.exec_op_index(param).map(|_| ())
+    }
+
+    /// [`exec_op`](Self::exec_op), returning the index of the cached op
+    /// that ran it.
+    fn exec_op_index(&self, param: &OpParam) -> Result<usize> {
         param
             .op_type
             .check_dtype(param.dtype)
@@ -678,7 +694,9 @@ impl Communicator {
         );
     }
 
-    fn exec_op_as(&self, param: &OpParam, forced: Option<&str>) -> Result<()> {
+    /// Runs `param` (with the executor `forced`, if any); the index of
+    /// the cached op that ran it.
+    fn exec_op_as(&self, param: &OpParam, forced: Option<&str>) -> Result<usize> {
         let ctx = |e: HcclError| e.rank(self.rank).tag(&**param.tag);
         if param.stream.device().uid() != self.device.uid() {
             return Err(ctx(HcclError::para(format!(
@@ -700,9 +718,7 @@ impl Communicator {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let st = &mut *st;
         if let Some(r) = &st.aborted {
-            return Err(ctx(HcclError::suspending(format!(
-                "the communicator was aborted: {r}"
-            ))));
+            return Err(ctx(aborted_error(r)));
         }
         // the adapter hands the same tag object for a repeated op: a
         // pointer comparison instead of a string comparison
@@ -725,9 +741,9 @@ impl Communicator {
                 mode: WorkflowMode::OpBase,
                 ..param.clone()
             };
-            return self.run_cached(st, idx, &op_base).map_err(ctx);
+            return self.run_cached(st, idx, &op_base).map_err(ctx).map(|_| idx);
         }
-        self.run_cached(st, idx, param).map_err(ctx)
+        self.run_cached(st, idx, param).map_err(ctx).map(|_| idx)
     }
 
     /// Selects the executor for `param` and finds its cached op, or

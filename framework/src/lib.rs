@@ -45,7 +45,7 @@ mod tuning;
 // (`Communicator::init_all`, `InProcGroup`), or processes on one or many
 // hosts (`Communicator::init_root_info`, `init_cluster_info`,
 // `init_from_env`, in `multi_process.rs`).
-pub use communicator::{Communicator, InProcGroup};
+pub use communicator::{Communicator, InProcGroup, RepeatOp};
 // The flight recorder: the last ops of each communicator, dumped as JSON.
 pub use flight::{
     dump_all as dump_flight_recorders, FlightRecorder, FrDump, FrEntry, FrTicket, FrWait, FrWriter,

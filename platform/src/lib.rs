@@ -44,12 +44,13 @@ pub use error::{ErrorContext, HcclError, HcclResult, Result};
 pub use mem::cma::permitted as cross_memory_attach_permitted;
 pub use mem::{
     shm_segment_name, DeviceBuffer, DeviceMem, MemKind, PinnedMem, RegionKind, SharedCounter,
-    SHM_PREFIX,
+    WeakMem, SHM_PREFIX,
 };
 // Shareable memory: handles peers of the host map it by, the shared
 // cache of mapped peer regions, and how peers' buffers were reached.
 pub use mem::{
-    imported_regions, imports_mapped, peer_access_stats, ImportOwner, MemHandle, PeerAccessStats,
+    imported_regions, imports_mapped, peer_access_stats, registration_epoch, ImportOwner,
+    MemHandle, PeerAccessStats,
 };
 
 // Streams: ordered asynchronous task queues, their driver, notifies, and
@@ -78,7 +79,7 @@ pub use link::{
 #[cfg(feature = "ibverbs")]
 pub use link::{IbvLink, IbvTransport, IBVERBS_SCORE};
 
-pub use aiv::{AivBoards, AivKind, AivLaunch, AIV_MAX_BYTES};
+pub use aiv::{AivBoards, AivKind, AivLaunch, AivPlan, AIV_MAX_BYTES};
 
 // Reduce kernels and the park/wake primitive, for layers that run plans
 // without streams (the algorithm crate's simulator).

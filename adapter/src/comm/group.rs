@@ -101,6 +101,11 @@ pub fn group<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
     Ok(r)
 }
 
+/// Whether this thread is in a group (its ops are deferred).
+pub(super) fn active() -> bool {
+    GROUP.with(|g| g.borrow().depth > 0)
+}
+
 /// Defers `param` of `comm` if this thread is in a group; returns
 /// whether it did.
 pub(super) fn defer(comm: &HcclComm, param: &OpParam<'_>) -> bool {

@@ -11,12 +11,12 @@
 //! one host (every link must reach the boards) and payloads of at most
 //! [`AIV_MAX_BYTES`] per rank ([`aiv_payload_bytes`]).
 
-use super::{all_peers, check_op, flat_request, CollExecutor, Named};
+use super::{all_peers, check_op, flat_request, CollExecutor, Named, RepeatLaunch};
 use crate::op::{DescriptorCache, OpParam, OpType};
 use crate::resource::{AlgResourceRequest, AlgResourceResponse};
 use crate::topo::{CommPlane, TopoInfo};
 pub use hccl_platform::AIV_MAX_BYTES;
-use hccl_platform::{AivBoards, AivKind, AivLaunch};
+use hccl_platform::{AivBoards, AivKind, AivLaunch, AivPlan, DeviceMem, Stream};
 use hccl_platform::{HcclError, Result};
 use std::sync::Arc;
 
@@ -105,6 +105,48 @@ impl CollExecutor for AivExecutor {
     }
 
     fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+        let s = &param.stream;
+        self.build(
+            param,
+            res,
+            |output, input| {
+                // one rank: the output is the input (a Broadcast's buffer
+                // already is)
+                if !output.is_empty() && !input.same_range(output) {
+                    s.memcpy_async(output, input)?;
+                }
+                Ok(())
+            },
+            |task| s.aiv_launch(task),
+        )
+    }
+
+    /// The kernel, prepared: its launch is a few loads and stores (one
+    /// rank's copy has nothing to gain).
+    fn repeat_plan(
+        &mut self,
+        param: &OpParam,
+        res: &AlgResourceResponse,
+    ) -> Result<Option<Box<dyn RepeatLaunch>>> {
+        self.build(
+            param,
+            res,
+            |_, _| Ok(None),
+            |task| Ok(Some(Box::new(task.plan()) as Box<dyn RepeatLaunch>)),
+        )
+    }
+}
+
+impl AivExecutor {
+    /// Checks `param` and builds its kernel, handed to `kernel`; with one
+    /// rank, `local` gets the output and input instead (no kernel).
+    fn build<R>(
+        &mut self,
+        param: &OpParam,
+        res: &AlgResourceResponse,
+        local: impl FnOnce(&DeviceMem, &DeviceMem) -> Result<R>,
+        kernel: impl FnOnce(AivLaunch<'_>) -> Result<R>,
+    ) -> Result<R> {
         let name = self.named.name;
         check_op(name, self.named.op, param)?;
         let p = self.named.topo.user_rank_size;
@@ -119,18 +161,12 @@ impl CollExecutor for AivExecutor {
             )));
         }
         let block = (param.count * param.dtype.size() as u64) as usize;
-        let s = &param.stream;
         // the adapter passes exactly the op's bytes: take a sub-range (a
         // reference count) only when the caller passed more
         let input = param.input.prefix(kind.publish_len(me, p, block))?;
         let output = param.output.prefix(kind.output_len(me, p, block))?;
         if p == 1 {
-            // one rank: the output is the input (a Broadcast's buffer
-            // already is)
-            if !output.is_empty() && !input.same_range(&output) {
-                s.memcpy_async(&output, &input)?;
-            }
-            return Ok(());
+            return local(&output, &input);
         }
         let boards = match &self.boards {
             Some(b) => b,
@@ -145,7 +181,18 @@ impl CollExecutor for AivExecutor {
             }
         };
         let desc = self.desc.get(param, res.ccl_input.len() as u64);
-        let task = AivLaunch::new(kind, boards, (&input, &output), block, &desc)?;
-        s.aiv_launch(task)
+        kernel(AivLaunch::new(
+            kind,
+            boards,
+            (&input, &output),
+            block,
+            &desc,
+        )?)
+    }
+}
+
+impl RepeatLaunch for AivPlan {
+    fn launch(&self, stream: &Stream, input: &DeviceMem, output: &DeviceMem) -> Result<()> {
+        AivPlan::launch(self, stream, input, output)
     }
 }

@@ -112,4 +112,36 @@ pub trait CollExecutor: Send {
     fn supports_graph(&self) -> bool {
         false
     }
+
+    /// The op [`orchestrate`](Self::orchestrate) just ran for `param`,
+    /// prepared to run again with exactly the same arguments (buffers,
+    /// count, type, root, mode) as a few loads and stores: the framework's
+    /// repeat path launches it instead of orchestrating again when a
+    /// caller repeats the op. `None` (the default) when the executor
+    /// cannot (its tasks depend on more than the arguments, or there is
+    /// nothing to gain); asked only after a successful orchestration.
+    fn repeat_plan(
+        &mut self,
+        param: &OpParam,
+        res: &AlgResourceResponse,
+    ) -> Result<Option<Box<dyn RepeatLaunch>>> {
+        let _ = (param, res);
+        Ok(None)
+    }
+}
+
+/// An op prepared by an executor to run again on the same arguments (see
+/// [`CollExecutor::repeat_plan`]). Each launch enqueues the whole op on
+/// `stream`, as the orchestration it repeats did. It holds no user
+/// memory (a cached plan must not keep a freed buffer alive): every
+/// launch is handed the op's input and output, exactly what
+/// [`OpParam::input`] and [`OpParam::output`] were.
+pub trait RepeatLaunch: Send + Sync + std::fmt::Debug {
+    /// Enqueues the op once more on `stream`, on `input` and `output`.
+    fn launch(
+        &self,
+        stream: &hccl_platform::Stream,
+        input: &hccl_platform::DeviceMem,
+        output: &hccl_platform::DeviceMem,
+    ) -> Result<()>;
 }

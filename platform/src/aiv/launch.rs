@@ -166,6 +166,19 @@ impl Launch for AivLaunch<'_> {
     /// a graph is not queued work).
     fn capture(&self) -> Box<dyn Relaunch> {
         Box::new(AivRelaunch {
+            plan: self.plan(),
+            input: self.input.clone(),
+            output: self.output.clone(),
+        })
+    }
+}
+
+impl AivLaunch<'_> {
+    /// This kernel, fresh (before its first poll) and without its memory:
+    /// an [`AivPlan`] that launches the same kernel again on the memory
+    /// it is handed.
+    pub fn plan(&self) -> AivPlan {
+        AivPlan {
             progress: Progress {
                 seq: 0,
                 next: 0,
@@ -173,34 +186,60 @@ impl Launch for AivLaunch<'_> {
                 ..self.progress
             },
             boards: self.boards.clone(),
-            input: self.input.clone(),
-            output: self.output.clone(),
+            output_len: self.output.len(),
+        }
+    }
+}
+
+/// An AIV kernel prepared once and launched any number of times, each
+/// launch a fresh kernel: what an executor hands the framework for an op
+/// repeated with the same arguments (the repeat path: no validation, no
+/// descriptor, no allocation per launch), and, with its memory, what a
+/// captured graph replays. It holds no memory: every launch is handed
+/// the op's input and output, of which the kernel uses the first bytes
+/// (as many as when it was built). Every launch goes through
+/// [`Stream::aiv_launch`], so a kernel whose peers have published
+/// completes inside the launch, never boxed, and takes the next sequence
+/// number on the boards when it publishes, like any kernel: the ranks
+/// launch the same ops in the same order.
+#[derive(Debug)]
+pub struct AivPlan {
+    progress: Progress,
+    boards: Arc<AivBoards>,
+    output_len: usize,
+}
+
+impl AivPlan {
+    /// Launches the kernel once more on `stream`, publishing the first
+    /// bytes of `input` and writing the first bytes of `output` (as many
+    /// as the kernel it was made from; `HCCL_E_PARA` if either is
+    /// shorter). See [`Stream::aiv_launch`].
+    pub fn launch(&self, stream: &Stream, input: &DeviceMem, output: &DeviceMem) -> Result<()> {
+        let input = input.prefix(self.progress.len)?;
+        let output = output.prefix(self.output_len)?;
+        stream.aiv_launch(AivLaunch {
+            progress: self.progress,
+            boards: &self.boards,
+            input: &input,
+            output: &output,
         })
     }
 }
 
-/// A captured AIV kernel: every replay launches it again, fresh, as an
-/// [`AivLaunch`] borrowing the memory held here, through the same inline
-/// launch path as the original (so a replayed kernel whose peers have
-/// published completes inside the launch, never boxed). It takes the next
-/// sequence number on the boards when it publishes, like any kernel: the
-/// ranks replay the same ops in the same order.
+/// A captured AIV kernel: its plan and the memory it runs on, launched
+/// again at every replay through the same inline launch path as the
+/// original (so a replayed kernel whose peers have published completes
+/// inside the launch, never boxed).
 #[derive(Debug)]
 struct AivRelaunch {
-    progress: Progress,
-    boards: Arc<AivBoards>,
+    plan: AivPlan,
     input: DeviceMem,
     output: DeviceMem,
 }
 
 impl Relaunch for AivRelaunch {
     fn relaunch(&self, stream: &Stream) -> Result<()> {
-        stream.aiv_launch(AivLaunch {
-            progress: self.progress,
-            boards: &self.boards,
-            input: &self.input,
-            output: &self.output,
-        })
+        self.plan.launch(stream, &self.input, &self.output)
     }
 
     fn references(&self, m: &DeviceMem) -> bool {

@@ -68,7 +68,7 @@ mod settle;
 
 pub use board::{AivBoards, AIV_MAX_BYTES};
 pub use kernel::AivKind;
-pub use launch::AivLaunch;
+pub use launch::{AivLaunch, AivPlan};
 
 #[doc = include_str!("PROTOCOL.md")]
 pub mod protocol {}

@@ -6,7 +6,7 @@ use crate::mem::import::MemHandle;
 use crate::mem::region::{Region, RegionKind};
 use crate::mem::shareable::Mark;
 use crate::mem::shm::ShmSegment;
-use crate::sync::Arc;
+use crate::sync::{Arc, Weak};
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 
@@ -20,6 +20,28 @@ pub struct DeviceMem {
     region: Arc<Region>,
     offset: usize,
     len: usize,
+}
+
+/// A range of memory named without being kept: a cache that remembers
+/// which buffer an op ran on ([`DeviceMem::downgrade`]) must not keep
+/// the user's freed buffer mapped. While the weak handle lives, no other
+/// region can take its region's place, so [`WeakMem::is`] never mistakes
+/// a new allocation at the same address for the old one.
+#[derive(Clone, Debug)]
+pub struct WeakMem {
+    region: Weak<Region>,
+    offset: usize,
+    len: usize,
+}
+
+impl WeakMem {
+    /// Whether `m` is exactly this range (of the same, still living,
+    /// region).
+    pub fn is(&self, m: &DeviceMem) -> bool {
+        std::ptr::eq(self.region.as_ptr(), Arc::as_ptr(&m.region))
+            && self.offset == m.offset
+            && self.len == m.len
+    }
 }
 
 impl std::fmt::Debug for DeviceMem {
@@ -284,6 +306,16 @@ impl DeviceMem {
     /// Whether both handles are in the same region.
     pub fn same_region(&self, other: &DeviceMem) -> bool {
         Arc::ptr_eq(&self.region, &other.region)
+    }
+
+    /// A handle that names this range without keeping its memory (see
+    /// [`WeakMem`]).
+    pub fn downgrade(&self) -> WeakMem {
+        WeakMem {
+            region: Arc::downgrade(&self.region),
+            offset: self.offset,
+            len: self.len,
+        }
     }
 
     /// Whether both handles cover exactly the same bytes.

@@ -18,11 +18,12 @@ mod shareable;
 mod shm;
 
 pub use counter::SharedCounter;
-pub use device_mem::{DeviceBuffer, DeviceMem, PinnedMem};
+pub use device_mem::{DeviceBuffer, DeviceMem, PinnedMem, WeakMem};
 pub use import::{imported_regions, imports_mapped, ImportOwner, MemHandle};
 pub use kind::MemKind;
 pub use peer_stats::{peer_access_stats, PeerAccessStats};
 pub use region::RegionKind;
+pub use shareable::registration_epoch;
 pub use shm::{shm_segment_name, SHM_PREFIX};
 
 pub(crate) use device_mem::{copy_mem, copy_view, reduce_mem, reduce_view, MemView};

@@ -37,6 +37,20 @@ use std::os::fd::AsRawFd;
 /// `/proc/<pid>/fd` as `/memfd:hccl-rs-shareable`).
 const MEMFD_NAME: &str = "hccl-rs-shareable";
 
+/// Registrations and deregistrations of memory ranges in this process so
+/// far (any allocation, any domain). A std atomic, not the loom-modelled
+/// one: a process-wide counter in a static.
+static REGISTRATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A number that changes whenever any range of any allocation of this
+/// process is registered with or deregistered from a domain. Whether
+/// memory is registered decides how an op on it runs (graph or op-base
+/// mode); a caller that cached that decision (the adapter's repeat path)
+/// keeps it only while this number stays the same.
+pub fn registration_epoch() -> u64 {
+    REGISTRATIONS.load(std::sync::atomic::Ordering::Acquire)
+}
+
 /// A range registered with a domain (a communicator).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Mark {
@@ -142,6 +156,7 @@ impl Shareable {
         }
         marks.push(m);
         self.marked.store(marks.len(), Ordering::Release);
+        REGISTRATIONS.fetch_add(1, std::sync::atomic::Ordering::Release);
         Ok(())
     }
 
@@ -152,6 +167,7 @@ impl Shareable {
             Some(i) => {
                 marks.swap_remove(i);
                 self.marked.store(marks.len(), Ordering::Release);
+                REGISTRATIONS.fetch_add(1, std::sync::atomic::Ordering::Release);
                 true
             }
             None => false,
