@@ -173,6 +173,9 @@ struct CachedOp {
     peers: Vec<LinkHandle>,
     /// The descriptor of the last run (for the consistency check).
     desc: DescriptorCache,
+    /// An empty range: what the response's `param_input` and
+    /// `param_output` hold between ops.
+    none: DeviceMem,
 }
 
 struct CommState {
@@ -225,6 +228,8 @@ pub struct Communicator {
     /// sub-communicator shares its parent's device and timeline).
     trace_file: Option<std::path::PathBuf>,
     /// Ops issued, numbering the op spans of a timeline.
+    /// Ops run by the repeat path (`communicator/repeat.rs`).
+    repeated: AtomicU64,
     ops_traced: AtomicU64,
 }
 
@@ -303,6 +308,7 @@ impl Communicator {
             flight,
             trace_file,
             ops_traced: Default::default(),
+            repeated: Default::default(),
             rank,
             size: topo.user_rank_size,
             hosts,
@@ -808,6 +814,7 @@ impl Communicator {
                     label,
                     peers,
                     desc: DescriptorCache::default(),
+                    none: DeviceMem::null(),
                 });
                 st.ops.len() - 1
             }
@@ -841,14 +848,10 @@ impl Communicator {
     /// Runs the cached op `idx` for `param`.
     fn run_cached(&self, st: &mut CommState, idx: usize, param: &OpParam) -> Result<()> {
         let op = &mut st.ops[idx];
-        // a repeated op usually runs on the same buffers: a reference
-        // count is touched only when they change
-        if !op.res.param_input.same_range(&param.input) {
-            op.res.param_input = DeviceMem::clone(&param.input);
-        }
-        if !op.res.param_output.same_range(&param.output) {
-            op.res.param_output = DeviceMem::clone(&param.output);
-        }
+        // the op's memory, for the executor; dropped again below: a cached
+        // op must not keep the caller's freed buffer mapped
+        op.res.param_input = DeviceMem::clone(&param.input);
+        op.res.param_output = DeviceMem::clone(&param.output);
         param.stream.set_label_to(&op.label);
         for s in &op.res.slave_streams {
             s.set_label_to(&op.label);
@@ -894,6 +897,8 @@ impl Communicator {
             }
             op.executor.orchestrate(param, &op.res)
         })();
+        op.res.param_input = op.none.clone();
+        op.res.param_output = op.none.clone();
         if capturing {
             for s in &op.res.slave_streams {
                 s.leave_capture();

@@ -4,7 +4,8 @@
 //! executor of `docs/writing-an-executor.md` ([`guide_executor`]), which
 //! the multi-process worker registers when asked, and the checks of
 //! registered memory and symmetric windows ([`registered`]) and of HCCL's
-//! FP8 types ([`fp8`]) that thread tests and rank processes share.
+//! FP8 types ([`fp8`]) and of the repeat path ([`repeat`]) that thread
+//! tests and rank processes share.
 
 #![forbid(unsafe_code)]
 
@@ -14,6 +15,7 @@ pub mod fp8;
 pub mod guide_executor;
 pub mod in_place;
 pub mod registered;
+pub mod repeat;
 pub mod root_ahead;
 
 pub use hccl_tools::check::{expected_value, input_value, CheckElem as TestElem};

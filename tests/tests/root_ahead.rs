@@ -23,3 +23,22 @@ fn processes_p2_p5_p9() {
         );
     }
 }
+
+/// The repeat path across processes (`hccl_tests::repeat`): every
+/// collective repeated on the same buffers with new data, rooted ops'
+/// senders 300 repeats ahead of sleeping receivers, interleaved ops;
+/// p = 2, 5, 9.
+#[test]
+fn repeat_through_processes_p2_p5_p9() {
+    for n in [2u32, 5, 9] {
+        let env = [("HCCL_EXEC_TIMEOUT", "30"), ("HCCL_CONNECT_TIMEOUT", "30")];
+        let results =
+            hccl_tests::run_worker_ranks(WORKER, n, "repeat", &env, Duration::from_secs(150));
+        assert!(
+            results
+                .iter()
+                .all(|(c, out, _)| *c == Some(0) && out.trim() == "OK"),
+            "p={n}: (exit code, stdout, stderr) by rank: {results:#?}"
+        );
+    }
+}

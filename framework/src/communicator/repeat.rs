@@ -15,6 +15,7 @@ use super::{aborted_error, Communicator};
 use hccl_algorithm::{OpParam, OpType, RepeatLaunch, WorkflowMode};
 use hccl_platform::{DataType, DeviceMem, HcclError, OpLabel, ReduceOp, Result, Stream};
 use std::borrow::Cow;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// An op prepared to run again with the same arguments, on the stream it
@@ -42,6 +43,12 @@ pub struct RepeatOp {
 }
 
 impl Communicator {
+    /// How many ops the repeat path has run on this communicator (each
+    /// an op whose arguments were the same as its op's previous call's).
+    pub fn repeated_ops(&self) -> u64 {
+        self.repeated.load(Ordering::Relaxed)
+    }
+
     /// Runs `param` as [`exec_op`](Self::exec_op) does and, when its
     /// executor can repeat it ([`CollExecutor::repeat_plan`](hccl_algorithm::CollExecutor::repeat_plan))
     /// and nothing observes ops one by one (entry log, timeline, capture),
@@ -139,6 +146,7 @@ impl Communicator {
             fr.begin(&mut st.fr_writer, &param, &r.label, start)
         });
         let run = r.plan.launch(stream, input, output);
+        self.repeated.fetch_add(1, Ordering::Relaxed);
         if let (Some(fr), Some(t)) = (&self.flight, ticket) {
             fr.end(t, stream, run.is_ok());
         }

@@ -247,6 +247,11 @@ fn run(mode: &str, rank: u32, size: u32, dir: &str, scenario: &str) -> hccl_adap
         "root_ahead" => {
             return hccl_tests::root_ahead::run(&c, size - 1, Duration::from_millis(300));
         }
+        // issue 30: the repeat path (same buffers, senders ahead,
+        // interleaved ops), root the last rank
+        "repeat" => {
+            return hccl_tests::repeat::run(&c, size - 1, Duration::from_millis(200));
+        }
         // issue 31: in-place AllGather(V) / ReduceScatter(V), unregistered
         // (op-base) and registered (graph mode) buffers
         "in_place" => {
