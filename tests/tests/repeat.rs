@@ -287,7 +287,6 @@ fn the_flight_recorder_and_a_timeline_see_every_repeat() {
 #[test]
 fn capture_and_groups_after_repeats_take_the_full_path() {
     let comms = comms(2);
-    let streams = streams(&comms);
     let bufs: Arc<Vec<_>> = Arc::new(
         (0..2)
             .map(|_| {
