@@ -260,9 +260,19 @@ impl FlightRecorder {
             return None;
         }
         hccl_platform::init_clock();
+        let slots: Box<[Slot]> = (0..capacity).map(|_| Slot::default()).collect();
+        // Touch every page of the ring now: zeroed memory may come from
+        // the allocator untouched (mapped to the zero page), and the first
+        // pass of ops through the ring would take its page faults, one per
+        // 51 ops (2,000 ops of an 8-byte Broadcast measured 0.22 µs per op
+        // instead of 0.15 with a 16-entry ring). An atomic store is not
+        // optimised away.
+        for s in slots.iter() {
+            s.version.store(0, Ordering::Relaxed);
+        }
         let fr = Arc::new(FlightRecorder {
             capacity,
-            slots: (0..capacity).map(|_| Slot::default()).collect(),
+            slots,
             recorded: AtomicU64::new(0),
             shared: Mutex::new(Shared::default()),
             comm: comm.to_owned(),
