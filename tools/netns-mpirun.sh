@@ -7,6 +7,7 @@
 #
 #   tools/netns-mpirun.sh --hosts 2,1,3 -- ./prog args       # 6 ranks: 2, 1, 3 per host
 #   tools/netns-mpirun.sh --hosts 2 -np 4 -- --mca btl self,vader,tcp ./prog
+#   tools/netns-mpirun.sh --mpi mpich --hosts 2 -np 4 -- ./prog # MPICH's mpiexec
 #
 # Everything after `--` goes to mpirun (its own options, then the program).
 # The wrapper adds: --allow-run-as-root, -np, --hostfile, the agent,
@@ -20,6 +21,15 @@
 # many CPUs as hosts, each host gets a slice of them (HCCL_NETNS_CPUS, one
 # list per host, applied by the agent with taskset) that is the binding
 # (--bind-to none); a host with more ranks than CPUs has them yield.
+#
+# --mpi mpich runs Debian's MPICH instead (mpiexec.mpich, hydra): its ssh
+# launcher execs the same agent, its control connections go to the
+# bridge's address (-localhost), and its ranks' UCX talks TCP on the hosts'
+# interface (UCX_NET_DEVICES=hccl0). UCX takes namespaces of one machine
+# for one host (same boot id, /dev/shm and process table) and would reach
+# a rank on another "host" through shared memory (an 8-byte AllReduce
+# between two hosts measured 0.59 µs that way), so every pair uses TCP,
+# inside a host too: UCX_TLS=self,tcp unless the environment sets UCX_TLS.
 set -euo pipefail
 shopt -s inherit_errexit
 
@@ -27,7 +37,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 usage() {
     cat <<'EOF'
-usage: tools/netns-mpirun.sh --hosts SPEC [-np N] [--rate RATE] [--tag TAG] [--keep-going] -- MPIRUN_ARGS...
+usage: tools/netns-mpirun.sh [--mpi openmpi|mpich] --hosts SPEC [-np N] [--rate RATE] [--tag TAG] -- MPIRUN_ARGS...
 
   --hosts SPEC   H (hosts, with -np N ranks placed in consecutive blocks as
                  hccl-test --hosts does) or a list of ranks per host (2,1,3)
@@ -35,6 +45,7 @@ usage: tools/netns-mpirun.sh --hosts SPEC [-np N] [--rate RATE] [--tag TAG] [--k
   --rate RATE    limit each host's link in both directions (tc htb: 1gbit, 100mbit)
   --tag TAG      namespace tag (default: mpi<pid>; a tag ending in this
                  script's process id is swept once the script is gone)
+  --mpi MPI      openmpi (default: mpirun) or mpich (mpiexec.mpich)
 
 Runs: mpirun --allow-run-as-root -np N --hostfile F --mca plm_rsh_agent
 tools/netns-agent.sh --mca plm_rsh_no_tree_spawn 1 --mca oob_tcp_if_include
@@ -50,9 +61,10 @@ die() {
     exit 1
 }
 
-spec="" np="" rate="" tag=""
+spec="" np="" rate="" tag="" mpi=openmpi
 while [ $# -gt 0 ]; do
     case $1 in
+        --mpi) mpi=${2:?--mpi needs a value}; shift 2 ;;
         --hosts) spec=${2:?--hosts needs a value}; shift 2 ;;
         -np | -n | --np) np=${2:?-np needs a value}; shift 2 ;;
         --rate) rate=${2:?--rate needs a value}; shift 2 ;;
@@ -64,7 +76,11 @@ while [ $# -gt 0 ]; do
 done
 [ $# -ge 1 ] || { usage >&2; die "nothing to run: give mpirun's arguments after --"; }
 [ -n "$spec" ] || die "--hosts is required"
-command -v mpirun >/dev/null 2>&1 || die "mpirun not found: apt-get install -y openmpi-bin"
+case $mpi in
+    openmpi) command -v mpirun >/dev/null 2>&1 || die "mpirun not found: apt-get install -y openmpi-bin" ;;
+    mpich) command -v mpiexec.mpich >/dev/null 2>&1 || die "mpiexec.mpich not found: apt-get install -y mpich" ;;
+    *) die "--mpi $mpi: openmpi or mpich" ;;
+esac
 
 # slots per host
 case $spec in
@@ -175,10 +191,21 @@ fi
 # in the background, so a signal to this script is acted on at once (bash
 # runs traps only between foreground commands); stdin stays mpirun's
 set +e
-mpirun --allow-run-as-root -np "$np" --hostfile "$hostfile" \
-    --mca plm_rsh_agent "$here/netns-agent.sh" --mca plm_rsh_no_tree_spawn 1 \
-    --mca oob_tcp_if_include "$subnet" --mca btl_tcp_if_include "$subnet" \
-    "${bind_args[@]}" "${hccl_env[@]}" "$@" <&0 &
+if [ "$mpi" = mpich ]; then
+    hosts_arg=$(i=0; while read -r name _; do printf '%s%s:%s' "$([ $i -gt 0 ] && echo ,)" "$name" "${slots[$i]}"; i=$((i + 1)); done <"$work/hosts.txt")
+    genv=()
+    for v in HCCL_SOCKET_IFNAME HCCL_RS_ROOT_FILE HCCL_NETNS_HOSTS HCCL_NETNS_ADDRS HCCL_NETNS_SUBNET; do
+        [ -z "${!v:-}" ] || genv+=(-genv "$v" "${!v}")
+    done
+    mpiexec.mpich -launcher ssh -launcher-exec "$here/netns-agent.sh" \
+        -hosts "$hosts_arg" -n "$np" -localhost "$("$here/netns.sh" addr bridge --tag "$tag")" \
+        -genv UCX_NET_DEVICES hccl0 -genv UCX_TLS "${UCX_TLS:-self,tcp}" "${genv[@]}" "$@" <&0 &
+else
+    mpirun --allow-run-as-root -np "$np" --hostfile "$hostfile" \
+        --mca plm_rsh_agent "$here/netns-agent.sh" --mca plm_rsh_no_tree_spawn 1 \
+        --mca oob_tcp_if_include "$subnet" --mca btl_tcp_if_include "$subnet" \
+        "${bind_args[@]}" "${hccl_env[@]}" "$@" <&0 &
+fi
 child=$!
 wait "$child"
 status=$?
