@@ -43,6 +43,20 @@ fn every_op_repeated_at_every_size_class_p2_to_9() {
     }
 }
 
+/// Per rank of 2, a (send, receive) pair of `bytes` each: private
+/// memory, or shareable memory (which peers may map: registration,
+/// capture).
+fn pairs(bytes: usize, shareable: bool) -> Arc<Vec<(DeviceMem, DeviceMem)>> {
+    let alloc = |n| {
+        if shareable {
+            DeviceMem::alloc_shareable(n).unwrap()
+        } else {
+            DeviceMem::alloc(n).unwrap()
+        }
+    };
+    Arc::new((0..2).map(|_| (alloc(bytes), alloc(bytes))).collect())
+}
+
 /// AllReduce of `n` int32 on every rank of `comms`, rank r's input
 /// `base + r`, the output checked; `bufs(r)` gives rank r's (send, recv).
 fn all_reduce_round(
@@ -71,16 +85,8 @@ fn a_repeat_follows_its_buffers() {
     // the first pair: each call's own memory, never the last call's
     let comms = comms(2);
     let streams = streams(&comms);
-    let a: Arc<Vec<_>> = Arc::new(
-        (0..2)
-            .map(|_| (DeviceMem::alloc(64).unwrap(), DeviceMem::alloc(64).unwrap()))
-            .collect(),
-    );
-    let b: Arc<Vec<_>> = Arc::new(
-        (0..2)
-            .map(|_| (DeviceMem::alloc(64).unwrap(), DeviceMem::alloc(64).unwrap()))
-            .collect(),
-    );
+    let a: Arc<Vec<_>> = pairs(64, false);
+    let b: Arc<Vec<_>> = pairs(64, false);
     for round in 0..6 {
         let which = if round % 2 == 0 { a.clone() } else { b.clone() };
         all_reduce_round((&comms, &streams), 2, round * 10, move |r| {
@@ -108,16 +114,7 @@ fn registering_memory_between_repeats_changes_nothing_in_the_results() {
     // must not run after it (and the other way round)
     let comms = comms(2);
     let streams = streams(&comms);
-    let bufs: Arc<Vec<_>> = Arc::new(
-        (0..2)
-            .map(|_| {
-                (
-                    DeviceMem::alloc_shareable(64).unwrap(),
-                    DeviceMem::alloc_shareable(64).unwrap(),
-                )
-            })
-            .collect(),
-    );
+    let bufs: Arc<Vec<_>> = pairs(64, true);
     let each = |bufs: &Arc<Vec<(DeviceMem, DeviceMem)>>| {
         let bufs = bufs.clone();
         move |r: u32| bufs[r as usize].clone()
@@ -186,11 +183,7 @@ fn a_repeated_op_does_not_keep_its_freed_buffer() {
 fn an_aborted_communicator_refuses_a_repeat_as_any_op() {
     let comms = comms(2);
     let streams = streams(&comms);
-    let bufs: Arc<Vec<_>> = Arc::new(
-        (0..2)
-            .map(|_| (DeviceMem::alloc(8).unwrap(), DeviceMem::alloc(8).unwrap()))
-            .collect(),
-    );
+    let bufs: Arc<Vec<_>> = pairs(8, false);
     for round in 0..3 {
         let bufs = bufs.clone();
         all_reduce_round((&comms, &streams), 2, round, move |r| {
@@ -225,11 +218,7 @@ fn an_aborted_communicator_refuses_a_repeat_as_any_op() {
 fn the_flight_recorder_and_a_timeline_see_every_repeat() {
     let comms = comms(2);
     let streams = streams(&comms);
-    let bufs: Arc<Vec<_>> = Arc::new(
-        (0..2)
-            .map(|_| (DeviceMem::alloc(8).unwrap(), DeviceMem::alloc(8).unwrap()))
-            .collect(),
-    );
+    let bufs: Arc<Vec<_>> = pairs(8, false);
     let issued = |c: &HcclComm| {
         c.communicator()
             .flight_recorder()
@@ -287,16 +276,7 @@ fn the_flight_recorder_and_a_timeline_see_every_repeat() {
 #[test]
 fn capture_and_groups_after_repeats_take_the_full_path() {
     let comms = comms(2);
-    let bufs: Arc<Vec<_>> = Arc::new(
-        (0..2)
-            .map(|_| {
-                (
-                    DeviceMem::alloc_shareable(8).unwrap(),
-                    DeviceMem::alloc_shareable(8).unwrap(),
-                )
-            })
-            .collect(),
-    );
+    let bufs: Arc<Vec<_>> = pairs(8, true);
     let comms2 = comms.clone();
     run_ranks(2, Duration::from_secs(30), move |r| {
         let c = &comms2[r as usize];

@@ -44,20 +44,10 @@ WARMUP=${WARMUP:-5}
 SWEEP=${SWEEP:-0}
 CASES=${CASES:-"lat bw64 bw16"}
 
-if [ -z "${MPIS:-}" ]; then
-    MPIS=""
-    command -v mpicc.openmpi >/dev/null && MPIS="openmpi"
-    command -v mpicc.mpich >/dev/null && MPIS="$MPIS mpich"
-fi
-[ -n "$MPIS" ] || {
-    echo "compare-hosts.sh: needs Open MPI (apt-get install -y openmpi-bin libopenmpi-dev) and/or MPICH (mpich libmpich-dev)" >&2
-    exit 1
-}
 [ "$(id -u)" -eq 0 ] || { echo "compare-hosts.sh: network namespaces need root" >&2; exit 1; }
-mkdir -p target/bench
-for m in $MPIS; do
-    "mpicc.$m" -O2 -Wall -Werror -o "target/bench/mpi_bench.$m" tools/bench/mpi_bench.c
-done
+# shellcheck source=tools/bench/mpis.sh
+. tools/bench/mpis.sh
+build_mpi_bench compare-hosts.sh
 cargo build --release -q -p hccl-tools
 HCCL=${HCCL:-${CARGO_TARGET_DIR:-target}/release/hccl-test}
 

@@ -35,19 +35,9 @@ PLOT=${PLOT:-}
 PLOT_FACTOR=${PLOT_FACTOR:-4}
 
 # the MPIs: each built with its own compiler wrapper, run by its own launcher
-mkdir -p target/bench
-if [ -z "${MPIS:-}" ]; then
-  MPIS=""
-  command -v mpicc.openmpi >/dev/null && MPIS="openmpi"
-  command -v mpicc.mpich >/dev/null && MPIS="$MPIS mpich"
-fi
-[ -n "$MPIS" ] || {
-  echo "compare.sh: needs Open MPI (apt-get install -y openmpi-bin libopenmpi-dev) and/or MPICH (mpich libmpich-dev)" >&2
-  exit 1
-}
-for m in $MPIS; do
-  "mpicc.$m" -O2 -Wall -Werror -o "target/bench/mpi_bench.$m" tools/bench/mpi_bench.c
-done
+# shellcheck source=tools/bench/mpis.sh
+. tools/bench/mpis.sh
+build_mpi_bench compare.sh
 # mpi_run MPI P ARGS...: mpi_bench under that MPI's launcher, P ranks on
 # this host; its stderr (each rank's buffer residency check) goes to
 # target/bench/mpi-stderr.log, summed up at the end
