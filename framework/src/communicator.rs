@@ -185,7 +185,10 @@ struct CommState {
     /// Cached ops, found by (tag, executor) in the label; a communicator
     /// runs a handful of distinct ops, so a scan beats hashing owned keys.
     ops: Vec<CachedOp>,
-    last_executor: Option<String>,
+    /// The label of the cached op that ran the most recent user op (its
+    /// executor is `last_executor`): a pointer to compare per op, not a
+    /// name.
+    last_executor: Option<Arc<OpLabel>>,
     /// The previous op's selection key and cached op: a loop of the same
     /// op skips the selector (whose choice depends only on the key, the
     /// topology and the configuration, all unchanged).
@@ -193,6 +196,20 @@ struct CommState {
     /// The flight recorder's writer side (recording is serialised by this
     /// state's lock).
     fr_writer: crate::flight::FrWriter,
+}
+
+impl CommState {
+    /// Notes that cached op `idx` ran the most recent user op.
+    fn note_last(&mut self, idx: usize) {
+        let label = &self.ops[idx].label;
+        if !self
+            .last_executor
+            .as_ref()
+            .is_some_and(|l| Arc::ptr_eq(l, label))
+        {
+            self.last_executor = Some(Arc::clone(label));
+        }
+    }
 }
 
 /// What executor selection depends on for ops without count vectors.
@@ -628,7 +645,8 @@ impl Communicator {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .last_executor
-            .clone()
+            .as_ref()
+            .map(|l| l.algorithm.clone())
     }
 
     /// The registration domain of this communicator's memory: its
@@ -820,8 +838,8 @@ impl Communicator {
             }
         };
         st.last_pick = key.map(|k| (k, idx, Arc::clone(&param.tag)));
-        if forced.is_none() && st.last_executor.as_deref() != Some(name.as_str()) {
-            st.last_executor = Some(name);
+        if forced.is_none() {
+            st.note_last(idx);
         }
         Ok(idx)
     }

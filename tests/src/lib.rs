@@ -189,3 +189,24 @@ pub fn run_worker_ranks(
     let _ = std::fs::remove_dir_all(&dir);
     out
 }
+
+/// [`run_worker_ranks`] at each rank count of `counts`, failing the test
+/// (with every rank's exit code, stdout and stderr) unless every rank
+/// exited 0 having printed `OK`.
+pub fn assert_worker_ranks_ok(
+    worker: &str,
+    counts: &[u32],
+    scenario: &str,
+    env: &[(&str, &str)],
+    limit: Duration,
+) {
+    for &n in counts {
+        let results = run_worker_ranks(worker, n, scenario, env, limit);
+        assert!(
+            results
+                .iter()
+                .all(|(c, out, _)| *c == Some(0) && out.trim() == "OK"),
+            "{scenario} p={n}: (exit code, stdout, stderr) by rank: {results:#?}"
+        );
+    }
+}

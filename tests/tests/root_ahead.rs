@@ -9,19 +9,14 @@ use std::time::Duration;
 
 const WORKER: &str = env!("CARGO_BIN_EXE_hccl-mp-worker");
 
+/// Rank processes meet through root info on this host, 30-second op and
+/// connect timeouts.
+const ENV: [(&str, &str); 2] = [("HCCL_EXEC_TIMEOUT", "30"), ("HCCL_CONNECT_TIMEOUT", "30")];
+
 #[test]
 fn processes_p2_p5_p9() {
-    for n in [2u32, 5, 9] {
-        let env = [("HCCL_EXEC_TIMEOUT", "30"), ("HCCL_CONNECT_TIMEOUT", "30")];
-        let results =
-            hccl_tests::run_worker_ranks(WORKER, n, "root_ahead", &env, Duration::from_secs(120));
-        assert!(
-            results
-                .iter()
-                .all(|(c, out, _)| *c == Some(0) && out.trim() == "OK"),
-            "p={n}: (exit code, stdout, stderr) by rank: {results:#?}"
-        );
-    }
+    let limit = Duration::from_secs(120);
+    hccl_tests::assert_worker_ranks_ok(WORKER, &[2, 5, 9], "root_ahead", &ENV, limit);
 }
 
 /// The repeat path across processes (`hccl_tests::repeat`): every
@@ -30,15 +25,6 @@ fn processes_p2_p5_p9() {
 /// p = 2, 5, 9.
 #[test]
 fn repeat_through_processes_p2_p5_p9() {
-    for n in [2u32, 5, 9] {
-        let env = [("HCCL_EXEC_TIMEOUT", "30"), ("HCCL_CONNECT_TIMEOUT", "30")];
-        let results =
-            hccl_tests::run_worker_ranks(WORKER, n, "repeat", &env, Duration::from_secs(150));
-        assert!(
-            results
-                .iter()
-                .all(|(c, out, _)| *c == Some(0) && out.trim() == "OK"),
-            "p={n}: (exit code, stdout, stderr) by rank: {results:#?}"
-        );
-    }
+    let limit = Duration::from_secs(150);
+    hccl_tests::assert_worker_ranks_ok(WORKER, &[2, 5, 9], "repeat", &ENV, limit);
 }

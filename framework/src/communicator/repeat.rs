@@ -121,8 +121,12 @@ impl Communicator {
         if let Some(reason) = &st.aborted {
             return Some(Err(ctx(aborted_error(reason))));
         }
-        if st.last_executor.as_deref() != Some(r.label.algorithm.as_str()) {
-            st.last_executor = Some(r.label.algorithm.clone());
+        if !st
+            .last_executor
+            .as_ref()
+            .is_some_and(|l| Arc::ptr_eq(l, &r.label))
+        {
+            st.last_executor = Some(Arc::clone(&r.label));
         }
         stream.set_label_to(&r.label);
         let mark = stream.mark();
