@@ -520,22 +520,52 @@ impl CommConfig {
         Ok(c)
     }
 
-    /// The platform device settings this configuration implies for a host
-    /// running `ranks_on_host` ranks.
-    pub fn device_config(&self, ranks_on_host: u32) -> DeviceConfig {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
-        let spin = self.spin.unwrap_or(if ranks_on_host <= cores {
+    /// How long an idle driver spins for a rank whose host runs
+    /// `host_ranks` ranks on the machine that runs `machine_ranks` (hosts
+    /// made of network namespaces, or declared with `HCCL_RS_HOST_ID`,
+    /// share one machine): `HCCL_RS_SPIN_US` if set, else spin only when
+    /// the host's ranks have a CPU each in this rank's mask (the launcher
+    /// may give each host a slice of the machine) and the machine's ranks
+    /// a CPU each among its online CPUs.
+    pub fn spin_for(&self, host_ranks: u32, machine_ranks: u32) -> Duration {
+        if let Some(spin) = self.spin {
+            return spin;
+        }
+        let mine = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+        let machine = online_cpus().unwrap_or(mine).max(mine);
+        if host_ranks <= mine && machine_ranks <= machine {
             Duration::from_micros(AUTO_SPIN_US)
         } else {
             Duration::ZERO
-        });
+        }
+    }
+
+    /// The platform device settings this configuration implies for a host
+    /// running `ranks_on_host` ranks.
+    pub fn device_config(&self, ranks_on_host: u32) -> DeviceConfig {
         DeviceConfig {
             exec_timeout: self.exec_timeout,
-            spin,
+            spin: self.spin_for(ranks_on_host, ranks_on_host),
             yields: self.yields.unwrap_or(DeviceConfig::default().yields),
             mode: self.exec_mode,
         }
     }
+}
+
+/// How many CPUs the machine has online (`/sys/devices/system/cpu/online`,
+/// a list such as `0-1,4`), whatever this process's mask.
+fn online_cpus() -> Option<u32> {
+    let list = std::fs::read_to_string("/sys/devices/system/cpu/online").ok()?;
+    let mut n = 0u32;
+    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
+        n += match part.split_once('-') {
+            Some((a, b)) => {
+                (b.trim().parse::<u32>().ok()? + 1).checked_sub(a.trim().parse::<u32>().ok()?)?
+            }
+            None => 1,
+        };
+    }
+    (n > 0).then_some(n)
 }
 
 #[cfg(test)]
@@ -569,6 +599,30 @@ mod tests {
         assert_eq!(Deterministic::Strict.code(), 2);
         let c = CommConfig::from_source(&[("HCCL_OP_EXPANSION_MODE", "aiv")][..]).unwrap();
         assert_eq!(c.op_expansion_mode.as_deref(), Some("AIV"));
+    }
+
+    #[test]
+    fn drivers_spin_only_with_a_cpu_per_rank_on_the_host_and_the_machine() {
+        let c = CommConfig::from_source(&[][..]).unwrap();
+        let mine = std::thread::available_parallelism().unwrap().get() as u32;
+        let machine = online_cpus().unwrap();
+        assert!(machine >= mine, "{machine} online CPUs, {mine} in the mask");
+        let auto = Duration::from_micros(AUTO_SPIN_US);
+        assert_eq!(c.spin_for(1, 1), auto);
+        assert_eq!(c.spin_for(mine, machine), auto);
+        // a host with more ranks than this rank's CPUs
+        assert_eq!(c.spin_for(mine + 1, machine), Duration::ZERO);
+        // namespace hosts, each within its slice, that together outnumber
+        // the machine's CPUs
+        assert_eq!(c.spin_for(1, machine + 1), Duration::ZERO);
+        assert_eq!(c.device_config(mine + 1).spin, Duration::ZERO);
+        assert_eq!(c.device_config(1).spin, auto);
+        // the user's setting wins
+        let c = CommConfig::from_source(&[("HCCL_RS_SPIN_US", "7")][..]).unwrap();
+        assert_eq!(
+            c.spin_for(machine + 1, machine + 1),
+            Duration::from_micros(7)
+        );
     }
 
     #[test]

@@ -115,7 +115,7 @@ pub fn allowed_cpus() -> Vec<usize> {
 }
 
 /// Parses a CPU list such as `0-3,8` (what /proc and taskset print).
-fn parse_cpu_list(list: &str) -> Vec<usize> {
+pub fn parse_cpu_list(list: &str) -> Vec<usize> {
     let mut cpus = Vec::new();
     for part in list
         .trim()

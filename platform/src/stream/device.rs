@@ -169,9 +169,13 @@ pub(crate) struct DeviceInner {
     pub(crate) id: u32,
     pub(crate) uid: u64,
     pub(crate) config: DeviceConfig,
-    /// The spin actually used (ns): `config.spin` until a transport asks
-    /// for less ([`Device::limit_spin`]).
+    /// The spin actually used (ns): `config.spin` until the communicator
+    /// knows where its ranks run ([`Device::set_spin`]) or a transport
+    /// asks for less ([`Device::limit_spin`]).
     spin_ns: AtomicU64,
+    /// The most a transport allows `spin_ns` to be ([`Device::limit_spin`];
+    /// `u64::MAX`: no limit), kept so a later `set_spin` cannot lift it.
+    spin_cap_ns: AtomicU64,
     /// Live [`QuietWaits`] guards: while non-zero, an idle driver neither
     /// spins nor yields before it parks.
     quiet: AtomicU64,
@@ -270,6 +274,7 @@ impl Device {
             driver: Mutex::new(Vec::new()),
             poll_gen: AtomicU64::new(u64::MAX),
             spin_ns: AtomicU64::new(spin_ns),
+            spin_cap_ns: AtomicU64::new(u64::MAX),
             quiet: AtomicU64::new(0),
             worker_tid: std::sync::OnceLock::new(),
         }));
@@ -301,7 +306,25 @@ impl Device {
     /// zero: a spinning driver takes the core that work needs).
     pub fn limit_spin(&self, max: Duration) {
         let ns = max.as_nanos().min(u128::from(u64::MAX)) as u64;
+        self.0.spin_cap_ns.fetch_min(ns, Ordering::Relaxed);
         self.0.spin_ns.fetch_min(ns, Ordering::Relaxed);
+    }
+
+    /// Sets how long an idle driver spins before it yields and parks,
+    /// within any limit a transport set ([`limit_spin`](Self::limit_spin)):
+    /// for a device made before its communicator knew how many ranks share
+    /// its cores (a process rank's device exists before the bootstrap
+    /// tells it where its peers run).
+    pub fn set_spin(&self, spin: Duration) {
+        let ns = spin.as_nanos().min(u128::from(u64::MAX)) as u64;
+        let cap = self.0.spin_cap_ns.load(Ordering::Relaxed);
+        self.0.spin_ns.store(ns.min(cap), Ordering::Relaxed);
+    }
+
+    /// How long an idle driver spins before it yields and parks (zero
+    /// while [`quiet_waits`](Self::quiet_waits) are held).
+    pub fn spin(&self) -> Duration {
+        self.0.spin()
     }
 
     /// While the returned guard lives, a driver of this device parks as
