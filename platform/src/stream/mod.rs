@@ -289,6 +289,11 @@ impl Drop for Queue {
     }
 }
 
+/// Most tasks a stream's queue reserves room for at once when a kernel
+/// launch queues (see `Stream::launch`): the launch back-pressure bound
+/// of the smallest kernels (twice the AIV window) with room to spare.
+const MAX_RESERVED_TASKS: usize = 4096;
+
 static NEXT_STREAM: process::AtomicU64 = process::AtomicU64::new(1);
 
 impl StreamInner {
@@ -889,6 +894,18 @@ impl Stream {
                     drop(q);
                     dev.stats.record(1, 0, 0);
                 } else {
+                    // Room for every kernel back-pressure lets queue, made
+                    // once: the queue then never grows while ops run (its
+                    // four doublings from 64 to 1024 tasks each took fresh
+                    // pages mid-run, ~40 page faults under load). A kernel
+                    // box itself comes from the allocator's per-thread
+                    // cache (~10 ns a box and free on this machine, about
+                    // as much as copying it into a slot would cost).
+                    let room = usize::try_from(max_outstanding).unwrap_or(usize::MAX) + 2;
+                    if q.tasks.capacity() < room && room <= MAX_RESERVED_TASKS {
+                        let extra = room - q.tasks.len();
+                        q.tasks.reserve_exact(extra);
+                    }
                     self.queue_kernel(&mut q, kernel.into_kernel());
                     drop(q);
                     if now.is_ready() {
