@@ -159,6 +159,17 @@ impl HcclComm {
         self.inner.abort(reason)
     }
 
+    /// Bounds every wait of this communicator's ops from now on (`None`:
+    /// forever); see [`Communicator::set_exec_timeout`].
+    pub fn set_exec_timeout(&self, timeout: Option<std::time::Duration>) {
+        self.inner.set_exec_timeout(timeout)
+    }
+
+    /// The bound on waits in force.
+    pub fn exec_timeout(&self) -> Option<std::time::Duration> {
+        self.inner.exec_timeout()
+    }
+
     /// HCCL's `HcclGetCommAsyncError`: what broke the communicator in the
     /// background, if anything.
     pub fn async_error(&self) -> Option<HcclError> {

@@ -18,6 +18,7 @@ use hccl_platform::{InProcRendezvous, OpArgs, Timeline};
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 // The repeat path: an op run again with the same arguments, as its
 // executor prepared it.
@@ -418,6 +419,22 @@ impl Communicator {
     /// The topology as executors see it.
     pub fn topo(&self) -> &TopoInfo {
         &self.topo
+    }
+
+    /// Bounds every wait of this communicator's ops from now on (`None`:
+    /// forever), in any unit down to a millisecond: what
+    /// `HCCL_EXEC_TIMEOUT` sets for the whole process at creation, per
+    /// communicator and at any time (e.g. torch's per-group `timeout`). A
+    /// wait that outlasts it fails the op with `HCCL_E_TIMEOUT` naming
+    /// the peer awaited.
+    pub fn set_exec_timeout(&self, timeout: Option<Duration>) {
+        tracing::debug!(rank = self.rank, comm = %self.name, ?timeout, "exec timeout set");
+        self.device.set_exec_timeout(timeout);
+    }
+
+    /// The bound on waits in force (see [`set_exec_timeout`](Self::set_exec_timeout)).
+    pub fn exec_timeout(&self) -> Option<Duration> {
+        self.device.exec_timeout()
     }
 
     /// HCCL's `HcclCommAbort`-style abort: every wait of this rank's

@@ -304,6 +304,24 @@ impl CommConfig {
             }
             c.connect_timeout = Duration::from_secs(s);
         }
+        // hccl-rs's millisecond forms win over HCCL's seconds: a job on
+        // one machine, or a fault-tolerant one, wants a hung or missing
+        // peer noticed in well under a second
+        if let Some(v) = env.get("HCCL_RS_EXEC_TIMEOUT_MS") {
+            let ms = parse_u64("HCCL_RS_EXEC_TIMEOUT_MS", &v)?;
+            c.exec_timeout = (ms > 0).then(|| Duration::from_millis(ms));
+        }
+        if let Some(v) = env.get("HCCL_RS_CONNECT_TIMEOUT_MS") {
+            let ms = parse_u64("HCCL_RS_CONNECT_TIMEOUT_MS", &v)?;
+            if ms == 0 || ms > 7_200_000 {
+                return Err(bad(
+                    "HCCL_RS_CONNECT_TIMEOUT_MS",
+                    &v,
+                    "the timeout in milliseconds must be from 1 to 7200000",
+                ));
+            }
+            c.connect_timeout = Duration::from_millis(ms);
+        }
         if let Some(v) = env.get("HCCL_IF_IP") {
             v.trim()
                 .parse::<std::net::IpAddr>()
@@ -623,6 +641,37 @@ mod tests {
             c.spin_for(machine + 1, machine + 1),
             Duration::from_micros(7)
         );
+    }
+
+    #[test]
+    fn timeouts_in_milliseconds_override_the_seconds() {
+        let c = CommConfig::from_source(
+            &[
+                ("HCCL_EXEC_TIMEOUT", "10"),
+                ("HCCL_RS_EXEC_TIMEOUT_MS", "250"),
+                ("HCCL_CONNECT_TIMEOUT", "120"),
+                ("HCCL_RS_CONNECT_TIMEOUT_MS", "1500"),
+            ][..],
+        )
+        .unwrap();
+        assert_eq!(c.exec_timeout, Some(Duration::from_millis(250)));
+        assert_eq!(c.connect_timeout, Duration::from_millis(1500));
+        assert_eq!(
+            c.device_config(1).exec_timeout,
+            Some(Duration::from_millis(250))
+        );
+        let c = CommConfig::from_source(&[("HCCL_RS_EXEC_TIMEOUT_MS", "0")][..]).unwrap();
+        assert_eq!(c.exec_timeout, None);
+        for bad in ["0", "7200001", "1.5", "x"] {
+            let e =
+                CommConfig::from_source(&[("HCCL_RS_CONNECT_TIMEOUT_MS", bad)][..]).unwrap_err();
+            assert_eq!(e.code(), HcclResult::EPara, "{bad}");
+            assert!(
+                e.message()
+                    .contains(&format!("HCCL_RS_CONNECT_TIMEOUT_MS='{bad}'")),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -76,6 +76,23 @@ extern HcclResult HcclRsDumpFlightRecorder(HcclComm comm, const char *path);
 extern HcclResult HcclRsWriteTimeline(HcclComm comm, const char *path);
 
 /*
+ * hccl-rs extensions (not in HCCL): per-communicator timeouts in milliseconds.
+ */
+
+/**
+ * Bounds every wait of the communicator's ops from now on to timeoutMs milliseconds
+ * (0 = forever): a wait that outlasts it fails the op with HCCL_E_TIMEOUT naming the peer
+ * awaited. HCCL_EXEC_TIMEOUT (seconds, the whole process, at creation) is the default;
+ * HCCL_RS_EXEC_TIMEOUT_MS its millisecond form. HCCL_E_PTR for a NULL comm.
+ */
+extern HcclResult HcclRsCommSetExecTimeout(HcclComm comm, uint64_t timeoutMs);
+
+/**
+ * The bound in force, in milliseconds (0 = forever). HCCL_E_PTR for a NULL comm or timeoutMs.
+ */
+extern HcclResult HcclRsCommGetExecTimeout(HcclComm comm, uint64_t *timeoutMs);
+
+/*
  * hccl-rs extensions (not in HCCL): fused compute/communication ops (HCCL's MC2 ops
  * on CPUs; see docs/c-api.md).
  *

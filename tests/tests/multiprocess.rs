@@ -413,6 +413,81 @@ fn a_killed_rank_makes_the_others_fail_naming_it() {
     );
 }
 
+/// `HCCL_RS_EXEC_TIMEOUT_MS` bounds a wait for a hung (alive, silent)
+/// peer in milliseconds, over HCCL's seconds: the ranks waiting for it fail
+/// in well under a second of waiting, naming it, while `HCCL_EXEC_TIMEOUT`
+/// says half an hour.
+#[test]
+fn a_hung_rank_is_given_up_on_after_the_milliseconds_set() {
+    let dir = tempdir("hung_ms");
+    let mut ranks = spawn(3, "root_info", "stall", &dir, |_| {
+        vec![
+            ("HCCL_EXEC_TIMEOUT".into(), "1836".into()),
+            ("HCCL_RS_EXEC_TIMEOUT_MS".into(), "400".into()),
+        ]
+    });
+    let start = Instant::now();
+    let mut outs = Vec::new();
+    for r in [0usize, 2] {
+        let c = &mut ranks.0[r];
+        let status = loop {
+            if let Some(s) = c.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "rank {r} still waits for the hung rank 1 after 20 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut out = String::new();
+        std::io::Read::read_to_string(c.stdout.as_mut().unwrap(), &mut out).unwrap();
+        assert_eq!(status.code(), Some(2), "rank {r} must fail: {out}");
+        outs.push((r, out));
+    }
+    for (r, out) in &outs {
+        assert!(out.contains("(HCCL_EXEC_TIMEOUT)"), "rank {r}: {out}");
+        assert!(out.contains("rank 1"), "rank {r} must name rank 1: {out}");
+        // "waited 4xxms": the bound in force was the milliseconds
+        let waited: u64 = out
+            .split("waited ")
+            .nth(1)
+            .and_then(|w| w.split("ms").next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("rank {r}: no 'waited Nms' in {out}"));
+        assert!(
+            (400..1000).contains(&waited),
+            "rank {r} waited {waited} ms: {out}"
+        );
+    }
+}
+
+/// `HCCL_RS_CONNECT_TIMEOUT_MS`: two of three ranks start, the third
+/// never does; both give up on the rendezvous after the milliseconds set
+/// (HCCL's `HCCL_CONNECT_TIMEOUT` says 20 s here) with a clear error.
+#[test]
+fn a_rank_that_never_starts_is_given_up_on_after_the_milliseconds_set() {
+    let dir = tempdir("connect_ms");
+    let env = [("HCCL_RS_CONNECT_TIMEOUT_MS".to_string(), "800".to_string())];
+    let start = Instant::now();
+    let ranks = Ranks(
+        (0..2)
+            .map(|r| worker(r, 3, "root_info", "collectives", &dir, &env))
+            .collect(),
+    );
+    let results = wait(ranks, Duration::from_secs(15));
+    let took = start.elapsed();
+    assert!(took < Duration::from_secs(8), "gave up after {took:?}");
+    for (r, (code, out, err)) in results.iter().enumerate() {
+        assert_eq!(*code, Some(2), "rank {r} must fail: {out} {err}");
+        assert!(out.starts_with("ERROR "), "rank {r}: {out}");
+        assert!(
+            out.contains("timeout") || out.contains("timed out"),
+            "rank {r} must say it timed out: {out}"
+        );
+    }
+}
+
 #[test]
 fn inconsistent_arguments_are_reported_on_both_ranks() {
     for (scenario, needle) in [

@@ -18,6 +18,7 @@ mod register;
 mod registration;
 mod state;
 mod sym_win;
+mod timeouts;
 
 pub use collectives::*;
 pub use comm::*;
@@ -29,5 +30,6 @@ pub use register::*;
 pub use registration::*;
 pub use state::*;
 pub use sym_win::*;
+pub use timeouts::*;
 
 pub(crate) use comm::comm_devices_on;

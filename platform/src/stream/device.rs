@@ -176,6 +176,9 @@ pub(crate) struct DeviceInner {
     /// The most a transport allows `spin_ns` to be ([`Device::limit_spin`];
     /// `u64::MAX`: no limit), kept so a later `set_spin` cannot lift it.
     spin_cap_ns: AtomicU64,
+    /// The exec timeout in force (ns; `u64::MAX`: none): `config.exec_timeout`
+    /// until [`Device::set_exec_timeout`] changes it.
+    exec_timeout_ns: AtomicU64,
     /// Live [`QuietWaits`] guards: while non-zero, an idle driver neither
     /// spins nor yields before it parks.
     quiet: AtomicU64,
@@ -255,6 +258,7 @@ impl Device {
     /// shared memory, so that processes on the same host can wake it.
     pub fn with_waker(id: u32, config: DeviceConfig, waker: Arc<EventCount>) -> Device {
         let spin_ns = config.spin.as_nanos().min(u128::from(u64::MAX)) as u64;
+        let exec_timeout_ns = timeout_ns(config.exec_timeout);
         let mode = config.mode;
         let dev = Device(Arc::new(DeviceInner {
             stats: DeviceStatsInner::default(),
@@ -275,6 +279,7 @@ impl Device {
             poll_gen: AtomicU64::new(u64::MAX),
             spin_ns: AtomicU64::new(spin_ns),
             spin_cap_ns: AtomicU64::new(u64::MAX),
+            exec_timeout_ns: AtomicU64::new(exec_timeout_ns),
             quiet: AtomicU64::new(0),
             worker_tid: std::sync::OnceLock::new(),
         }));
@@ -325,6 +330,23 @@ impl Device {
     /// while [`quiet_waits`](Self::quiet_waits) are held).
     pub fn spin(&self) -> Duration {
         self.0.spin()
+    }
+
+    /// Bounds every wait of this device's tasks from now on (`None`: they
+    /// wait forever): a task waiting longer than `timeout` for a peer
+    /// fails its stream with `HCCL_E_TIMEOUT`, as `HCCL_EXEC_TIMEOUT` does
+    /// for the whole process. A wait under way is measured from when it
+    /// began; parked drivers are woken to apply it.
+    pub fn set_exec_timeout(&self, timeout: Option<Duration>) {
+        self.0
+            .exec_timeout_ns
+            .store(timeout_ns(timeout), Ordering::Relaxed);
+        self.0.events.notify();
+    }
+
+    /// The bound on waits in force ([`set_exec_timeout`](Self::set_exec_timeout)).
+    pub fn exec_timeout(&self) -> Option<Duration> {
+        self.0.exec_timeout()
     }
 
     /// While the returned guard lives, a driver of this device parks as
@@ -451,6 +473,13 @@ impl Device {
     }
 }
 
+/// `timeout` as stored in `DeviceInner::exec_timeout_ns`.
+fn timeout_ns(timeout: Option<Duration>) -> u64 {
+    timeout.map_or(u64::MAX, |t| {
+        t.as_nanos().min(u128::from(u64::MAX - 1)) as u64
+    })
+}
+
 /// A [`Device::quiet_waits`] guard: the device's drivers park without
 /// spinning or yielding until it is dropped.
 #[derive(Debug)]
@@ -473,6 +502,14 @@ impl DeviceInner {
             return Duration::ZERO;
         }
         Duration::from_nanos(self.spin_ns.load(Ordering::Relaxed))
+    }
+
+    /// The bound on waits in force (see [`Device::set_exec_timeout`]).
+    pub(crate) fn exec_timeout(&self) -> Option<Duration> {
+        match self.exec_timeout_ns.load(Ordering::Relaxed) {
+            u64::MAX => None,
+            ns => Some(Duration::from_nanos(ns)),
+        }
     }
 
     fn is_quiet(&self) -> bool {
@@ -706,7 +743,7 @@ impl DeviceInner {
             let mut earliest: Option<Instant> = None;
             let mut failed = false;
             for s in snapshot.iter() {
-                match s.check_timeout(self, now, self.config.exec_timeout) {
+                match s.check_timeout(self, now, self.exec_timeout()) {
                     Ok(Some(d)) => earliest = Some(earliest.map_or(d, |e: Instant| e.min(d))),
                     Ok(None) => {}
                     Err(()) => failed = true,

@@ -289,6 +289,16 @@ impl Drop for Queue {
     }
 }
 
+/// `d` as a wait reads best: `2.0s`, or `300ms` under a second (a
+/// communicator's exec timeout may be set in milliseconds).
+fn seconds_or_ms(d: Duration) -> String {
+    if d >= Duration::from_secs(1) {
+        format!("{:.1}s", d.as_secs_f64())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
+
 /// Most tasks a stream's queue reserves room for at once when a kernel
 /// launch queues (see `Stream::launch`): the launch back-pressure bound
 /// of the smallest kernels (twice the AIV window) with room to spare.
@@ -436,7 +446,7 @@ impl StreamInner {
                 Poll::Pending => {
                     // the clock is read only when a timeout can use it (the
                     // plan simulator runs without one, millions of times)
-                    if q.head_since.is_none() && dev.config.exec_timeout.is_some() {
+                    if q.head_since.is_none() && dev.exec_timeout().is_some() {
                         q.head_since = Some(Instant::now());
                     }
                     if q.tasks.len() > 1 && q.tasks.front().is_some_and(Task::is_kernel) {
@@ -537,9 +547,9 @@ impl StreamInner {
             head.describe(&q.pools),
         );
         let e = HcclError::timeout(format!(
-            "waited {:.1}s (HCCL_EXEC_TIMEOUT) for {what} at step {} of algorithm {algo}; \
+            "waited {} (HCCL_EXEC_TIMEOUT) for {what} at step {} of algorithm {algo}; \
              the peer may have issued a different op, be slow, or be gone",
-            waited.as_secs_f64(),
+            seconds_or_ms(waited),
             head.step()
         ));
         let e = head.locate(&q.pools, label, e);
