@@ -28,7 +28,7 @@ use crate::error::HcclError;
 use crate::link::PeerProcess;
 use crate::notify::Notify;
 use crate::sync::mutation::{self, Mutation};
-use crate::sync::{process, Arc, AtomicU64, EventCount, Mutex, Ordering, Waiter, Weak};
+use crate::sync::{process, Arc, AtomicBool, AtomicU64, EventCount, Mutex, Ordering, Waiter, Weak};
 use std::time::{Duration, Instant};
 
 /// Yields an idle driver makes (after spinning) before it parks, by
@@ -179,6 +179,11 @@ pub(crate) struct DeviceInner {
     /// The exec timeout in force (ns; `u64::MAX`: none): `config.exec_timeout`
     /// until [`Device::set_exec_timeout`] changes it.
     exec_timeout_ns: AtomicU64,
+    /// Set by [`Device::fail_all`]: every task of this device's streams
+    /// fails with this error (first one wins) the next time a driver runs.
+    failed_all: Mutex<Option<HcclError>>,
+    /// Whether `failed_all` is set (read by every driver round).
+    has_failed_all: AtomicBool,
     /// Live [`QuietWaits`] guards: while non-zero, an idle driver neither
     /// spins nor yields before it parks.
     quiet: AtomicU64,
@@ -280,6 +285,8 @@ impl Device {
             spin_ns: AtomicU64::new(spin_ns),
             spin_cap_ns: AtomicU64::new(u64::MAX),
             exec_timeout_ns: AtomicU64::new(exec_timeout_ns),
+            failed_all: Mutex::new(None),
+            has_failed_all: AtomicBool::new(false),
             quiet: AtomicU64::new(0),
             worker_tid: std::sync::OnceLock::new(),
         }));
@@ -347,6 +354,36 @@ impl Device {
     /// The bound on waits in force ([`set_exec_timeout`](Self::set_exec_timeout)).
     pub fn exec_timeout(&self) -> Option<Duration> {
         self.0.exec_timeout()
+    }
+
+    /// Fails every task queued on this device's streams with `err`, those
+    /// queued now and any queued later (each stream's synchronize reports
+    /// it once, as a failed task): what a revoked communicator does to
+    /// its in-flight ops. Drivers parked or spinning are woken to do it at
+    /// once; a stream nobody drives fails when next synchronized. The
+    /// first error given stays.
+    pub fn fail_all(&self, err: HcclError) {
+        {
+            let mut slot = self.0.failed_all.lock().unwrap_or_else(|p| p.into_inner());
+            if slot.is_none() {
+                *slot = Some(err);
+            }
+        }
+        self.0.has_failed_all.store(true, Ordering::Release);
+        self.0.events.notify();
+        self.0.done.notify();
+    }
+
+    /// The error given to [`fail_all`](Self::fail_all), if it was called.
+    pub fn failed_all(&self) -> Option<HcclError> {
+        if !self.0.has_failed_all.load(Ordering::Acquire) {
+            return None;
+        }
+        self.0
+            .failed_all
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// While the returned guard lives, a driver of this device parks as
@@ -594,6 +631,50 @@ impl DeviceInner {
             .or_else(|| links.iter().find_map(|l| l.health().err()))
     }
 
+    /// Fails every stream in `streams` that has tasks outstanding with the
+    /// [`Device::fail_all`] error; returns whether any had.
+    fn fail_streams(&self, streams: &[Arc<StreamInner>]) -> bool {
+        let Some(err) = self
+            .failed_all
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        else {
+            return false;
+        };
+        let mut any = false;
+        for s in streams.iter().filter(|s| !s.is_idle()) {
+            let mut e = err.clone();
+            if let Some(b) = s.blocked_head() {
+                e = HcclError::from_code(
+                    err.code(),
+                    format!(
+                        "{}; this rank was waiting for {} at step {}",
+                        err.message(),
+                        b.what,
+                        b.step
+                    ),
+                );
+                if let Some(l) = &b.label {
+                    e = e.tag(l.tag.clone());
+                }
+            }
+            // as a failed task does: the head goes, then `fail` discards
+            // the rest and counts the head too
+            let mut released = super::task::Released::default();
+            let popped = s.lock_queue().pop_task_into(&mut released);
+            drop(released);
+            if popped {
+                s.fail(e.rank(self.id), self);
+                any = true;
+            }
+        }
+        if any {
+            self.done.notify();
+        }
+        any
+    }
+
     /// Fails the waiting task of every stream in `streams` with `lost` (a
     /// lost peer), each error saying what that stream was waiting for, and
     /// tells every peer.
@@ -680,6 +761,9 @@ impl DeviceInner {
             let waiter = (yields >= self.yields()).then(|| self.events.prepare_wait());
             self.refresh(snapshot, &mut gen);
             let mut progressed = false;
+            if self.has_failed_all.load(Ordering::Relaxed) {
+                progressed |= self.fail_streams(snapshot);
+            }
             for s in snapshot.iter() {
                 progressed |= s.run_ready(self);
             }

@@ -223,6 +223,18 @@ impl Queue {
         }
     }
 
+    /// Removes the head task, if any (its resources go to `out`); returns
+    /// whether there was one.
+    fn pop_task_into(&mut self, out: &mut Released) -> bool {
+        match self.pop_task() {
+            Some(t) => {
+                self.pools.retire(t, out);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Removes the head task without releasing what it holds (the caller
     /// retires it).
     fn pop_task(&mut self) -> Option<Task> {

@@ -620,3 +620,39 @@ mod tcp {
         assert!(e.to_string().contains("peer rank 1"), "{e}");
     }
 }
+
+#[test]
+fn fail_all_ends_every_wait_now_and_later() {
+    for mode in [ExecMode::Inline, ExecMode::Worker] {
+        let d = dev(mode, None);
+        let (s1, s2) = (Stream::new(&d), Stream::new(&d));
+        let never = Notify::new(&d);
+        // two streams waiting forever, one driven by a synchronizer
+        s1.notify_wait(&never).unwrap();
+        s2.notify_wait(&never).unwrap();
+        let d2 = d.clone();
+        let failer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            d2.fail_all(HcclError::suspending("revoked by rank 3: test"));
+        });
+        let t = Instant::now();
+        let e = s1.synchronize().unwrap_err();
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        assert_eq!(e.code(), HcclResult::ESuspending, "{e}");
+        assert!(e.message().starts_with("revoked by rank 3: test"), "{e}");
+        assert!(e.message().contains("waiting for"), "{e}");
+        failer.join().unwrap();
+        let e = s2.synchronize().unwrap_err();
+        assert!(e.message().starts_with("revoked by rank 3"), "{e}");
+        assert!(s1.query() && s2.query());
+        // a task queued afterwards fails too, and the first error stays
+        d.fail_all(HcclError::internal("second"));
+        s1.notify_wait(&never).unwrap();
+        let e = s1.synchronize().unwrap_err();
+        assert!(e.message().starts_with("revoked by rank 3"), "{e}");
+        assert_eq!(
+            d.failed_all().map(|e| e.code()),
+            Some(HcclResult::ESuspending)
+        );
+    }
+}
