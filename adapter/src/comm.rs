@@ -159,6 +159,18 @@ impl HcclComm {
         self.inner.abort(reason)
     }
 
+    /// Revokes the communicator on every rank: in-flight ops end with an
+    /// `HCCL_E_SUSPENDING` error "revoked by rank R: reason", later ops
+    /// are refused; see [`Communicator::revoke`].
+    pub fn revoke(&self, reason: &str) {
+        self.inner.revoke(reason)
+    }
+
+    /// Who revoked the communicator and why, if it was revoked.
+    pub fn revoked(&self) -> Option<(u32, String)> {
+        self.inner.revoked()
+    }
+
     /// Bounds every wait of this communicator's ops from now on (`None`:
     /// forever); see [`Communicator::set_exec_timeout`].
     pub fn set_exec_timeout(&self, timeout: Option<std::time::Duration>) {

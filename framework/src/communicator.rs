@@ -6,6 +6,7 @@ use crate::fabric::{Fabric, PeerRecord};
 use crate::flight::FlightRecorder;
 use crate::json_file::{file_safe, write_json_file};
 use crate::resource_manager::ResourceManager;
+use crate::revoke::{Revocation, Spread};
 use crate::selector::Selector;
 use hccl_algorithm::{
     registry, AlgResourceResponse, CollExecutor, DescriptorCache, ExecutorRegistry, OpParam,
@@ -46,6 +47,8 @@ pub struct InProcGroup {
     name: String,
     config: CommConfig,
     rendezvous: Arc<InProcRendezvous>,
+    /// The ranks' revocations: a rank that revokes marks every sibling.
+    siblings: Arc<crate::revoke::Siblings>,
 }
 
 static NEXT_GROUP: AtomicU64 = AtomicU64::new(0);
@@ -73,6 +76,7 @@ impl InProcGroup {
             }),
             config,
             rendezvous: InProcRendezvous::new(size),
+            siblings: Default::default(),
         }))
     }
 
@@ -159,7 +163,8 @@ impl InProcGroup {
             device,
             (ccl_input, ccl_output),
             Arc::new(fabric),
-        ))
+        )
+        .with_spread(Spread::Siblings(self.siblings.clone())))
     }
 }
 
@@ -249,6 +254,11 @@ pub struct Communicator {
     /// Ops run by the repeat path (`communicator/repeat.rs`).
     repeated: AtomicU64,
     ops_traced: AtomicU64,
+    /// Whether (and by whom) the communicator was revoked (`revoke.rs`).
+    revocation: Arc<Revocation>,
+    /// How a revocation reaches the other ranks (holds the control plane
+    /// of a process communicator).
+    spread: Spread,
 }
 
 impl Drop for Communicator {
@@ -323,6 +333,8 @@ impl Communicator {
         });
         Self::log_init(&name, rank, &topo, &hosts, &config, fabric.as_ref());
         let c = Communicator {
+            revocation: Revocation::new(rank, device.clone()),
+            spread: Spread::Alone,
             flight,
             trace_file,
             ops_traced: Default::default(),
@@ -370,6 +382,44 @@ impl Communicator {
         };
         c.log_choices();
         c
+    }
+
+    /// Gives the communicator the way its revocations reach the other
+    /// ranks (a control plane: its handler is installed here).
+    pub(crate) fn with_spread(mut self, spread: Spread) -> Communicator {
+        match &spread {
+            Spread::Control(plane) => plane
+                .control()
+                .set_handler(crate::revoke::handler(&self.revocation)),
+            Spread::Siblings(s) => s.enroll(self.rank, &self.revocation),
+            Spread::Alone => {}
+        }
+        self.spread = spread;
+        self
+    }
+
+    /// Revokes the communicator (NCCL's `ncclCommRevoke`, ULFM's
+    /// `MPI_Comm_revoke`): every rank's in-flight ops end promptly with
+    /// an `HCCL_E_SUSPENDING` error saying "revoked by rank R: reason",
+    /// and later ops are refused the same way; the communicator stays for
+    /// status calls and destruction. The revocation reaches every rank
+    /// even if this one dies right after (each rank passes it on first).
+    /// Revoking again, or a communicator already revoked by a peer, does
+    /// nothing.
+    pub fn revoke(&self, reason: &str) {
+        self.spread.revoke(&self.revocation, reason);
+    }
+
+    /// Who revoked the communicator and why, if it was revoked.
+    pub fn revoked(&self) -> Option<(u32, String)> {
+        self.revocation.get().cloned()
+    }
+
+    /// The error refusing an op on a revoked communicator, if it is.
+    pub(crate) fn revoked_error(&self) -> Option<HcclError> {
+        self.revocation
+            .get()
+            .map(|(origin, reason)| Revocation::error(*origin, reason))
     }
 
     /// Every rank's TCP link listener, by rank (empty for ranks that are
@@ -638,6 +688,9 @@ impl Communicator {
     /// HCCL's `HcclGetCommAsyncError`: the error that broke the
     /// communicator in the background (a lost peer, an abort), if any.
     pub fn async_error(&self) -> Option<HcclError> {
+        if let Some(e) = self.revoked_error() {
+            return Some(e.rank(self.rank));
+        }
         let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(r) = &st.aborted {
             return Some(
@@ -760,6 +813,9 @@ impl Communicator {
         let st = &mut *st;
         if let Some(r) = &st.aborted {
             return Err(ctx(aborted_error(r)));
+        }
+        if let Some(e) = self.revoked_error() {
+            return Err(ctx(e));
         }
         // the adapter hands the same tag object for a repeated op: a
         // pointer comparison instead of a string comparison

@@ -9,7 +9,9 @@ use crate::bootstrap::{
     derived_unique_id, host_id, local_ip_towards, machine_of, rank_table, RankInfo, RankTable,
 };
 use crate::config::{CommConfig, ProcessEnv};
+use crate::control::{ControlListener, ControlPlane, CONTROL_COMPONENT};
 use crate::fabric::{Fabric, Opened, PeerRecord};
+use crate::revoke::Spread;
 use crate::Communicator;
 use hccl_algorithm::TopoInfo;
 use hccl_platform::shm_segment_name;
@@ -61,16 +63,23 @@ struct Local {
     opened: Vec<Opened>,
     /// The TCP listener, if TCP is opened (the rank info's `link_addr`).
     listener: Option<SocketAddr>,
+    /// The control plane's listener (its address travels with the
+    /// transports' under [`CONTROL_COMPONENT`]).
+    control: ControlListener,
 }
 
 impl Local {
     /// The rank info this rank publishes.
     fn info(&self, rank: u32, config: &CommConfig) -> Result<RankInfo> {
-        let parts: Vec<(u32, Vec<u8>)> = self
+        let mut parts: Vec<(u32, Vec<u8>)> = self
             .opened
             .iter()
             .map(|o| (component_id(o.component.name()), o.context.address()))
             .collect();
+        parts.push((
+            component_id(CONTROL_COMPONENT),
+            hccl_platform::encode_tcp_address(self.control.addr()?),
+        ));
         Ok(RankInfo {
             rank,
             host_id: host_id(),
@@ -139,6 +148,7 @@ fn local_setup(
         ccl,
         opened,
         listener,
+        control: ControlListener::bind(ip)?,
     })
 }
 
@@ -208,6 +218,25 @@ fn finish(rank: u32, table: RankTable, local: Local, config: CommConfig) -> Resu
         transports = ?by_transport,
         "communicator formed"
     );
+    let control_addrs = table
+        .ranks
+        .iter()
+        .map(|r| {
+            let packed = hccl_platform::transport::unpack_addresses(&r.transports).ok()?;
+            let (_, bytes) = packed
+                .into_iter()
+                .find(|(id, _)| *id == component_id(CONTROL_COMPONENT))?;
+            hccl_platform::decode_tcp_address(bytes).ok()
+        })
+        .collect();
+    let plane = ControlPlane::start(
+        local.control,
+        rank,
+        table.unique_id,
+        control_addrs,
+        config.connect_timeout,
+    )
+    .map_err(|e| e.rank(rank).during("connecting the control plane"))?;
     Ok(Communicator::assemble(
         config.comm_name.clone().unwrap_or(format!("mp-{name}")),
         topo,
@@ -215,7 +244,8 @@ fn finish(rank: u32, table: RankTable, local: Local, config: CommConfig) -> Resu
         local.device,
         local.ccl,
         Arc::new(fabric),
-    ))
+    )
+    .with_spread(Spread::Control(plane)))
 }
 
 fn check_rank(n_ranks: u32, rank: u32) -> Result<()> {

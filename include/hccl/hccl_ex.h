@@ -76,7 +76,8 @@ extern HcclResult HcclRsDumpFlightRecorder(HcclComm comm, const char *path);
 extern HcclResult HcclRsWriteTimeline(HcclComm comm, const char *path);
 
 /*
- * hccl-rs extensions (not in HCCL): per-communicator timeouts in milliseconds.
+ * hccl-rs extensions (not in HCCL): fault tolerance: per-communicator timeouts in
+ * milliseconds, revocation.
  */
 
 /**
@@ -91,6 +92,15 @@ extern HcclResult HcclRsCommSetExecTimeout(HcclComm comm, uint64_t timeoutMs);
  * The bound in force, in milliseconds (0 = forever). HCCL_E_PTR for a NULL comm or timeoutMs.
  */
 extern HcclResult HcclRsCommGetExecTimeout(HcclComm comm, uint64_t *timeoutMs);
+
+/**
+ * Revokes the communicator on every rank (NCCL's ncclCommRevoke): in-flight ops of every rank
+ * end promptly with HCCL_E_SUSPENDING ("revoked by rank R: reason"), later ops are refused the
+ * same way; HcclGetCommAsyncError reports it; only status calls and HcclCommDestroy remain.
+ * The revocation reaches every rank even if this one dies right after. reason may be NULL.
+ * HCCL_E_PTR for a NULL comm.
+ */
+extern HcclResult HcclRsCommRevoke(HcclComm comm, const char *reason);
 
 /*
  * hccl-rs extensions (not in HCCL): fused compute/communication ops (HCCL's MC2 ops

@@ -252,3 +252,72 @@ fn a_rank_that_exits_while_others_wait_is_named() {
 fn a_rank_that_destroys_its_communicator_mid_op_is_named() {
     leaves_while_others_wait("destroy", "destroy");
 }
+
+/// Rank 2 revokes (issue 32) while the others wait for it in their next
+/// op: every other rank's op ends with `HCCL_E_SUSPENDING` "revoked by
+/// rank 2" within [`BOUND`]; with `how = revoke` the revoker's own next op
+/// is refused the same way, with `revoke_exit` the revoker exits right
+/// after revoking and the revocation still reaches everyone.
+fn revoked_while_others_wait(tag: &str, how: &str, bytes: usize, env: &[(&str, String)]) {
+    let dir = tempdir(tag);
+    let victim = 2u32;
+    let mut env = env.to_vec();
+    env.push(("DRILL_VICTIM", format!("{victim}:{how}")));
+    let mut ranks = spawn(&dir, "allreduce", bytes, &env);
+    let pids: Vec<u32> = ranks.0.iter().map(Child::id).collect();
+    wait_ready(&dir, &mut ranks);
+    let outs = finish(ranks, Duration::from_secs(30));
+    let revoked = drill_lines(&outs[victim as usize])
+        .into_iter()
+        .find(|l| l["event"] == "revoke")
+        .unwrap_or_else(|| panic!("{tag}: the victim never revoked: {}", outs[victim as usize]));
+    let t_revoke = revoked["t_ns"].as_u64().unwrap() as u128;
+    let expect = format!("revoked by rank {victim}: the drill revoked");
+    for (r, out) in outs.iter().enumerate() {
+        if r as u32 == victim && how == "revoke_exit" {
+            continue;
+        }
+        let e = drill_lines(out)
+            .into_iter()
+            .find(|l| l.get("message").is_some())
+            .unwrap_or_else(|| panic!("{tag}: rank {r} reported no error: {out}"));
+        let msg = e["message"].as_str().unwrap();
+        let took = Duration::from_nanos(
+            (e["t_ns"].as_u64().unwrap() as u128).saturating_sub(t_revoke) as u64,
+        );
+        println!("{tag}: rank {r} ended {took:?} after the revocation: {msg}");
+        assert_eq!(
+            e["code"], 22,
+            "{tag}: rank {r}: ESuspending expected: {msg}"
+        );
+        assert!(msg.contains(&expect), "{tag}: rank {r}: {msg}");
+        assert!(took < BOUND, "{tag}: rank {r} took {took:?}: {msg}");
+    }
+    assert!(
+        segments_of(&pids).is_empty(),
+        "{tag}: segments left: {:?}",
+        segments_of(&pids)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_revocation_ends_every_ranks_op_over_shared_memory() {
+    revoked_while_others_wait("revoke-shm", "revoke", 1 << 20, &[]);
+}
+
+#[test]
+fn a_revocation_ends_small_aiv_ops_and_tcp_ops() {
+    revoked_while_others_wait("revoke-aiv", "revoke", 1024, &[]);
+    revoked_while_others_wait(
+        "revoke-tcp",
+        "revoke",
+        1 << 20,
+        &[("HCCL_RS_TRANSPORT", "tcp".into())],
+    );
+}
+
+#[test]
+fn a_revocation_spreads_when_its_sender_exits_right_after() {
+    revoked_while_others_wait("revoke-exit", "revoke_exit", 1 << 20, &[]);
+}

@@ -1,6 +1,6 @@
-//! hccl-rs extensions for per-communicator timeouts (`hccl_ex.h`):
-//! `HcclRsCommSetExecTimeout` / `HcclRsCommGetExecTimeout`, in
-//! milliseconds. HCCL's `HCCL_EXEC_TIMEOUT` and the config's
+//! hccl-rs extensions for fault tolerance (`hccl_ex.h`): per-communicator
+//! timeouts (`HcclRsCommSetExecTimeout` / `HcclRsCommGetExecTimeout`, in
+//! milliseconds) and revocation (`HcclRsCommRevoke`). HCCL's `HCCL_EXEC_TIMEOUT` and the config's
 //! `hcclExecTimeOut` are whole seconds and fixed at creation; a
 //! fault-tolerant job wants a hung peer noticed in a fraction of a second,
 //! and each communicator (group) on its own terms.
@@ -34,6 +34,26 @@ pub extern "C" fn HcclRsCommGetExecTimeout(comm: HcclComm, timeoutMs: *mut u64) 
         });
         // SAFETY: non-null, points to a u64 the caller owns (C contract).
         unsafe { timeoutMs.write(ms) };
+        Ok(())
+    })
+}
+
+/// `HcclRsCommRevoke`: revokes the communicator on every rank (in-flight
+/// ops end with `HCCL_E_SUSPENDING`, later ops are refused); `reason`
+/// may be NULL.
+#[no_mangle]
+pub extern "C" fn HcclRsCommRevoke(comm: HcclComm, reason: *const std::ffi::c_char) -> HcclResult {
+    hccl("HcclRsCommRevoke", || {
+        let c = lookup(comm)?;
+        let reason = if reason.is_null() {
+            "revoked by the application".to_owned()
+        } else {
+            // SAFETY: non-null, a NUL-terminated string (C contract).
+            unsafe { std::ffi::CStr::from_ptr(reason) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        c.comm.revoke(&reason);
         Ok(())
     })
 }

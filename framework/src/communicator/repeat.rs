@@ -121,6 +121,9 @@ impl Communicator {
         if let Some(reason) = &st.aborted {
             return Some(Err(ctx(aborted_error(reason))));
         }
+        if let Some(e) = self.revoked_error() {
+            return Some(Err(ctx(e)));
+        }
         if !st
             .last_executor
             .as_ref()

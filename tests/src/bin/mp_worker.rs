@@ -26,7 +26,9 @@
 //! own `DRILL_AFTER_MS` (default 300) after it is ready: `exit` (the process
 //! exits at once, communicator and all), `destroy` (destroys its
 //! communicator, then lives on for a minute), `abort` (enqueues ops
-//! and aborts the communicator while they are queued). On failure a rank
+//! and aborts the communicator while they are queued), `revoke` (revokes
+//! the communicator, then tries one more op, which must be refused),
+//! `revoke_exit` (revokes and exits at once). On failure a rank
 //! prints one line `DRILL {json}` with its rank, pid, the error's code and
 //! message, and the wall-clock time (`t_ns`, since the Unix epoch); the
 //! victim prints one with `"event"` when it leaves. Exits 2 after an error,
@@ -447,6 +449,23 @@ fn drill(mode: &str, rank: u32, size: u32, dir: &str) -> ! {
                     Err(e) => fail(e),
                     Ok(()) => {
                         drill_line(serde_json::json!({"rank": rank, "event": "abort-finished"}));
+                        std::process::exit(0)
+                    }
+                }
+            }
+            "revoke" | "revoke_exit" => {
+                // the others are in (or entering) their next op, which
+                // cannot complete without this rank
+                event("revoke");
+                c.revoke("the drill revoked");
+                if how == "revoke_exit" {
+                    std::process::exit(0);
+                }
+                // this rank's own next op is refused
+                match enqueue(&c).and_then(|_| s.synchronize()) {
+                    Err(e) => fail(e),
+                    Ok(()) => {
+                        drill_line(serde_json::json!({"rank": rank, "event": "ran-after-revoke"}));
                         std::process::exit(0)
                     }
                 }
