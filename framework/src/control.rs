@@ -336,7 +336,7 @@ impl Control {
             .ok_or_else(|| HcclError::para(format!("rank {peer} has no control address")))?;
         let mut s = TcpStream::connect_timeout(&addr, sh.io_timeout).map_err(|e| {
             HcclError::from_io(
-                &format!("connecting the control plane to rank {peer} at {addr}"),
+                format!("connecting the control plane to rank {peer} at {addr}"),
                 e,
             )
             .peer(peer)
