@@ -131,14 +131,21 @@ def _raw_held(t: torch.Tensor) -> _native.RawBuffer:
 
 def _allreduce_args(tensors, opts):
     """The other forms of ``ProcessGroup.allreduce``: a tensor for the
-    list, a ``ReduceOp`` (or nothing) for the options."""
+    list; for the options a ``ReduceOp`` (or nothing), or options of
+    another type that carry the same fields (``AllreduceCoalescedOptions``,
+    which torch binds as a class of its own, not an ``AllreduceOptions``)."""
     if isinstance(tensors, torch.Tensor):
         tensors = [tensors]
     else:
         tensors = list(tensors)
     if opts is None or not isinstance(opts, _AllreduceOptions):
         o = _AllreduceOptions()
-        if opts is not None:
+        if hasattr(opts, "reduceOp"):
+            o.reduceOp = opts.reduceOp
+            o.timeout = opts.timeout
+            if _HAS_ASYNC_OP:
+                o.asyncOp = getattr(opts, "asyncOp", True)
+        elif opts is not None:
             o.reduceOp = opts
         opts = o
     return tensors, opts
@@ -336,7 +343,16 @@ class _Collectives:
         finish = (lambda: t.div_(self._size)) if avg else None
         return HcclRsWork(self.comm.all_reduce_async(b, None, op), tensors, finish)
 
-    def allreduce_coalesced(self, tensors, opts):
+    def allreduce_coalesced(self, tensors, opts=None):
+        # one allreduce per tensor (they may differ in type and size), all
+        # issued before any is waited for; `opts` is an
+        # AllreduceCoalescedOptions, turned into the AllreduceOptions
+        # `allreduce` takes
+        tensors, opts = _allreduce_args(tensors, opts)
+        if _HAS_ASYNC_OP and not opts.asyncOp:
+            for t in tensors:
+                self.allreduce([t], opts)
+            return _FakeWork() if self._blocking_work else None
         works = [self.allreduce([t], opts) for t in tensors]
         return HcclRsWork(_WaitAll(works), tensors) if works else _done(tensors)
 
