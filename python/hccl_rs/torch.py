@@ -522,6 +522,9 @@ class HcclRsBackend(_Collectives, _C10dBackend):
         self.comm = comm
         self._store, self._timeout, self._mb_seq = store, timeout, 0
         self._in_process_group = False
+        # what `options` answers (torch reads the timeout and the group's
+        # name from it; splitGroup clones it)
+        self._options = _C10dBackend.Options(BACKEND_NAME, timeout)
 
     def monitored_barrier(self, timeout=None, wait_all_ranks: bool = False):
         """``dist.monitored_barrier``: every rank reports to rank 0 through
@@ -570,8 +573,11 @@ class HcclRsBackend(_Collectives, _C10dBackend):
         store.set(f"{key}/release", "1")
         return None
 
-    # -- capabilities torch asks a backend for; a Python backend answers
-    # itself (the C++ defaults look the Python attribute up again)
+    # -- capabilities torch asks a backend for. A Python backend must
+    # answer every one itself: torch's C++ trampoline (PyBackend) reads the
+    # Python attribute, and the inherited one is the C++ property that
+    # calls the trampoline again (RecursionError). Every property of
+    # torch's Backend that goes through the trampoline is here.
     @property
     def supports_splitting(self) -> bool:
         # split_group works on the process group (HcclRsProcessGroup
@@ -583,8 +589,31 @@ class HcclRsBackend(_Collectives, _C10dBackend):
         return False
 
     @property
-    def supports_time_estimate(self) -> bool:
+    def _supports_time_estimate(self) -> bool:
         return False
+
+    # the name older code of this module used
+    supports_time_estimate = _supports_time_estimate
+
+    @property
+    def supports_shrinking(self) -> bool:
+        return False
+
+    @property
+    def supports_reconfigure(self) -> bool:
+        # no reconfigure yet: torchft and dist._supports_reconfigure see
+        # False, and enable_reconfigure=True is refused at creation
+        return False
+
+    @property
+    def supports_window(self) -> bool:
+        return False
+
+    @property
+    def options(self):
+        """The backend's ``Backend.Options``: its name and timeout (and
+        the group's name and global ranks once torch's creator set them)."""
+        return self._options
 
 
 class HcclRsProcessGroup(_Collectives, _ProcessGroup):
@@ -634,6 +663,16 @@ class HcclRsProcessGroup(_Collectives, _ProcessGroup):
         """``dist.monitored_barrier`` (see :meth:`HcclRsBackend.monitored_barrier`)."""
         return self._backend.monitored_barrier(timeout, wait_all_ranks)
 
+    # the capabilities torch's ProcessGroup asks its default backend for,
+    # answered here directly (see HcclRsBackend's)
+    @property
+    def supports_reconfigure(self) -> bool:
+        return self._backend.supports_reconfigure
+
+    @property
+    def supports_window(self) -> bool:
+        return self._backend.supports_window
+
     def __repr__(self) -> str:
         return f"HcclRsProcessGroup(rank={self._rank}, size={self._size})"
 
@@ -665,13 +704,33 @@ def _keep(tensor, finish):
     return run
 
 
-def _create(store, rank: int, size: int, timeout: timedelta):
-    """torch's creator: a :class:`HcclRsProcessGroup`, or with
-    ``HCCL_RS_TORCH_PG=0`` a plain :class:`HcclRsBackend` (every call then
-    goes through torch's dispatcher)."""
+def _create(opts, backend_options=None):
+    """torch's creator (its extended form, which passes every option of
+    the group, ``enable_reconfigure`` included): a
+    :class:`HcclRsProcessGroup`, or with ``HCCL_RS_TORCH_PG=0`` a plain
+    :class:`HcclRsBackend` (every call then goes through torch's
+    dispatcher).
+
+    ``enable_reconfigure=True`` is refused (:class:`NotSupportedError`)
+    rather than ignored: the caller expects a communicator that is only
+    formed by ``reconfigure()``, which hccl_rs does not have yet."""
+    if getattr(opts, "enable_reconfigure", False):
+        raise NotSupportedError(
+            "init_process_group(enable_reconfigure=True): reconfigure (torch's fault-tolerance "
+            "API) is not supported yet by hccl_rs; create the group without enable_reconfigure",
+            5,
+        )
+    store, rank, size, timeout = opts.store, opts.group_rank, opts.group_size, opts.timeout
     if os.environ.get("HCCL_RS_TORCH_PG", "1") == "0":
-        return HcclRsBackend(store, rank, size, timeout)
-    return HcclRsProcessGroup(store, rank, size, timeout)
+        made = HcclRsBackend(store, rank, size, timeout)
+        backend = made
+    else:
+        made = HcclRsProcessGroup(store, rank, size, timeout)
+        backend = made._backend
+    o = backend._options
+    o.group_name = str(opts.group_id)
+    o.global_ranks_in_group = list(opts.global_ranks_in_group)
+    return made
 
 
 def register() -> None:
@@ -679,7 +738,7 @@ def register() -> None:
     importing this module does it)."""
     if BACKEND_NAME.upper() in getattr(dist.Backend, "_plugins", {}):
         return
-    dist.Backend.register_backend(BACKEND_NAME, _create, devices=["cpu"])
+    dist.Backend.register_backend(BACKEND_NAME, _create, extended_api=True, devices=["cpu"])
 
 
 register()

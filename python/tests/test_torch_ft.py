@@ -12,3 +12,19 @@ torch = pytest.importorskip("torch")
 def test_allreduce_coalesced(run, p, through):
     env = {"HCCL_RS_TORCH_PG": "0"} if through == "dispatcher" else {}
     run(["torch_ft_worker.py", "coalesced"], p, timeout=120, torch_env=True, env=env).check()
+
+
+@pytest.mark.parametrize("through", ["process_group", "dispatcher"])
+def test_capabilities_torch_probes_answer(run, through):
+    env = {"HCCL_RS_TORCH_PG": "0"} if through == "dispatcher" else {}
+    run(["torch_ft_worker.py", "capabilities"], 2, timeout=90, torch_env=True, env=env).check()
+
+
+def test_enable_reconfigure_is_refused(run):
+    ranks = run(["torch_ft_worker.py", "reconfigure_refused"], 2, timeout=90, torch_env=True).check()
+    import inspect
+
+    import torch.distributed as dist
+
+    if "enable_reconfigure" in inspect.signature(dist.init_process_group).parameters:
+        assert "skip" not in ranks.out(0), ranks.out(0)

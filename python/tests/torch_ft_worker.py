@@ -3,14 +3,17 @@
 torch_ft_worker.py SCENARIO`` with torch's env:// variables; see
 test_torch_ft.py)."""
 
+import inspect
 import os
 import sys
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 from torch_worker import close, data, reference
 from worker_common import scenario
 
+import hccl_rs
 import hccl_rs.torch  # noqa: F401  (registers "hccl_rs")
 
 
@@ -59,6 +62,82 @@ def coalesced():
     dist.destroy_process_group()
 
 
+def _probe(obj, what):
+    """Every capability torch reads from a backend or group: each must
+    answer (torch's C++ trampoline used to recurse on them)."""
+    for name in ("supports_reconfigure", "supports_window"):
+        v = getattr(obj, name)
+        assert v is False, f"{what}.{name} = {v!r}"
+
+
+def capabilities():
+    """The attributes torch's Backend / ProcessGroup (and torchft) probe,
+    on the group and on its CPU backend, for the world and a new group."""
+    from torch._C._distributed_c10d import Backend
+
+    timeout = timedelta(seconds=123)
+    dist.init_process_group("hccl_rs", timeout=timeout)
+    r, p = dist.get_rank(), dist.get_world_size()
+    sub_timeout = timedelta(seconds=77)
+    groups = [
+        ("world", dist.group.WORLD, timeout),
+        ("new_group", dist.new_group(list(range(p)), timeout=sub_timeout), sub_timeout),
+    ]
+    for what, pg, timeout in groups:
+        _probe(pg, what)
+        be = pg._get_backend(torch.device("cpu"))
+        _probe(be, f"{what} backend")
+        for name in ("supports_shrinking", "_supports_time_estimate", "supports_coalescing"):
+            v = getattr(be, name)
+            assert v is False, f"{what} backend.{name} = {v!r}"
+        want_split = os.environ.get("HCCL_RS_TORCH_PG", "1") != "0"
+        assert be.supports_splitting is want_split, be.supports_splitting
+        assert be.supports_tensor_alloc(torch.device("cpu")) is False
+        o = be.options
+        assert isinstance(o, Backend.Options), type(o)
+        assert o is be.options  # one live object, as torch's backends keep
+        assert o.backend == "hccl_rs", o.backend
+        assert o._timeout == timeout, o._timeout
+        assert o.group_name == pg.group_name, (o.group_name, pg.group_name)
+        assert list(o.global_ranks_in_group) in ([], list(range(p))), o.global_ranks_in_group
+    # torch's own helpers over them
+    for helper in ("_supports_reconfigure", "_supports_window"):
+        if hasattr(dist.distributed_c10d, helper):
+            v = getattr(dist.distributed_c10d, helper)()
+            assert v is False, (helper, v)
+    if hasattr(dist.distributed_c10d, "_time_estimator"):
+        try:
+            with dist.distributed_c10d._time_estimator():
+                pass
+        except NotImplementedError as e:
+            assert "not supported" in str(e), e
+        else:
+            raise AssertionError("_time_estimator ran on a backend without it")
+    # and the group still works
+    t = torch.full((3,), float(r + 1))
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((3,), p * (p + 1) / 2)), t
+    dist.destroy_process_group()
+
+
+def reconfigure_refused():
+    """init_process_group(enable_reconfigure=True) is refused with a clear
+    error (it used to be ignored: a group that was never going to be
+    reconfigured)."""
+    if "enable_reconfigure" not in inspect.signature(dist.init_process_group).parameters:
+        print("skip: this torch has no enable_reconfigure", flush=True)
+        return
+    try:
+        dist.init_process_group("hccl_rs", enable_reconfigure=True)
+    except NotImplementedError as e:
+        assert isinstance(e, hccl_rs.NotSupportedError), type(e).__mro__
+        assert isinstance(e, RuntimeError), type(e).__mro__
+        assert "reconfigure" in str(e) and "not supported yet by hccl_rs" in str(e), e
+    else:
+        raise AssertionError("enable_reconfigure=True was accepted")
+
+
 if __name__ == "__main__":
-    scenario({"coalesced": coalesced})
+    scenario({"coalesced": coalesced, "capabilities": capabilities,
+              "reconfigure_refused": reconfigure_refused})
     sys.stdout.flush()
