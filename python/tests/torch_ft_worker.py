@@ -137,7 +137,79 @@ def reconfigure_refused():
         raise AssertionError("enable_reconfigure=True was accepted")
 
 
+def _is_dist_error(e, *classes):
+    """``e`` is a DistBackendError, a RuntimeError and each of ``classes``."""
+    assert isinstance(e, dist.DistBackendError), type(e).__mro__
+    assert isinstance(e, RuntimeError), type(e).__mro__
+    assert isinstance(e, hccl_rs.HcclError), type(e).__mro__
+    for c in classes:
+        assert isinstance(e, c), (c, type(e).__mro__)
+
+
+def error_types():
+    """Errors through the torch backend are torch's DistBackendError (and
+    RuntimeError), keeping their hccl_rs class: a local parameter error,
+    then a peer that never joins an op (HCCL_EXEC_TIMEOUT) seen by
+    Work.wait() and by the future."""
+    dist.init_process_group("hccl_rs")
+    r = dist.get_rank()
+    try:
+        dist.all_reduce(torch.ones(8)[::2])
+    except dist.DistBackendError as e:
+        _is_dist_error(e, hccl_rs.ParameterError, ValueError)
+        assert "not contiguous" in str(e), e
+    else:
+        raise AssertionError("a non-contiguous tensor was taken")
+    try:
+        dist.all_reduce_coalesced([torch.ones(2, dtype=torch.int32)], op=dist.ReduceOp.AVG)
+    except RuntimeError as e:
+        _is_dist_error(e, hccl_rs.NotSupportedError, NotImplementedError)
+        assert "AVG" in str(e), e
+    else:
+        raise AssertionError("AVG on integers was taken")
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((3,), 2.0)), t
+    store = dist.distributed_c10d._get_default_store()
+    if r == 1:
+        # never joins rank 0's next op; leaves once rank 0 has seen it fail
+        store.wait(["ft/seen"], timedelta(seconds=60))
+        print(f"rank {r} ok: error_types", flush=True)
+        os._exit(0)
+    w = dist.all_reduce(torch.ones(5), async_op=True)
+    fut = w.get_future()
+    try:
+        w.wait()
+    except dist.DistBackendError as e:
+        _is_dist_error(e, hccl_rs.HcclTimeoutError, TimeoutError)
+        first = e
+    else:
+        raise AssertionError("an op whose peer never came completed")
+    # through the dispatcher (HCCL_RS_TORCH_PG=0) the Work and its future
+    # are torch's C++ wrappers of ours, which do not carry a Python
+    # exception: only wait() is checked there
+    if isinstance(w, hccl_rs.torch.HcclRsWork):
+        assert w.exception() is first, w.exception()
+        try:
+            fut.wait()
+        except RuntimeError as e:
+            _is_dist_error(e, hccl_rs.HcclTimeoutError, TimeoutError)
+            assert str(e) == str(first), (str(e), str(first))
+        else:
+            raise AssertionError("the future of a failed op completed")
+    else:
+        assert os.environ.get("HCCL_RS_TORCH_PG") == "0", type(w)
+    # the torch flavour pickles (as exceptions cross processes)
+    import pickle
+
+    back = pickle.loads(pickle.dumps(first))
+    assert type(back) is type(first) and back.code == first.code == 9, (type(back), back.code)
+    store.set("ft/seen", "1")
+    print(f"rank {r} ok: error_types", flush=True)
+    os._exit(0)
+
+
 if __name__ == "__main__":
     scenario({"coalesced": coalesced, "capabilities": capabilities,
-              "reconfigure_refused": reconfigure_refused})
+              "reconfigure_refused": reconfigure_refused, "error_types": error_types})
     sys.stdout.flush()
