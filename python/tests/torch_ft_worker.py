@@ -174,6 +174,7 @@ def error_types():
     if r == 1:
         # never joins rank 0's next op; leaves once rank 0 has seen it fail
         store.wait(["ft/seen"], timedelta(seconds=60))
+        store.set("ft/bye", "1")  # rank 0 serves the store: it leaves last
         print(f"rank {r} ok: error_types", flush=True)
         os._exit(0)
     w = dist.all_reduce(torch.ones(5), async_op=True)
@@ -205,6 +206,7 @@ def error_types():
     back = pickle.loads(pickle.dumps(first))
     assert type(back) is type(first) and back.code == first.code == 9, (type(back), back.code)
     store.set("ft/seen", "1")
+    store.wait(["ft/bye"], timedelta(seconds=60))
     print(f"rank {r} ok: error_types", flush=True)
     os._exit(0)
 
