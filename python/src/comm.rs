@@ -6,7 +6,7 @@ use crate::errors;
 use crate::ops::{self, Op};
 use crate::shared::Shared;
 use crate::work::Work;
-use hccl_adapter::{HcclComm, HcclError, RootInfo, HCCL_ROOT_INFO_BYTES};
+use hccl_adapter::{CommConfig, HcclComm, HcclError, RootInfo, HCCL_ROOT_INFO_BYTES};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use std::net::ToSocketAddrs;
@@ -16,6 +16,15 @@ use std::time::Duration;
 
 /// How often a communicator's set-up looks for Python signals (Ctrl-C).
 const SET_UP_POLL: Duration = Duration::from_millis(50);
+
+/// The configuration communicators made from Python use: the
+/// environment's, without pinning the creating thread (the thread that
+/// drives ops is pinned at its first op, see `Shared::pin_driver`).
+fn config(py: Python<'_>) -> PyResult<CommConfig> {
+    let mut c = CommConfig::from_env().map_err(|e| errors::to_py(py, e))?;
+    c.pin_creating_thread = false;
+    Ok(c)
+}
 
 /// Runs a communicator's blocking set-up `f` (the bootstrap waits for
 /// every peer, up to `HCCL_CONNECT_TIMEOUT`) on a helper thread, with the
@@ -136,8 +145,9 @@ impl Comm {
             )
         })?;
         let root = RootInfo(bytes);
+        let config = config(py)?;
         let comm = set_up(py, "creating the communicator", move || {
-            HcclComm::init_root_info(n_ranks, &root, rank)
+            HcclComm::init_root_info_with(n_ranks, &root, rank, config)
         })?;
         Ok(Comm::wrap(comm))
     }
@@ -153,7 +163,10 @@ impl Comm {
     #[staticmethod]
     fn from_env(py: Python<'_>) -> PyResult<Comm> {
         meet_beside_torchrun(py)?;
-        let comm = set_up(py, "creating the communicator", HcclComm::init_from_env)?;
+        let config = config(py)?;
+        let comm = set_up(py, "creating the communicator", move || {
+            HcclComm::init_from_env_with(config)
+        })?;
         Ok(Comm::wrap(comm))
     }
 
@@ -197,6 +210,7 @@ impl Comm {
             let n = sh.next_split(&ranks);
             split_id(&self.name, &ranks, n)
         };
+        // (the parent's configuration: its creating thread is not pinned)
         let sub = set_up(py, "splitting the communicator", move || {
             sh.comm.create_sub_comm(&ranks, id, sub_rank as u32)
         })?;

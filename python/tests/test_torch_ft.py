@@ -132,3 +132,9 @@ def test_interrupted_set_up_thread_ends_by_itself():
     assert rc == 0, out + err
     assert "interrupted after" in out and "set-up thread gone" in out, out + err
 
+
+def test_affinity_pins_the_op_thread_not_the_creating_thread(run):
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 CPUs")
+    run(["torch_ft_worker.py", "affinity"], 2, timeout=90, torch_env=True,
+        env={"HCCL_RS_CPU_AFFINITY": "auto"}).check()

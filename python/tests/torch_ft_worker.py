@@ -211,7 +211,61 @@ def error_types():
     os._exit(0)
 
 
+def affinity():
+    """HCCL_RS_CPU_AFFINITY=auto pins the thread that drives ops (the one
+    that launches the first op), not the one that created the group (as
+    torchft does on its quorum thread)."""
+    import threading
+
+    full = sorted(os.sched_getaffinity(0))
+    r, p = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    assert len(full) >= p, f"the test needs {p} CPUs, has {full}"
+    masks = {}
+    made, checked = threading.Event(), threading.Event()
+
+    def creator():
+        dist.init_process_group("hccl_rs")
+        masks["creator after init"] = os.sched_getaffinity(0)
+        made.set()
+        checked.wait(60)  # alive while the ops run, asked again after
+        masks["creator after ops"] = os.sched_getaffinity(0)
+
+    c = threading.Thread(target=creator, name="quorum")
+    c.start()
+    assert made.wait(60), "init_process_group did not finish"
+    # another op thread, started before any op (threads inherit their
+    # creator's mask): its ops come after the first one's, so it is not
+    # the communicator's driver and keeps its mask
+    other, go = {}, threading.Event()
+
+    def later_ops():
+        go.wait(60)
+        dist.all_reduce(torch.ones(2))
+        other["m"] = os.sched_getaffinity(0)
+
+    th = threading.Thread(target=later_ops)
+    th.start()
+    masks["op thread before"] = os.sched_getaffinity(0)
+    t = torch.full((4,), float(r + 1))
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((4,), p * (p + 1) / 2)), t
+    masks["op thread after"] = os.sched_getaffinity(0)
+    checked.set()
+    c.join(60)
+    want = {full[r]}  # auto: local rank i on the mask's i-th CPU
+    assert masks["creator after init"] == set(full), masks
+    assert masks["creator after ops"] == set(full), masks
+    assert masks["op thread before"] == set(full), masks
+    assert masks["op thread after"] == want, masks
+    go.set()
+    th.join(60)
+    assert other["m"] == set(full), other
+    assert os.sched_getaffinity(0) == want
+    dist.destroy_process_group()
+
+
 if __name__ == "__main__":
     scenario({"coalesced": coalesced, "capabilities": capabilities,
-              "reconfigure_refused": reconfigure_refused, "error_types": error_types})
+              "reconfigure_refused": reconfigure_refused, "error_types": error_types,
+              "affinity": affinity})
     sys.stdout.flush()
