@@ -119,9 +119,12 @@ impl HcclComm {
 
     /// From the launcher's environment (torchrun, Open MPI, MPICH, Slurm).
     pub fn init_from_env() -> Result<HcclComm> {
-        Ok(Self::wrap(Communicator::init_from_env(
-            CommConfig::from_env()?,
-        )?))
+        Self::init_from_env_with(CommConfig::from_env()?)
+    }
+
+    /// [`HcclComm::init_from_env`] with an explicit configuration.
+    pub fn init_from_env_with(config: CommConfig) -> Result<HcclComm> {
+        Ok(Self::wrap(Communicator::init_from_env(config)?))
     }
 
     /// HCCL's `HcclCreateSubCommConfig`: the parent ranks `rank_ids` form a
@@ -180,6 +183,14 @@ impl HcclComm {
     /// The bound on waits in force.
     pub fn exec_timeout(&self) -> Option<std::time::Duration> {
         self.inner.exec_timeout()
+    }
+
+    /// Pins the calling thread on the CPU `HCCL_RS_CPU_AFFINITY` chose for
+    /// this rank, for a thread that drives ops without having created the
+    /// communicator (see [`CommConfig::pin_creating_thread`]); whether it
+    /// pinned.
+    pub fn pin_calling_thread(&self) -> Result<bool> {
+        self.inner.pin_calling_thread()
     }
 
     /// HCCL's `HcclGetCommAsyncError`: what broke the communicator in the

@@ -10,7 +10,10 @@
 //!
 //! What is pinned: for a process rank, the thread that creates the
 //! communicator (the one that drives ops in op-base mode) and the device's
-//! worker thread ([`hccl_platform::ExecMode::Worker`]). For threads-as-ranks
+//! worker thread ([`hccl_platform::ExecMode::Worker`]); with
+//! [`crate::CommConfig::pin_creating_thread`] false, the worker only, the
+//! CPU being kept for [`crate::Communicator::pin_calling_thread`] (the
+//! Python package pins the thread that first launches an op). For threads-as-ranks
 //! ([`crate::Communicator::init_all`], [`crate::InProcGroup`]) the rank
 //! threads are the user's, so only the worker thread hccl-rs creates is
 //! pinned. Link threads (TCP) stay in the inherited mask: they mostly
@@ -123,9 +126,15 @@ fn pin(tid: i32, cpu: usize) -> Result<()> {
         .map_err(|e| HcclError::internal(format!("sched_setaffinity(CPU {cpu}): {e}")))
 }
 
+/// Pins the calling thread on `cpu` (a CPU [`pin_rank`] chose).
+pub(crate) fn pin_current(cpu: usize) -> Result<()> {
+    pin(0, cpu)
+}
+
 /// Pins rank `rank` (local index `local` of `ranks_on_host`) per
 /// `setting`: its device's worker thread, and the calling thread too when
-/// `caller` (process ranks). Logs the choice at debug.
+/// `caller` (process ranks). Returns the CPU chosen (None: not pinned).
+/// Logs the choice at debug.
 pub(crate) fn pin_rank(
     setting: &CpuAffinity,
     rank: u32,
@@ -133,10 +142,10 @@ pub(crate) fn pin_rank(
     ranks_on_host: u32,
     device: &Device,
     caller: bool,
-) -> Result<()> {
+) -> Result<Option<usize>> {
     if *setting == CpuAffinity::Off {
         tracing::debug!(rank, local, "CPU affinity off: not pinned");
-        return Ok(());
+        return Ok(None);
     }
     let mask = current_mask()?;
     let Some(cpu) = choose(setting, &mask, local, ranks_on_host).map_err(|e| e.rank(rank))? else {
@@ -147,7 +156,7 @@ pub(crate) fn pin_rank(
             ?mask,
             "CPU affinity: inherited mask has fewer CPUs than ranks on the host; keeping it"
         );
-        return Ok(());
+        return Ok(None);
     };
     if caller {
         pin(0, cpu)?;
@@ -165,7 +174,7 @@ pub(crate) fn pin_rank(
         worker = device.worker_thread_id().is_some(),
         "CPU affinity: rank pinned"
     );
-    Ok(())
+    Ok(Some(cpu))
 }
 
 #[cfg(test)]

@@ -105,6 +105,8 @@ impl InProcGroup {
         }
         let device = Device::new(rank, self.config.device_config(self.size));
         // the rank threads are the user's: only the device's worker is pinned
+        // (the CPU is not kept for pin_calling_thread: the rank threads
+        // are the user's to place)
         crate::affinity::pin_rank(
             &self.config.cpu_affinity,
             rank,
@@ -259,6 +261,9 @@ pub struct Communicator {
     /// How a revocation reaches the other ranks (holds the control plane
     /// of a process communicator).
     spread: Spread,
+    /// The CPU `HCCL_RS_CPU_AFFINITY` chose for this rank (process ranks),
+    /// for [`Communicator::pin_calling_thread`].
+    cpu: Option<usize>,
 }
 
 impl Drop for Communicator {
@@ -339,6 +344,7 @@ impl Communicator {
             trace_file,
             ops_traced: Default::default(),
             repeated: Default::default(),
+            cpu: None,
             rank,
             size: topo.user_rank_size,
             hosts,
@@ -464,6 +470,30 @@ impl Communicator {
     /// The configuration in force.
     pub fn config(&self) -> &CommConfig {
         &self.config
+    }
+
+    /// The CPU `HCCL_RS_CPU_AFFINITY` chose for this process rank, if it
+    /// is pinned at all (None for threads-as-ranks).
+    pub fn cpu(&self) -> Option<usize> {
+        self.cpu
+    }
+
+    pub(crate) fn with_cpu(mut self, cpu: Option<usize>) -> Communicator {
+        self.cpu = cpu;
+        self
+    }
+
+    /// Pins the calling thread on this rank's CPU ([`Communicator::cpu`]),
+    /// for a thread that drives ops but did not create the communicator
+    /// (see [`CommConfig::pin_creating_thread`]). Returns whether it
+    /// pinned (false: the setting pins nothing here).
+    pub fn pin_calling_thread(&self) -> Result<bool> {
+        let Some(cpu) = self.cpu else {
+            return Ok(false);
+        };
+        crate::affinity::pin_current(cpu).map_err(|e| e.rank(self.rank))?;
+        tracing::debug!(rank = self.rank, cpu, "CPU affinity: op thread pinned");
+        Ok(true)
     }
 
     /// The topology as executors see it.

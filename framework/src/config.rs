@@ -136,6 +136,13 @@ pub struct CommConfig {
     /// Which core each rank runs on (`HCCL_RS_CPU_AFFINITY`: `auto`, the
     /// default, `off`, or a list of CPUs); see `affinity.rs`.
     pub cpu_affinity: crate::affinity::CpuAffinity,
+    /// Whether a process rank's communicator pins the thread that creates
+    /// it per `cpu_affinity` (true, the default: in op-base mode that
+    /// thread drives the ops). A binding whose ops are driven by another
+    /// thread (Python: torchft makes its groups on a quorum thread) sets it
+    /// false and calls [`Communicator::pin_calling_thread`](crate::Communicator::pin_calling_thread)
+    /// from the thread that drives ops. Not read from the environment.
+    pub pin_creating_thread: bool,
     /// How many channels (rings) the multi-ring executors use
     /// (`HCCL_RS_MIN_CHANNELS`, `HCCL_RS_MAX_CHANNELS`, each 1 to
     /// [`hccl_algorithm::rings::MAX_CHANNELS`]; NCCL's
@@ -231,6 +238,7 @@ impl Default for CommConfig {
             comm_name: None,
             cost: None,
             cpu_affinity: Default::default(),
+            pin_creating_thread: true,
             channels: Default::default(),
         }
     }

@@ -196,13 +196,13 @@ fn finish(rank: u32, table: RankTable, local: Local, config: CommConfig) -> Resu
         count: on_host.len() as u32,
     })?;
     let topo = TopoInfo::new(rank, table.rank_to_server())?.with_channels(config.channels);
-    crate::affinity::pin_rank(
+    let cpu = crate::affinity::pin_rank(
         &config.cpu_affinity,
         rank,
         local_index,
         on_host.len() as u32,
         &local.device,
-        true,
+        config.pin_creating_thread,
     )?;
     let name: String = table.unique_id[..6]
         .iter()
@@ -245,7 +245,8 @@ fn finish(rank: u32, table: RankTable, local: Local, config: CommConfig) -> Resu
         local.ccl,
         Arc::new(fabric),
     )
-    .with_spread(Spread::Control(plane)))
+    .with_spread(Spread::Control(plane))
+    .with_cpu(cpu))
 }
 
 fn check_rank(n_ranks: u32, rank: u32) -> Result<()> {

@@ -3,9 +3,16 @@
 Every failure of the library is an :class:`HcclError` carrying HCCL's
 result code (``code``, e.g. 1 for ``HCCL_E_PARA``; ``code_name``), the
 message, and where known the ``rank`` that saw it, the ``peer`` rank
-involved and the op ``tag``. Families have their own subclasses, some of
-which also derive from the matching built-in exception so that ordinary
-``except ValueError`` / ``except TimeoutError`` handlers catch them.
+involved and the op ``tag``. :class:`HcclError` is a :class:`RuntimeError`
+(what PyTorch's own communication errors are, so ``except RuntimeError``
+catches every hccl_rs failure). Families have their own subclasses, some
+of which also derive from the matching built-in exception so that
+ordinary ``except ValueError`` / ``except TimeoutError`` handlers catch
+them.
+
+This module does not import torch (NumPy users need not have it). The
+torch backend (:mod:`hccl_rs.torch`) raises the same classes mixed with
+``torch.distributed.DistBackendError``, as PyTorch's backends do.
 """
 
 from __future__ import annotations
@@ -55,7 +62,7 @@ CODE_NAMES: dict[int, str] = {
 }
 
 
-class HcclError(Exception):
+class HcclError(RuntimeError):
     """An hccl-rs failure: HCCL's result ``code`` and what happened.
 
     Attributes: ``code`` (int), ``code_name`` (``"HCCL_E_PARA"``, ...),

@@ -15,7 +15,9 @@ reduce, all_to_all / all_to_all_single, gather, scatter, barrier, send /
 recv / batch_isend_irecv; ``async_op=True`` returns Work objects whose
 futures complete in the background. Types: float32/64, float16, bfloat16,
 int8–int64, uint8, bool; operators SUM, PRODUCT, MIN, MAX, AVG (floating
-types).
+types). Failures raise the :mod:`hccl_rs.errors` classes mixed with
+``torch.distributed.DistBackendError`` (so also ``RuntimeError``), from
+the calls, ``Work.wait()`` and futures alike.
 
 Importing it also registers CPU kernels of PyTorch's fused ops
 ``torch.ops.symm_mem.fused_matmul_reduce_scatter`` and
@@ -52,8 +54,11 @@ from torch._C._distributed_c10d import ProcessGroup as _ProcessGroup
 from torch._C._distributed_c10d import Work as _C10dWork
 from torch.distributed import ReduceOp
 
+import functools  # noqa: E402
+
 from . import _native
-from .errors import NotSupportedError, ParameterError
+from . import errors as _errors
+from .errors import HcclError, NotSupportedError, ParameterError
 
 __all__ = ["HcclRsBackend", "HcclRsWork", "BACKEND_NAME", "register"]
 
@@ -95,6 +100,67 @@ _CUSTOM = _ProcessGroup.BackendType.CUSTOM
 _HAS_ASYNC_OP = hasattr(_AllreduceOptions(), "asyncOp")
 
 
+# -- errors: what the backend raises is also torch's DistBackendError (as
+# Gloo's and NCCL's failures are), so code that catches that (torchft,
+# torchelastic) sees hccl_rs failures; each keeps its hccl_rs class
+# (a timeout is still an HcclTimeoutError and a TimeoutError)
+_DistBackendError = getattr(dist, "DistBackendError", RuntimeError)
+_DIST_CLASSES: dict = {}
+
+
+def _rebuild_dist_error(cls, args):
+    # unpickling (multiprocessing): the class is made again here
+    return _dist_class(cls)(*args)
+
+
+def _dist_reduce(self):
+    base = next(c for c in type(self).__mro__ if c.__module__ == _errors.__name__)
+    return (_rebuild_dist_error, (base, (str(self), self.code, self.message, self.rank,
+                                         self.peer, self.tag)))
+
+
+def _dist_class(cls: type) -> type:
+    """``cls`` (an :class:`HcclError` class) mixed with torch's
+    ``DistBackendError``, made at its first use."""
+    if issubclass(cls, _DistBackendError):
+        return cls
+    c = _DIST_CLASSES.get(cls)
+    if c is None:
+        c = type(cls.__name__, (cls, _DistBackendError), {
+            "__module__": __name__,
+            "__doc__": f"{cls.__doc__ or ''}\n\nRaised by the torch backend: also a "
+                       "``torch.distributed.DistBackendError``.",
+            "__reduce__": _dist_reduce,
+        })
+        _DIST_CLASSES[cls] = c
+    return c
+
+
+def _dist_error(e: BaseException) -> BaseException:
+    """``e`` as the torch backend raises it: an :class:`HcclError` becomes
+    the same error of its class mixed with ``DistBackendError``; anything
+    else (KeyboardInterrupt, torch's own errors) is left as it is."""
+    if not isinstance(e, HcclError) or isinstance(e, _DistBackendError):
+        return e
+    d = _dist_class(type(e))(str(e), e.code, e.message, e.rank, e.peer, e.tag)
+    d.__cause__, d.__context__ = e.__cause__, e.__context__
+    d.__suppress_context__ = e.__suppress_context__
+    return d.with_traceback(e.__traceback__)
+
+
+def _dist_errors(f):
+    """``f`` raising :func:`_dist_error`'s form of its hccl_rs errors."""
+
+    @functools.wraps(f)
+    def call(*args, **kwargs):
+        try:
+            return f(*args, **kwargs)
+        except HcclError as e:
+            raise _dist_error(e) from e.__cause__
+
+    return call
+
+
 def _raw(t: torch.Tensor, what: str) -> _native.RawBuffer:
     """``t`` as memory the library takes (checked: CPU, contiguous, known type)."""
     name = _NAMES.get(t.dtype)
@@ -131,14 +197,21 @@ def _raw_held(t: torch.Tensor) -> _native.RawBuffer:
 
 def _allreduce_args(tensors, opts):
     """The other forms of ``ProcessGroup.allreduce``: a tensor for the
-    list, a ``ReduceOp`` (or nothing) for the options."""
+    list; for the options a ``ReduceOp`` (or nothing), or options of
+    another type that carry the same fields (``AllreduceCoalescedOptions``,
+    which torch binds as a class of its own, not an ``AllreduceOptions``)."""
     if isinstance(tensors, torch.Tensor):
         tensors = [tensors]
     else:
         tensors = list(tensors)
     if opts is None or not isinstance(opts, _AllreduceOptions):
         o = _AllreduceOptions()
-        if opts is not None:
+        if hasattr(opts, "reduceOp"):
+            o.reduceOp = opts.reduceOp
+            o.timeout = opts.timeout
+            if _HAS_ASYNC_OP:
+                o.asyncOp = getattr(opts, "asyncOp", True)
+        elif opts is not None:
             o.reduceOp = opts
         opts = o
     return tensors, opts
@@ -239,7 +312,7 @@ class HcclRsWork(_C10dWork):
                             self._finish = None
                             f()
             except BaseException as e:  # reported to every waiter
-                self._exc = e
+                self._exc = _dist_error(e)
             self._done = True
         if self._exc is not None:
             raise self._exc
@@ -321,25 +394,40 @@ class _Collectives:
 
     # -- collectives
     def allreduce(self, tensors, opts=None):
-        if opts.__class__ is not _AllreduceOptions or tensors.__class__ is not list:
-            tensors, opts = _allreduce_args(tensors, opts)
-        (t,) = tensors
-        op, avg = _op(opts, t.dtype)
-        if _HAS_ASYNC_OP and not opts.asyncOp:
-            # dist.all_reduce's blocking path, kept short: the caller holds
-            # the tensor for the whole call (a cached wrapper, no Work)
-            self.comm.all_reduce(_raw_held(t), None, op)
-            if avg:
-                t.div_(self._size)
-            return _FakeWork() if self._blocking_work else None
-        b = _raw(t, "tensor")
-        finish = (lambda: t.div_(self._size)) if avg else None
-        return HcclRsWork(self.comm.all_reduce_async(b, None, op), tensors, finish)
+        # (the try of _dist_errors inline: the hot path, no extra call)
+        try:
+            if opts.__class__ is not _AllreduceOptions or tensors.__class__ is not list:
+                tensors, opts = _allreduce_args(tensors, opts)
+            (t,) = tensors
+            op, avg = _op(opts, t.dtype)
+            if _HAS_ASYNC_OP and not opts.asyncOp:
+                # dist.all_reduce's blocking path, kept short: the caller holds
+                # the tensor for the whole call (a cached wrapper, no Work)
+                self.comm.all_reduce(_raw_held(t), None, op)
+                if avg:
+                    t.div_(self._size)
+                return _FakeWork() if self._blocking_work else None
+            b = _raw(t, "tensor")
+            finish = (lambda: t.div_(self._size)) if avg else None
+            return HcclRsWork(self.comm.all_reduce_async(b, None, op), tensors, finish)
+        except HcclError as e:
+            raise _dist_error(e) from e.__cause__
 
-    def allreduce_coalesced(self, tensors, opts):
+    @_dist_errors
+    def allreduce_coalesced(self, tensors, opts=None):
+        # one allreduce per tensor (they may differ in type and size), all
+        # issued before any is waited for; `opts` is an
+        # AllreduceCoalescedOptions, turned into the AllreduceOptions
+        # `allreduce` takes
+        tensors, opts = _allreduce_args(tensors, opts)
+        if _HAS_ASYNC_OP and not opts.asyncOp:
+            for t in tensors:
+                self.allreduce([t], opts)
+            return _FakeWork() if self._blocking_work else None
         works = [self.allreduce([t], opts) for t in tensors]
         return HcclRsWork(_WaitAll(works), tensors) if works else _done(tensors)
 
+    @_dist_errors
     def allgather(self, output_tensors, input_tensors, opts):
         (outs,) = output_tensors
         (t,) = input_tensors
@@ -352,21 +440,26 @@ class _Collectives:
         args = (_raw(t, "input"), _raw(flat, "output"))
         return self._go(opts, "all_gather", args, output_tensors, finish)
 
+    @_dist_errors
     def _allgather_base(self, output, input, opts=None):
         args = (_raw(input, "input"), _raw(output, "output"))
         return self._go(opts, "all_gather", args, [output])
 
+    @_dist_errors
     def all_gather_single(self, output, input, opts=None):
         return self._allgather_base(output, input, opts)
 
+    @_dist_errors
     def all_gather_single_coalesced(self, outputs, inputs, opts=None):
         works = [self._allgather_base(o, i, opts) for o, i in zip(outputs, inputs)]
         return HcclRsWork(_WaitAll(works), outputs) if works else _done(outputs)
 
+    @_dist_errors
     def allgather_coalesced(self, output_lists, inputs, opts=None):
         works = [self.allgather([o], [i], opts) for o, i in zip(output_lists, inputs)]
         return HcclRsWork(_WaitAll(works), output_lists) if works else _done(output_lists)
 
+    @_dist_errors
     def reduce_scatter(self, output_tensors, input_tensors, opts):
         (out,) = output_tensors
         (ins,) = input_tensors
@@ -376,23 +469,28 @@ class _Collectives:
         args = (_raw(flat, "input"), _raw(out, "output"), op)
         return self._go(opts, "reduce_scatter", args, output_tensors, finish)
 
+    @_dist_errors
     def _reduce_scatter_base(self, output, input, opts):
         op, avg = _op(opts, output.dtype)
         finish = (lambda: output.div_(self._size)) if avg else None
         args = (_raw(input, "input"), _raw(output, "output"), op)
         return self._go(opts, "reduce_scatter", args, [output], finish)
 
+    @_dist_errors
     def reduce_scatter_single(self, output, input, opts):
         return self._reduce_scatter_base(output, input, opts)
 
+    @_dist_errors
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts):
         works = [self._reduce_scatter_base(o, i, opts) for o, i in zip(outputs, inputs)]
         return HcclRsWork(_WaitAll(works), outputs) if works else _done(outputs)
 
+    @_dist_errors
     def broadcast(self, tensors, opts):
         (t,) = tensors
         return self._go(opts, "broadcast", (_raw(t, "tensor"), opts.rootRank), tensors)
 
+    @_dist_errors
     def reduce(self, tensors, opts):
         (t,) = tensors
         op, avg = _op(opts, t.dtype)
@@ -400,6 +498,7 @@ class _Collectives:
         finish = (lambda: t.div_(self._size)) if avg and self._rank == root else None
         return self._go(opts, "reduce", (_raw(t, "tensor"), None, op, root), tensors, finish)
 
+    @_dist_errors
     def alltoall(self, output_tensors, input_tensors, opts):
         sizes_in = [i.numel() for i in input_tensors]
         sizes_out = [o.numel() for o in output_tensors]
@@ -416,6 +515,7 @@ class _Collectives:
         args = (_raw(send, "input"), _raw(recv, "output"), sizes_in, sizes_out)
         return self._go(opts, "all_to_all_v", args, output_tensors, _keep(send, finish))
 
+    @_dist_errors
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         if not output_split_sizes and not input_split_sizes:
             args = (_raw(input, "input"), _raw(output, "output"))
@@ -434,14 +534,17 @@ class _Collectives:
         )
         return self._go(opts, "all_to_all_v", args, [output])
 
+    @_dist_errors
     def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         return self.alltoall_base(output, input, output_split_sizes, input_split_sizes, opts)
 
+    @_dist_errors
     def gather_single(self, output, input, opts):
         root = opts.rootRank
         recv = _raw(output, "output") if self._rank == root else None
         return self._go(opts, "gather", (_raw(input, "input"), recv, root), [output])
 
+    @_dist_errors
     def gather(self, output_tensors, input_tensors, opts):
         (t,) = input_tensors
         root = opts.rootRank
@@ -457,6 +560,7 @@ class _Collectives:
         args = (_raw(t, "input"), _raw(flat, "output"), root)
         return self._go(opts, "gather", args, output_tensors, finish)
 
+    @_dist_errors
     def scatter(self, output_tensors, input_tensors, opts):
         (out,) = output_tensors
         root = opts.rootRank
@@ -467,20 +571,25 @@ class _Collectives:
         args = (_raw(flat, "input"), _raw(out, "output"), root)
         return self._go(opts, "scatter", args, output_tensors, _keep(flat, None))
 
+    @_dist_errors
     def barrier(self, opts=None):
         return self._go(opts, "barrier", (), [])
 
+    @_dist_errors
     def send(self, tensors, dst, tag):
         (t,) = tensors
         return HcclRsWork(self.comm.send_async(_raw(t, "tensor"), dst), tensors)
 
+    @_dist_errors
     def recv(self, tensors, src, tag):
         (t,) = tensors
         return HcclRsWork(self.comm.recv_async(_raw(t, "tensor"), src), tensors)
 
+    @_dist_errors
     def abort(self) -> None:
         self.comm.abort("aborted by torch.distributed")
 
+    @_dist_errors
     def shutdown(self) -> None:
         self.comm.destroy()
 
@@ -506,6 +615,9 @@ class HcclRsBackend(_Collectives, _C10dBackend):
         self.comm = comm
         self._store, self._timeout, self._mb_seq = store, timeout, 0
         self._in_process_group = False
+        # what `options` answers (torch reads the timeout and the group's
+        # name from it; splitGroup clones it)
+        self._options = _C10dBackend.Options(BACKEND_NAME, timeout)
 
     def monitored_barrier(self, timeout=None, wait_all_ranks: bool = False):
         """``dist.monitored_barrier``: every rank reports to rank 0 through
@@ -554,8 +666,11 @@ class HcclRsBackend(_Collectives, _C10dBackend):
         store.set(f"{key}/release", "1")
         return None
 
-    # -- capabilities torch asks a backend for; a Python backend answers
-    # itself (the C++ defaults look the Python attribute up again)
+    # -- capabilities torch asks a backend for. A Python backend must
+    # answer every one itself: torch's C++ trampoline (PyBackend) reads the
+    # Python attribute, and the inherited one is the C++ property that
+    # calls the trampoline again (RecursionError). Every property of
+    # torch's Backend that goes through the trampoline is here.
     @property
     def supports_splitting(self) -> bool:
         # split_group works on the process group (HcclRsProcessGroup
@@ -567,8 +682,31 @@ class HcclRsBackend(_Collectives, _C10dBackend):
         return False
 
     @property
-    def supports_time_estimate(self) -> bool:
+    def _supports_time_estimate(self) -> bool:
         return False
+
+    # the name older code of this module used
+    supports_time_estimate = _supports_time_estimate
+
+    @property
+    def supports_shrinking(self) -> bool:
+        return False
+
+    @property
+    def supports_reconfigure(self) -> bool:
+        # no reconfigure yet: torchft and dist._supports_reconfigure see
+        # False, and enable_reconfigure=True is refused at creation
+        return False
+
+    @property
+    def supports_window(self) -> bool:
+        return False
+
+    @property
+    def options(self):
+        """The backend's ``Backend.Options``: its name and timeout (and
+        the group's name and global ranks once torch's creator set them)."""
+        return self._options
 
 
 class HcclRsProcessGroup(_Collectives, _ProcessGroup):
@@ -597,6 +735,7 @@ class HcclRsProcessGroup(_Collectives, _ProcessGroup):
 
     _blocking_work = False
 
+    @_dist_errors
     def split_group(self, ranks, timeout=None, opts=None, group_name=None, group_desc=None,
                     device_types=None):
         """``dist.split_group``: a new group of this group's ``ranks``
@@ -617,6 +756,16 @@ class HcclRsProcessGroup(_Collectives, _ProcessGroup):
     def monitored_barrier(self, timeout=None, wait_all_ranks: bool = False):
         """``dist.monitored_barrier`` (see :meth:`HcclRsBackend.monitored_barrier`)."""
         return self._backend.monitored_barrier(timeout, wait_all_ranks)
+
+    # the capabilities torch's ProcessGroup asks its default backend for,
+    # answered here directly (see HcclRsBackend's)
+    @property
+    def supports_reconfigure(self) -> bool:
+        return self._backend.supports_reconfigure
+
+    @property
+    def supports_window(self) -> bool:
+        return self._backend.supports_window
 
     def __repr__(self) -> str:
         return f"HcclRsProcessGroup(rank={self._rank}, size={self._size})"
@@ -649,13 +798,34 @@ def _keep(tensor, finish):
     return run
 
 
-def _create(store, rank: int, size: int, timeout: timedelta):
-    """torch's creator: a :class:`HcclRsProcessGroup`, or with
-    ``HCCL_RS_TORCH_PG=0`` a plain :class:`HcclRsBackend` (every call then
-    goes through torch's dispatcher)."""
+@_dist_errors
+def _create(opts, backend_options=None):
+    """torch's creator (its extended form, which passes every option of
+    the group, ``enable_reconfigure`` included): a
+    :class:`HcclRsProcessGroup`, or with ``HCCL_RS_TORCH_PG=0`` a plain
+    :class:`HcclRsBackend` (every call then goes through torch's
+    dispatcher).
+
+    ``enable_reconfigure=True`` is refused (:class:`NotSupportedError`)
+    rather than ignored: the caller expects a communicator that is only
+    formed by ``reconfigure()``, which hccl_rs does not have yet."""
+    if getattr(opts, "enable_reconfigure", False):
+        raise NotSupportedError(
+            "init_process_group(enable_reconfigure=True): reconfigure (torch's fault-tolerance "
+            "API) is not supported yet by hccl_rs; create the group without enable_reconfigure",
+            5,
+        )
+    store, rank, size, timeout = opts.store, opts.group_rank, opts.group_size, opts.timeout
     if os.environ.get("HCCL_RS_TORCH_PG", "1") == "0":
-        return HcclRsBackend(store, rank, size, timeout)
-    return HcclRsProcessGroup(store, rank, size, timeout)
+        made = HcclRsBackend(store, rank, size, timeout)
+        backend = made
+    else:
+        made = HcclRsProcessGroup(store, rank, size, timeout)
+        backend = made._backend
+    o = backend._options
+    o.group_name = str(opts.group_id)
+    o.global_ranks_in_group = list(opts.global_ranks_in_group)
+    return made
 
 
 def register() -> None:
@@ -663,7 +833,7 @@ def register() -> None:
     importing this module does it)."""
     if BACKEND_NAME.upper() in getattr(dist.Backend, "_plugins", {}):
         return
-    dist.Backend.register_backend(BACKEND_NAME, _create, devices=["cpu"])
+    dist.Backend.register_backend(BACKEND_NAME, _create, extended_api=True, devices=["cpu"])
 
 
 register()

@@ -6,11 +6,81 @@ use crate::errors;
 use crate::ops::{self, Op};
 use crate::shared::Shared;
 use crate::work::Work;
-use hccl_adapter::{HcclComm, HcclError, RootInfo, HCCL_ROOT_INFO_BYTES};
+use hccl_adapter::{CommConfig, HcclComm, HcclError, RootInfo, HCCL_ROOT_INFO_BYTES};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use std::net::ToSocketAddrs;
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+/// How often a communicator's set-up looks for Python signals (Ctrl-C).
+const SET_UP_POLL: Duration = Duration::from_millis(50);
+
+/// The configuration communicators made from Python use: the
+/// environment's, without pinning the creating thread (the thread that
+/// drives ops is pinned at its first op, see `Shared::pin_driver`).
+fn config(py: Python<'_>) -> PyResult<CommConfig> {
+    let mut c = CommConfig::from_env().map_err(|e| errors::to_py(py, e))?;
+    c.pin_creating_thread = false;
+    Ok(c)
+}
+
+/// Runs a communicator's blocking set-up `f` (the bootstrap waits for
+/// every peer, up to `HCCL_CONNECT_TIMEOUT`) on a helper thread, with the
+/// GIL released, looking for Python signals every [`SET_UP_POLL`]: Ctrl-C
+/// raises `KeyboardInterrupt` at once instead of after the timeout.
+///
+/// The bootstrap has no cancellation hook, so an interrupted set-up's
+/// helper thread is left to end by itself: within `HCCL_CONNECT_TIMEOUT`
+/// at worst (its error is then dropped), or sooner if the peers do come
+/// (the communicator it formed is then destroyed on that thread, which
+/// its peers see as this rank leaving).
+fn set_up<F>(py: Python<'_>, what: &str, f: F) -> PyResult<HcclComm>
+where
+    F: FnOnce() -> hccl_adapter::Result<HcclComm> + Send + 'static,
+{
+    let (tx, mut rx) = mpsc::sync_channel(1);
+    std::thread::Builder::new()
+        .name("hccl_rs-set-up".to_owned())
+        .spawn(move || {
+            // a receiver gone (interrupted) drops the outcome here
+            let _ = tx.send(f());
+        })
+        .map_err(|e| {
+            errors::to_py(
+                py,
+                HcclError::internal(format!("{what}: cannot start the set-up thread: {e}")),
+            )
+        })?;
+    loop {
+        // (the receiver moves in and out: it is Send, not Sync)
+        let (back, got) = py.detach(move || {
+            let got = rx.recv_timeout(SET_UP_POLL);
+            (rx, got)
+        });
+        rx = back;
+        match got {
+            Ok(r) => return r.map_err(|e| errors::to_py(py, e)),
+            Err(RecvTimeoutError::Timeout) => {
+                if let Err(sig) = py.check_signals() {
+                    tracing::warn!(
+                        "{what} interrupted: {sig}; its set-up thread ends by itself (HCCL_CONNECT_TIMEOUT at worst)"
+                    );
+                    return Err(sig);
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(errors::to_py(
+                    py,
+                    HcclError::internal(format!(
+                        "{what}: the set-up thread ended without an outcome (it panicked)"
+                    )),
+                ))
+            }
+        }
+    }
+}
 
 /// One rank's communicator (HCCL's `HcclComm`).
 ///
@@ -62,7 +132,7 @@ impl Comm {
     /// `Comm(n_ranks, root_info, rank)`: this process is `rank` of
     /// `n_ranks`, meeting at `root_info` (the bytes `get_root_info()`
     /// returned on the root). Blocks until every rank has joined
-    /// (`HCCL_CONNECT_TIMEOUT`).
+    /// (`HCCL_CONNECT_TIMEOUT`); Ctrl-C interrupts the wait at once.
     #[new]
     fn new(py: Python<'_>, n_ranks: u32, root_info: &[u8], rank: u32) -> PyResult<Comm> {
         let bytes: [u8; HCCL_ROOT_INFO_BYTES] = root_info.try_into().map_err(|_| {
@@ -75,9 +145,10 @@ impl Comm {
             )
         })?;
         let root = RootInfo(bytes);
-        let comm = py
-            .detach(|| HcclComm::init_root_info(n_ranks, &root, rank))
-            .map_err(|e| errors::to_py(py, e))?;
+        let config = config(py)?;
+        let comm = set_up(py, "creating the communicator", move || {
+            HcclComm::init_root_info_with(n_ranks, &root, rank, config)
+        })?;
         Ok(Comm::wrap(comm))
     }
 
@@ -92,9 +163,10 @@ impl Comm {
     #[staticmethod]
     fn from_env(py: Python<'_>) -> PyResult<Comm> {
         meet_beside_torchrun(py)?;
-        let comm = py
-            .detach(HcclComm::init_from_env)
-            .map_err(|e| errors::to_py(py, e))?;
+        let config = config(py)?;
+        let comm = set_up(py, "creating the communicator", move || {
+            HcclComm::init_from_env_with(config)
+        })?;
         Ok(Comm::wrap(comm))
     }
 
@@ -138,9 +210,10 @@ impl Comm {
             let n = sh.next_split(&ranks);
             split_id(&self.name, &ranks, n)
         };
-        let sub = py
-            .detach(|| sh.comm.create_sub_comm(&ranks, id, sub_rank as u32))
-            .map_err(|e| errors::to_py(py, e))?;
+        // (the parent's configuration: its creating thread is not pinned)
+        let sub = set_up(py, "splitting the communicator", move || {
+            sh.comm.create_sub_comm(&ranks, id, sub_rank as u32)
+        })?;
         Ok(Some(Comm::wrap(sub)))
     }
 

@@ -158,6 +158,7 @@ pub(crate) fn _fused_op<'py>(
         _ => return Err(errors::para(py, format!("unknown fused op '{op}'"))),
     };
     let sh = comm.shared(py)?;
+    sh.pin_driver();
     let fused = fused_of(&sh).map_err(|e| errors::to_py(py, e))?;
     drain(py, &sh)?;
     let gathered = gathered.filter(|g| !g.is_none());

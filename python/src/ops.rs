@@ -361,6 +361,7 @@ pub(crate) fn run(
     op: Op,
     asynch: bool,
 ) -> PyResult<Option<Work>> {
+    sh.pin_driver();
     let (send, recv) = match (&op.send, &op.recv) {
         (Some(s), Some(r)) => sh.cache.pair(s, r),
         (Some(s), None) => {

@@ -5,8 +5,17 @@
 use crate::buffer::MemCache;
 use crate::lane::Lane;
 use hccl_adapter::HcclComm;
+use std::cell::Cell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
+
+thread_local! {
+    /// This thread was pinned by a communicator's first op: a later
+    /// communicator (a torch sub-group, whose local rank numbering differs)
+    /// does not move it.
+    static THREAD_PINNED: Cell<bool> = const { Cell::new(false) };
+}
 
 /// Which of a communicator's streams an op runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,6 +40,8 @@ pub(crate) struct Shared {
     splits: Mutex<HashMap<Vec<u32>, u64>>,
     /// Its fused compute/communication ops, made at the first call.
     pub fused: OnceLock<hccl_fused::Fused>,
+    /// An op was launched: the launching thread got the rank's CPU.
+    driver_pinned: AtomicBool,
 }
 
 impl Shared {
@@ -43,6 +54,30 @@ impl Shared {
             cache: MemCache::default(),
             splits: Mutex::default(),
             fused: OnceLock::new(),
+            driver_pinned: AtomicBool::new(false),
+        }
+    }
+
+    /// At the first op launched on the communicator, pins the launching
+    /// thread on the rank's CPU (`HCCL_RS_CPU_AFFINITY`). The communicator
+    /// was made with `pin_creating_thread` off: the thread that creates it
+    /// (torchft's quorum thread, or set-up's helper thread) is not the one
+    /// that drives ops, which in inline mode run on the thread that waits.
+    /// A thread already pinned by another communicator keeps its CPU.
+    #[inline]
+    pub fn pin_driver(&self) {
+        if self.driver_pinned.load(Ordering::Relaxed)
+            || self.driver_pinned.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        if THREAD_PINNED.get() {
+            return;
+        }
+        match self.comm.pin_calling_thread() {
+            Ok(pinned) => THREAD_PINNED.set(pinned),
+            // the op still runs, where the thread is
+            Err(e) => tracing::warn!(rank = self.comm.rank(), "could not pin the op thread: {e}"),
         }
     }
 
