@@ -169,6 +169,20 @@ impl HcclComm {
         self.inner.revoke(reason)
     }
 
+    /// NCCL's `ncclCommShrink`: the ranks not in `exclude` (each calling
+    /// this; the excluded never do) form a new communicator with this
+    /// one's configuration, numbered by their order; no new root info.
+    /// See [`Communicator::shrink`].
+    pub fn shrink(&self, exclude: &[u32]) -> Result<HcclComm> {
+        self.shrink_with(exclude, self.inner.config().clone())
+    }
+
+    /// [`shrink`](Self::shrink) with an explicit configuration for the new
+    /// communicator.
+    pub fn shrink_with(&self, exclude: &[u32], config: CommConfig) -> Result<HcclComm> {
+        self.inner.shrink(exclude, config).map(Self::wrap)
+    }
+
     /// Who revoked the communicator and why, if it was revoked.
     pub fn revoked(&self) -> Option<(u32, String)> {
         self.inner.revoked()

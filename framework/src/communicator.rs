@@ -261,6 +261,8 @@ pub struct Communicator {
     /// How a revocation reaches the other ranks (holds the control plane
     /// of a process communicator).
     spread: Spread,
+    /// Shrinks so far ([`Communicator::shrink`]).
+    shrinks: AtomicU64,
     /// The CPU `HCCL_RS_CPU_AFFINITY` chose for this rank (process ranks),
     /// for [`Communicator::pin_calling_thread`].
     cpu: Option<usize>,
@@ -340,6 +342,7 @@ impl Communicator {
         let c = Communicator {
             revocation: Revocation::new(rank, device.clone()),
             spread: Spread::Alone,
+            shrinks: AtomicU64::new(0),
             flight,
             trace_file,
             ops_traced: Default::default(),
@@ -402,6 +405,20 @@ impl Communicator {
         }
         self.spread = spread;
         self
+    }
+
+    /// The control plane, for a communicator whose ranks are processes.
+    pub(crate) fn control(&self) -> Option<&crate::control::Control> {
+        match &self.spread {
+            Spread::Control(plane) => Some(plane.control()),
+            _ => None,
+        }
+    }
+
+    /// Counts this communicator's shrinks: every survivor shrinks as many
+    /// times, so the count names the new communicator alike on each.
+    pub(crate) fn next_shrink(&self) -> u64 {
+        self.shrinks.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Revokes the communicator (NCCL's `ncclCommRevoke`, ULFM's

@@ -23,15 +23,16 @@ use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// The component name the control address is packed under in a rank's
 /// transport addresses.
 pub(crate) const CONTROL_COMPONENT: &str = "ctrl";
 
-/// Largest frame body accepted (a revocation's reason is cut to fit).
-const MAX_BODY: usize = 4096;
+/// Largest frame body accepted (a revocation's reason is cut to fit; a
+/// rank's info for a shrink is a few hundred bytes).
+const MAX_BODY: usize = 64 * 1024;
 /// Longest reason a revocation carries, bytes.
 const MAX_REASON: usize = 1024;
 
@@ -45,6 +46,8 @@ pub(crate) enum Msg {
     Bye,
     /// Rank `origin` revoked the communicator for `reason`.
     Revoke { origin: u32, reason: String },
+    /// One rank's part of a [`Control::gather`] tagged `tag`.
+    Part { tag: [u8; 16], blob: Vec<u8> },
 }
 
 impl Msg {
@@ -60,6 +63,11 @@ impl Msg {
                 }
                 b.extend_from_slice(&reason.as_bytes()[..cut]);
                 (3, b)
+            }
+            Msg::Part { tag, blob } => {
+                let mut b = tag.to_vec();
+                b.extend_from_slice(blob);
+                (4, b)
             }
         };
         let mut f = Vec::with_capacity(9 + body.len());
@@ -96,6 +104,10 @@ impl Msg {
             3 if body.len() >= 4 => Msg::Revoke {
                 origin: u32::from_le_bytes(body[..4].try_into().expect("4 bytes")),
                 reason: String::from_utf8_lossy(&body[4..]).into_owned(),
+            },
+            4 if body.len() >= 16 => Msg::Part {
+                tag: body[..16].try_into().expect("16 bytes"),
+                blob: body[16..].to_vec(),
             },
             _ => {
                 return Err(HcclError::tcp_transfer(format!(
@@ -164,6 +176,10 @@ struct Shared {
     pending: Mutex<Vec<(u32, Msg)>>,
     /// Connections made by senders, for the thread to read.
     fresh: Mutex<Vec<(u32, TcpStream)>>,
+    /// Parts of gathers received: `(tag, from, blob)`.
+    parts: Mutex<Vec<([u8; 16], u32, Vec<u8>)>>,
+    /// Signalled when a part arrives or a rank is lost.
+    parts_cv: Condvar,
     /// A byte here wakes the thread (a fresh connection, a stop).
     wake: UnixStream,
     stop: AtomicBool,
@@ -207,6 +223,8 @@ impl ControlPlane {
             handler: Mutex::new(None),
             pending: Mutex::new(Vec::new()),
             fresh: Mutex::new(Vec::new()),
+            parts: Mutex::new(Vec::new()),
+            parts_cv: Condvar::new(),
             wake,
             stop: AtomicBool::new(false),
             io_timeout,
@@ -303,6 +321,86 @@ impl Control {
                 "no control connection to rank {peer}"
             )))
         }
+    }
+
+    /// Every member's blob, by position in `members` (ranks of this
+    /// communicator, this rank among them): sends `mine` to the other
+    /// members tagged `tag` and waits for theirs, up to `timeout`. A
+    /// member lost meanwhile, or silent past `timeout`, is an error
+    /// naming it. Parts of other tags stay for their own gathers.
+    pub(crate) fn gather(
+        &self,
+        tag: [u8; 16],
+        members: &[u32],
+        mine: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Vec<Vec<u8>>> {
+        let sh = &self.0;
+        for &m in members.iter().filter(|&&m| m != sh.rank) {
+            self.send(
+                m,
+                &Msg::Part {
+                    tag,
+                    blob: mine.clone(),
+                },
+            )
+            .map_err(|e| e.during(format!("sending this rank's part to rank {m}")))?;
+        }
+        let end = Instant::now() + timeout;
+        let mut got: Vec<Option<Vec<u8>>> = members
+            .iter()
+            .map(|&m| (m == sh.rank).then(|| mine.clone()))
+            .collect();
+        let mut parts = sh.parts.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            let mut i = 0;
+            while i < parts.len() {
+                let (t, from, _) = &parts[i];
+                match members.iter().position(|m| m == from) {
+                    Some(k) if *t == tag && got[k].is_none() => {
+                        got[k] = Some(parts.swap_remove(i).2);
+                    }
+                    _ => i += 1,
+                }
+            }
+            let missing: Vec<u32> = members
+                .iter()
+                .zip(&got)
+                .filter(|(_, g)| g.is_none())
+                .map(|(&m, _)| m)
+                .collect();
+            if missing.is_empty() {
+                return Ok(got.into_iter().map(|g| g.expect("every part")).collect());
+            }
+            let lost = self.lost();
+            if let Some(&l) = missing.iter().find(|m| lost.contains(m)) {
+                return Err(HcclError::remote(format!(
+                    "rank {l} was lost while the ranks {members:?} exchanged their parts"
+                ))
+                .peer(l));
+            }
+            let now = Instant::now();
+            if now >= end {
+                return Err(HcclError::timeout(format!(
+                    "ranks {missing:?} sent no part within {timeout:?} (HCCL_CONNECT_TIMEOUT)"
+                )));
+            }
+            parts = sh
+                .parts_cv
+                .wait_timeout(parts, end - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    /// The unique id of the communicator this control plane serves.
+    pub(crate) fn unique_id(&self) -> [u8; 16] {
+        self.0.unique_id
+    }
+
+    /// Where this rank's control plane listens (its host's address).
+    pub(crate) fn own_addr(&self) -> Option<SocketAddr> {
+        self.0.addrs.get(self.0.rank as usize).copied().flatten()
     }
 
     /// Sends on the connection to `peer` if there is one (`Ok(false)`: none).
@@ -499,6 +597,10 @@ fn run(sh: &Arc<Shared>, listener: TcpListener, mut wake_rx: UnixStream) {
                     if !lost.contains(&r) {
                         lost.push(r);
                     }
+                    drop(lost);
+                    // a gather waiting for the lost rank gives up
+                    let _guard = sh.parts.lock().unwrap_or_else(|p| p.into_inner());
+                    sh.parts_cv.notify_all();
                 }
             }
             if let Some(r) = c.rank {
@@ -563,6 +665,13 @@ fn read_conn(control: &Control, c: &mut Conn) -> bool {
                 }
             }
             (Some(_), Msg::Hello { .. }) => {}
+            (Some(r), Msg::Part { tag, blob }) => {
+                sh.parts
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((tag, r, blob));
+                sh.parts_cv.notify_all();
+            }
             (Some(r), m) => control.deliver(r, m),
         }
     }

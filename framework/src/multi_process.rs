@@ -249,6 +249,101 @@ fn finish(rank: u32, table: RankTable, local: Local, config: CommConfig) -> Resu
     .with_cpu(cpu))
 }
 
+impl Communicator {
+    /// NCCL's `ncclCommShrink`: the ranks not in `exclude` build a new
+    /// communicator without them, each calling this (the excluded ranks
+    /// never do, and may be dead). Survivors keep their order: new rank =
+    /// position among the survivors. No new root info: the survivors
+    /// exchange their new addresses over this communicator's control
+    /// plane, which outlives a revocation and notices a survivor lost
+    /// meanwhile (an error naming it). The new communicator has its own
+    /// device, buffers and links; this one stays as it is (revoke it
+    /// first to end ops still in flight on it; destroy it after).
+    ///
+    /// Only for ranks that are processes of a communicator made from root
+    /// info or launcher variables (`HCCL_E_NOT_SUPPORT` otherwise).
+    pub fn shrink(&self, exclude: &[u32], config: CommConfig) -> Result<Communicator> {
+        let (rank, size) = (self.rank(), self.size());
+        let ctx = |e: HcclError| e.rank(rank).during("shrinking the communicator");
+        let control = self.control().ok_or_else(|| {
+            ctx(HcclError::not_support(
+                "shrink needs ranks that are processes of a communicator made from root info or launcher variables (they have a control plane)",
+            ))
+        })?;
+        for (i, &r) in exclude.iter().enumerate() {
+            if r >= size {
+                return Err(ctx(HcclError::para(format!(
+                    "excluded rank {r} is out of range for {size} ranks"
+                ))));
+            }
+            if exclude[..i].contains(&r) {
+                return Err(ctx(HcclError::para(format!("rank {r} is excluded twice"))));
+            }
+        }
+        if exclude.contains(&rank) {
+            return Err(ctx(HcclError::para(format!(
+                "this rank ({rank}) is in the exclude list: excluded ranks do not call shrink"
+            ))));
+        }
+        let survivors: Vec<u32> = (0..size).filter(|r| !exclude.contains(r)).collect();
+        let new_rank = survivors
+            .iter()
+            .position(|&r| r == rank)
+            .expect("not excluded") as u32;
+        let epoch = self.next_shrink();
+        let old: String = control
+            .unique_id()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let tag = derived_unique_id(&format!("{old}/shrink/{epoch}"));
+        let ip = control
+            .own_addr()
+            .map(|a| a.ip())
+            .ok_or_else(|| ctx(HcclError::internal("the control plane has no address")))?;
+        let n = survivors.len() as u32;
+        let local = local_setup(new_rank, n, ip, 0, tag, &config, true).map_err(ctx)?;
+        let me = local.info(new_rank, &config).map_err(ctx)?;
+        // the survivors' list travels with the info, so ranks that were
+        // told different exclusions say so instead of building apart
+        let blob = serde_json::to_vec(&(&survivors, &me)).map_err(|e| {
+            ctx(HcclError::internal(format!(
+                "encoding this rank's info: {e}"
+            )))
+        })?;
+        let parts = control
+            .gather(tag, &survivors, blob, config.connect_timeout)
+            .map_err(ctx)?;
+        let mut ranks = Vec::with_capacity(parts.len());
+        for (i, p) in parts.iter().enumerate() {
+            let (theirs, info): (Vec<u32>, RankInfo) = serde_json::from_slice(p).map_err(|e| {
+                ctx(HcclError::para(format!(
+                    "rank {}'s info for the shrink is malformed: {e}",
+                    survivors[i]
+                )))
+            })?;
+            if theirs != survivors || info.rank != i as u32 {
+                return Err(ctx(HcclError::para(format!(
+                    "the survivors disagree on who is excluded: rank {} keeps {theirs:?}, this rank {survivors:?}",
+                    survivors[i]
+                ))));
+            }
+            ranks.push(info);
+        }
+        tracing::info!(rank, new_rank, size = n, excluded = ?exclude, "communicator shrunk");
+        finish(
+            new_rank,
+            RankTable {
+                unique_id: tag,
+                ranks,
+            },
+            local,
+            config,
+        )
+        .map_err(ctx)
+    }
+}
+
 fn check_rank(n_ranks: u32, rank: u32) -> Result<()> {
     if n_ranks == 0 {
         return Err(HcclError::para(

@@ -321,3 +321,50 @@ fn a_revocation_ends_small_aiv_ops_and_tcp_ops() {
 fn a_revocation_spreads_when_its_sender_exits_right_after() {
     revoked_while_others_wait("revoke-exit", "revoke_exit", 1 << 20, &[]);
 }
+
+/// Rank 3 of 4 is killed (kill -9) during 1 MiB AllReduces; each survivor,
+/// on its failed op, shrinks without rank 3 (issue 32, NCCL's
+/// `ncclCommShrink` semantics: survivors renumbered in order, no new root
+/// info) and runs a checked AllReduce on the 3-rank communicator. Prints
+/// the time from the kill to each survivor's first correct op.
+#[test]
+fn survivors_of_a_killed_rank_shrink_and_go_on() {
+    let tag = "shrink-kill";
+    let dir = tempdir(tag);
+    let victim = 3u32;
+    let mut ranks = spawn(
+        &dir,
+        "allreduce",
+        1 << 20,
+        &[("DRILL_SHRINK", victim.to_string())],
+    );
+    let pids: Vec<u32> = ranks.0.iter().map(Child::id).collect();
+    wait_ready(&dir, &mut ranks);
+    std::thread::sleep(Duration::from_millis(50));
+    let t_kill = unix_ns();
+    ranks.0[victim as usize].kill().unwrap();
+    let outs = finish(ranks, Duration::from_secs(30));
+    let mut new_ranks = Vec::new();
+    for (r, out) in outs.iter().enumerate().filter(|(r, _)| *r as u32 != victim) {
+        let lines = drill_lines(out);
+        let shrunk = lines
+            .iter()
+            .find(|l| l["event"] == "shrunk")
+            .unwrap_or_else(|| panic!("{tag}: rank {r} did not shrink: {out}"));
+        assert_eq!(shrunk["new_size"], 3, "{tag}: rank {r}: {out}");
+        new_ranks.push(shrunk["new_rank"].as_u64().unwrap());
+        let took = Duration::from_nanos(
+            (shrunk["t_ns"].as_u64().unwrap() as u128).saturating_sub(t_kill) as u64,
+        );
+        println!("{tag}: rank {r} ran a checked AllReduce on the shrunk communicator {took:?} after the kill");
+        assert!(took < BOUND, "{tag}: rank {r} took {took:?}");
+    }
+    // survivors keep their order
+    assert_eq!(new_ranks, [0, 1, 2], "{tag}");
+    assert!(
+        segments_of(&pids).is_empty(),
+        "{tag}: segments left: {:?}",
+        segments_of(&pids)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -28,7 +28,10 @@
 //! communicator, then lives on for a minute), `abort` (enqueues ops
 //! and aborts the communicator while they are queued), `revoke` (revokes
 //! the communicator, then tries one more op, which must be refused),
-//! `revoke_exit` (revokes and exits at once). On failure a rank
+//! `revoke_exit` (revokes and exits at once). `DRILL_SHRINK=<ranks>`: after
+//! its first failed op, a survivor prints its error line, shrinks the
+//! communicator without those ranks, runs one checked AllReduce on the new
+//! one and prints `{"event": "shrunk", "new_rank", "new_size", "t_ns"}`. On failure a rank
 //! prints one line `DRILL {json}` with its rank, pid, the error's code and
 //! message, and the wall-clock time (`t_ns`, since the Unix epoch); the
 //! victim prints one with `"event"` when it leaves. Exits 2 after an error,
@@ -405,9 +408,37 @@ fn drill(mode: &str, rank: u32, size: u32, dir: &str) -> ! {
             other => panic!("unknown DRILL_OP {other}"),
         }
     };
+    // DRILL_SHRINK=<ranks>: after the first failed op, the survivors
+    // shrink the communicator without those ranks and run one checked
+    // AllReduce on the new one
+    let shrink: Option<Vec<u32>> = std::env::var("DRILL_SHRINK")
+        .ok()
+        .map(|v| v.split(',').filter_map(|r| r.trim().parse().ok()).collect());
     let mut ready_at: Option<std::time::Instant> = None;
     loop {
         if let Err(e) = enqueue(&c).and_then(|_| s.synchronize()) {
+            if let Some(exclude) = &shrink {
+                drill_line(serde_json::json!({
+                    "rank": rank,
+                    "pid": std::process::id(),
+                    "code": e.code().code(),
+                    "message": e.to_string(),
+                    "t_ns": unix_ns() as u64,
+                }));
+                match shrink_and_check(&c, exclude) {
+                    Ok((new_rank, new_size)) => {
+                        drill_line(serde_json::json!({
+                            "rank": rank,
+                            "event": "shrunk",
+                            "new_rank": new_rank,
+                            "new_size": new_size,
+                            "t_ns": unix_ns() as u64,
+                        }));
+                        std::process::exit(0)
+                    }
+                    Err(e) => fail(e),
+                }
+            }
             fail(e);
         }
         let t = *ready_at.get_or_insert_with(|| {
@@ -473,6 +504,37 @@ fn drill(mode: &str, rank: u32, size: u32, dir: &str) -> ! {
             other => panic!("unknown DRILL_VICTIM action {other}"),
         }
     }
+}
+
+/// Shrinks `c` without `exclude` and runs one AllReduce on the new
+/// communicator, checked against the sum of the survivors' new ranks + 1;
+/// returns the new rank and size.
+fn shrink_and_check(c: &HcclComm, exclude: &[u32]) -> hccl_adapter::Result<(u32, u32)> {
+    let n = c.shrink(exclude)?;
+    let (r, p) = (n.rank(), n.size());
+    let s = n.create_stream();
+    let count = 4096;
+    let send = DeviceMem::alloc(count * 4)?;
+    let recv = DeviceMem::alloc(count * 4)?;
+    send.copy_from_host(&vec![(r + 1) as f32; count])?;
+    n.all_reduce_raw(
+        &send,
+        &recv,
+        count as u64,
+        DataType::Fp32,
+        ReduceOp::Sum,
+        &s,
+    )?;
+    s.synchronize()?;
+    let want = (p * (p + 1) / 2) as f32;
+    let got = recv.to_vec::<f32>(count)?;
+    if let Some(i) = got.iter().position(|&v| v != want) {
+        return Err(hccl_adapter::HcclError::internal(format!(
+            "after the shrink, element {i} is {} instead of {want}",
+            got[i]
+        )));
+    }
+    Ok((r, p))
 }
 
 /// The `Cpus_allowed_list` of the task at `proc_dir` (e.g. `/proc/thread-self`).
