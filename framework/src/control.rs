@@ -120,6 +120,9 @@ impl Msg {
     }
 }
 
+/// A part of a gather received: `(tag, from, blob)`.
+type Part = ([u8; 16], u32, Vec<u8>);
+
 /// What the communicator does with a message: `(control, from, msg)`,
 /// called on the control thread.
 pub(crate) type Handler = Arc<dyn Fn(&Control, u32, Msg) + Send + Sync>;
@@ -176,8 +179,8 @@ struct Shared {
     pending: Mutex<Vec<(u32, Msg)>>,
     /// Connections made by senders, for the thread to read.
     fresh: Mutex<Vec<(u32, TcpStream)>>,
-    /// Parts of gathers received: `(tag, from, blob)`.
-    parts: Mutex<Vec<([u8; 16], u32, Vec<u8>)>>,
+    /// Parts of gathers received.
+    parts: Mutex<Vec<Part>>,
     /// Signalled when a part arrives or a rank is lost.
     parts_cv: Condvar,
     /// A byte here wakes the thread (a fresh connection, a stop).
