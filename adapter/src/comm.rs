@@ -183,6 +183,20 @@ impl HcclComm {
         self.inner.shrink(exclude, config).map(Self::wrap)
     }
 
+    /// The ranks lost, as every survivor agrees without being told (each
+    /// survivor calls this); see [`Communicator::agree_lost`].
+    pub fn agree_lost(&self, timeout: std::time::Duration) -> Result<Vec<u32>> {
+        self.inner.agree_lost(timeout)
+    }
+
+    /// Shrinks without the ranks the survivors agree are lost (ULFM's
+    /// shrink: no list); see [`Communicator::shrink_agreed`].
+    pub fn shrink_agreed(&self) -> Result<HcclComm> {
+        self.inner
+            .shrink_agreed(self.inner.config().clone())
+            .map(Self::wrap)
+    }
+
     /// Who revoked the communicator and why, if it was revoked.
     pub fn revoked(&self) -> Option<(u32, String)> {
         self.inner.revoked()

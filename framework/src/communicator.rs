@@ -263,6 +263,8 @@ pub struct Communicator {
     spread: Spread,
     /// Shrinks so far ([`Communicator::shrink`]).
     shrinks: AtomicU64,
+    /// Agreements so far ([`Communicator::agree_lost`]).
+    agreements: AtomicU64,
     /// The CPU `HCCL_RS_CPU_AFFINITY` chose for this rank (process ranks),
     /// for [`Communicator::pin_calling_thread`].
     cpu: Option<usize>,
@@ -343,6 +345,7 @@ impl Communicator {
             revocation: Revocation::new(rank, device.clone()),
             spread: Spread::Alone,
             shrinks: AtomicU64::new(0),
+            agreements: AtomicU64::new(0),
             flight,
             trace_file,
             ops_traced: Default::default(),
@@ -419,6 +422,11 @@ impl Communicator {
     /// times, so the count names the new communicator alike on each.
     pub(crate) fn next_shrink(&self) -> u64 {
         self.shrinks.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Counts this communicator's agreements, as [`next_shrink`](Self::next_shrink).
+    pub(crate) fn next_agreement(&self) -> u64 {
+        self.agreements.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Revokes the communicator (NCCL's `ncclCommRevoke`, ULFM's

@@ -296,6 +296,24 @@ impl Control {
             .clone()
     }
 
+    /// Ranks gone from this communicator: lost (closed without a
+    /// goodbye) or departed (said goodbye: destroyed their communicator).
+    pub(crate) fn gone(&self) -> Vec<u32> {
+        let mut g = self.lost();
+        for r in self
+            .0
+            .gone_by_bye
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            if !g.contains(r) {
+                g.push(*r);
+            }
+        }
+        g
+    }
+
     /// Sends `msg` to every other rank except `except`, connecting where
     /// no connection exists yet; ranks known lost are skipped and a send
     /// that fails is logged (the flood goes on to the others).
@@ -338,16 +356,48 @@ impl Control {
         mine: Vec<u8>,
         timeout: Duration,
     ) -> Result<Vec<Vec<u8>>> {
+        let got = self.gather_alive(tag, members, mine, timeout)?;
+        let mut out = Vec::with_capacity(got.len());
+        for (g, &m) in got.into_iter().zip(members) {
+            match g {
+                Some(b) => out.push(b),
+                None => {
+                    return Err(HcclError::remote(format!(
+                        "rank {m} was lost while the ranks {members:?} exchanged their parts"
+                    ))
+                    .peer(m))
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// [`gather`](Self::gather) that tolerates members lost: theirs is
+    /// `None` (a member found lost before its part arrived). Only silence
+    /// past `timeout` from a member not known lost is an error.
+    pub(crate) fn gather_alive(
+        &self,
+        tag: [u8; 16],
+        members: &[u32],
+        mine: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Vec<Option<Vec<u8>>>> {
         let sh = &self.0;
-        for &m in members.iter().filter(|&&m| m != sh.rank) {
-            self.send(
+        let lost_at_start = self.gone();
+        for &m in members
+            .iter()
+            .filter(|&&m| m != sh.rank && !lost_at_start.contains(&m))
+        {
+            // a member that dies now is found lost below
+            if let Err(e) = self.send(
                 m,
                 &Msg::Part {
                     tag,
                     blob: mine.clone(),
                 },
-            )
-            .map_err(|e| e.during(format!("sending this rank's part to rank {m}")))?;
+            ) {
+                tracing::debug!(rank = sh.rank, peer = m, error = %e, "gather part not sent");
+            }
         }
         let end = Instant::now() + timeout;
         let mut got: Vec<Option<Vec<u8>>> = members
@@ -366,21 +416,15 @@ impl Control {
                     _ => i += 1,
                 }
             }
+            let lost = self.gone();
             let missing: Vec<u32> = members
                 .iter()
                 .zip(&got)
-                .filter(|(_, g)| g.is_none())
+                .filter(|(m, g)| g.is_none() && !lost.contains(m))
                 .map(|(&m, _)| m)
                 .collect();
             if missing.is_empty() {
-                return Ok(got.into_iter().map(|g| g.expect("every part")).collect());
-            }
-            let lost = self.lost();
-            if let Some(&l) = missing.iter().find(|m| lost.contains(m)) {
-                return Err(HcclError::remote(format!(
-                    "rank {l} was lost while the ranks {members:?} exchanged their parts"
-                ))
-                .peer(l));
+                return Ok(got);
             }
             let now = Instant::now();
             if now >= end {

@@ -22,6 +22,7 @@
 struct ReadmeDoctests;
 
 mod affinity;
+mod agree;
 mod algo_env;
 mod bootstrap;
 mod comm_memory;

@@ -33,17 +33,16 @@ fn tempdir(tag: &str) -> String {
 
 /// Starts `RANKS` drill workers looping `op` on `bytes`, with `env` on top.
 fn spawn(dir: &str, op: &str, bytes: usize, env: &[(&str, String)]) -> Ranks {
+    spawn_n(RANKS, dir, op, bytes, env)
+}
+
+/// [`spawn`] with `n` ranks.
+fn spawn_n(n: u32, dir: &str, op: &str, bytes: usize, env: &[(&str, String)]) -> Ranks {
     Ranks(
-        (0..RANKS)
+        (0..n)
             .map(|r| {
                 let mut cmd = Command::new(WORKER);
-                cmd.args([
-                    "root_info",
-                    &r.to_string(),
-                    &RANKS.to_string(),
-                    dir,
-                    "drill",
-                ]);
+                cmd.args(["root_info", &r.to_string(), &n.to_string(), dir, "drill"]);
                 for v in [
                     "RANK",
                     "WORLD_SIZE",
@@ -75,8 +74,9 @@ fn spawn(dir: &str, op: &str, bytes: usize, env: &[(&str, String)]) -> Ranks {
 
 /// Waits until every rank has run its op once.
 fn wait_ready(dir: &str, ranks: &mut Ranks) {
+    let n = ranks.0.len();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while (0..RANKS).any(|r| !std::path::Path::new(&format!("{dir}/ready.{r}")).exists()) {
+    while (0..n).any(|r| !std::path::Path::new(&format!("{dir}/ready.{r}")).exists()) {
         for (r, c) in ranks.0.iter_mut().enumerate() {
             if let Ok(Some(st)) = c.try_wait() {
                 panic!("rank {r} ended before the loop ran: {st}");
@@ -329,14 +329,34 @@ fn a_revocation_spreads_when_its_sender_exits_right_after() {
 /// the time from the kill to each survivor's first correct op.
 #[test]
 fn survivors_of_a_killed_rank_shrink_and_go_on() {
-    let tag = "shrink-kill";
+    shrink_after_kill("shrink-kill", 4, 3, &victim_list(3));
+}
+
+/// As [`survivors_of_a_killed_rank_shrink_and_go_on`], the survivors told
+/// nothing: they agree on who is lost (flooding consensus over the control
+/// plane) and shrink without it; 8 ranks, the bar's case (issue 32: within
+/// 0.5 s of the kill, the aim; the test allows [`BOUND`]).
+#[test]
+fn survivors_agree_on_the_lost_rank_and_shrink_without_being_told() {
+    shrink_after_kill("shrink-agree-4", 4, 1, "agree");
+    shrink_after_kill("shrink-agree-8", 8, 5, "agree");
+}
+
+fn victim_list(v: u32) -> String {
+    v.to_string()
+}
+
+/// `n` ranks loop 1 MiB AllReduces; `victim` is killed; every survivor
+/// shrinks (`how`: the exclude list, or `agree`) and runs a checked
+/// AllReduce on the new communicator within [`BOUND`] of the kill.
+fn shrink_after_kill(tag: &str, n: u32, victim: u32, how: &str) {
     let dir = tempdir(tag);
-    let victim = 3u32;
-    let mut ranks = spawn(
+    let mut ranks = spawn_n(
+        n,
         &dir,
         "allreduce",
         1 << 20,
-        &[("DRILL_SHRINK", victim.to_string())],
+        &[("DRILL_SHRINK", how.to_string())],
     );
     let pids: Vec<u32> = ranks.0.iter().map(Child::id).collect();
     wait_ready(&dir, &mut ranks);
@@ -351,7 +371,7 @@ fn survivors_of_a_killed_rank_shrink_and_go_on() {
             .iter()
             .find(|l| l["event"] == "shrunk")
             .unwrap_or_else(|| panic!("{tag}: rank {r} did not shrink: {out}"));
-        assert_eq!(shrunk["new_size"], 3, "{tag}: rank {r}: {out}");
+        assert_eq!(shrunk["new_size"], n - 1, "{tag}: rank {r}: {out}");
         new_ranks.push(shrunk["new_rank"].as_u64().unwrap());
         let took = Duration::from_nanos(
             (shrunk["t_ns"].as_u64().unwrap() as u128).saturating_sub(t_kill) as u64,
@@ -360,7 +380,7 @@ fn survivors_of_a_killed_rank_shrink_and_go_on() {
         assert!(took < BOUND, "{tag}: rank {r} took {took:?}");
     }
     // survivors keep their order
-    assert_eq!(new_ranks, [0, 1, 2], "{tag}");
+    assert_eq!(new_ranks, (0..n as u64 - 1).collect::<Vec<_>>(), "{tag}");
     assert!(
         segments_of(&pids).is_empty(),
         "{tag}: segments left: {:?}",

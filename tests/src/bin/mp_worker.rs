@@ -30,7 +30,8 @@
 //! the communicator, then tries one more op, which must be refused),
 //! `revoke_exit` (revokes and exits at once). `DRILL_SHRINK=<ranks>`: after
 //! its first failed op, a survivor prints its error line, shrinks the
-//! communicator without those ranks, runs one checked AllReduce on the new
+//! communicator without those ranks (`agree`: without the ranks the
+//! survivors agree are lost), runs one checked AllReduce on the new
 //! one and prints `{"event": "shrunk", "new_rank", "new_size", "t_ns"}`. On failure a rank
 //! prints one line `DRILL {json}` with its rank, pid, the error's code and
 //! message, and the wall-clock time (`t_ns`, since the Unix epoch); the
@@ -411,9 +412,10 @@ fn drill(mode: &str, rank: u32, size: u32, dir: &str) -> ! {
     // DRILL_SHRINK=<ranks>: after the first failed op, the survivors
     // shrink the communicator without those ranks and run one checked
     // AllReduce on the new one
-    let shrink: Option<Vec<u32>> = std::env::var("DRILL_SHRINK")
-        .ok()
-        .map(|v| v.split(',').filter_map(|r| r.trim().parse().ok()).collect());
+    // (`agree`: without a list, the survivors agreeing on the lost ranks)
+    let shrink: Option<Option<Vec<u32>>> = std::env::var("DRILL_SHRINK").ok().map(|v| {
+        (v != "agree").then(|| v.split(',').filter_map(|r| r.trim().parse().ok()).collect())
+    });
     let mut ready_at: Option<std::time::Instant> = None;
     loop {
         if let Err(e) = enqueue(&c).and_then(|_| s.synchronize()) {
@@ -425,7 +427,7 @@ fn drill(mode: &str, rank: u32, size: u32, dir: &str) -> ! {
                     "message": e.to_string(),
                     "t_ns": unix_ns() as u64,
                 }));
-                match shrink_and_check(&c, exclude) {
+                match shrink_and_check(&c, exclude.as_deref()) {
                     Ok((new_rank, new_size)) => {
                         drill_line(serde_json::json!({
                             "rank": rank,
@@ -506,11 +508,15 @@ fn drill(mode: &str, rank: u32, size: u32, dir: &str) -> ! {
     }
 }
 
-/// Shrinks `c` without `exclude` and runs one AllReduce on the new
+/// Shrinks `c` without `exclude` (`None`: the ranks the survivors agree
+/// are lost) and runs one AllReduce on the new
 /// communicator, checked against the sum of the survivors' new ranks + 1;
 /// returns the new rank and size.
-fn shrink_and_check(c: &HcclComm, exclude: &[u32]) -> hccl_adapter::Result<(u32, u32)> {
-    let n = c.shrink(exclude)?;
+fn shrink_and_check(c: &HcclComm, exclude: Option<&[u32]>) -> hccl_adapter::Result<(u32, u32)> {
+    let n = match exclude {
+        Some(list) => c.shrink(list)?,
+        None => c.shrink_agreed()?,
+    };
     let (r, p) = (n.rank(), n.size());
     let s = n.create_stream();
     let count = 4096;
