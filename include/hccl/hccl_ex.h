@@ -77,7 +77,7 @@ extern HcclResult HcclRsWriteTimeline(HcclComm comm, const char *path);
 
 /*
  * hccl-rs extensions (not in HCCL): fault tolerance: per-communicator timeouts in
- * milliseconds, revocation.
+ * milliseconds, revocation, shrinking.
  */
 
 /**
@@ -101,6 +101,21 @@ extern HcclResult HcclRsCommGetExecTimeout(HcclComm comm, uint64_t *timeoutMs);
  * HCCL_E_PTR for a NULL comm.
  */
 extern HcclResult HcclRsCommRevoke(HcclComm comm, const char *reason);
+
+/**
+ * Shrinks the communicator (NCCL's ncclCommShrink): the ranks not listed in excludeRanks each
+ * call this (the excluded never do, and may be dead) and get *newComm, a communicator of the
+ * survivors numbered in their order, with this one's configuration; no new root info (the
+ * survivors meet over the communicator's control plane). excludeRanks NULL with excludeCount 0:
+ * the survivors agree among themselves which ranks are lost and exclude those (ULFM's shrink).
+ * The old communicator stays; revoke it to end ops in flight, destroy it after. Only for ranks
+ * that are processes of a communicator from root info or launcher variables
+ * (HCCL_E_NOT_SUPPORT otherwise). HCCL_E_PTR for a NULL comm or newComm (or a NULL list with a
+ * non-zero count), HCCL_E_PARA for a bad list (this rank in it, a rank twice or out of range),
+ * HCCL_E_REMOTE naming a survivor lost during the shrink.
+ */
+extern HcclResult HcclRsCommShrink(HcclComm comm, const uint32_t *excludeRanks, uint32_t excludeCount,
+    HcclComm *newComm);
 
 /*
  * hccl-rs extensions (not in HCCL): fused compute/communication ops (HCCL's MC2 ops

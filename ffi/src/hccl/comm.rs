@@ -280,6 +280,43 @@ pub extern "C" fn HcclCreateSubCommConfig(
     })
 }
 
+/// `HcclRsCommShrink` (`hccl_ex.h`, NCCL's `ncclCommShrink`): the ranks
+/// not in `excludeRanks` form `newComm` with the parent's configuration;
+/// `excludeRanks` NULL with `excludeCount` 0: the ranks the survivors
+/// agree are lost.
+#[no_mangle]
+pub extern "C" fn HcclRsCommShrink(
+    comm: HcclComm,
+    excludeRanks: *const u32,
+    excludeCount: u32,
+    newComm: *mut HcclComm,
+) -> HcclResult {
+    hccl("HcclRsCommShrink", || {
+        let parent = lookup(comm)?;
+        non_null(newComm, "newComm")?;
+        let shrunk = if excludeRanks.is_null() {
+            if excludeCount != 0 {
+                return Err(HcclError::ptr(format!(
+                    "excludeRanks is NULL with excludeCount {excludeCount}"
+                )));
+            }
+            parent.comm.shrink_agreed()?
+        } else {
+            if excludeCount > parent.comm.size() {
+                return Err(HcclError::para(format!(
+                    "excludeCount {excludeCount} exceeds the communicator's {} ranks",
+                    parent.comm.size()
+                )));
+            }
+            // SAFETY: non-null; the caller passes excludeCount ranks
+            // (checked at most the communicator's size).
+            let ids = unsafe { std::slice::from_raw_parts(excludeRanks, excludeCount as usize) };
+            parent.comm.shrink(ids)?
+        };
+        publish(shrunk, parent.extras.clone(), newComm)
+    })
+}
+
 /// `HcclCommDestroy`.
 #[no_mangle]
 pub extern "C" fn HcclCommDestroy(comm: HcclComm) -> HcclResult {
