@@ -400,9 +400,17 @@ impl Communicator {
     /// ranks (a control plane: its handler is installed here).
     pub(crate) fn with_spread(mut self, spread: Spread) -> Communicator {
         match &spread {
-            Spread::Control(plane) => plane
-                .control()
-                .set_handler(crate::revoke::handler(&self.revocation)),
+            Spread::Control(plane) => {
+                plane
+                    .control()
+                    .set_handler(crate::revoke::handler(&self.revocation));
+                // a peer process gone closes its control connection at
+                // once: its survivors' waits need not stall 100 ms first
+                let device = self.device.clone();
+                plane
+                    .control()
+                    .set_lost_hook(Arc::new(move |r| device.peer_gone(r)));
+            }
             Spread::Siblings(s) => s.enroll(self.rank, &self.revocation),
             Spread::Alone => {}
         }

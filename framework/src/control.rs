@@ -120,6 +120,9 @@ impl Msg {
     }
 }
 
+/// What the communicator does when a rank is found lost.
+pub(crate) type LostHook = Arc<dyn Fn(u32) + Send + Sync>;
+
 /// A part of a gather received: `(tag, from, blob)`.
 type Part = ([u8; 16], u32, Vec<u8>);
 
@@ -175,6 +178,8 @@ struct Shared {
     /// Ranks that said goodbye (on any of their connections).
     gone_by_bye: Mutex<Vec<u32>>,
     handler: Mutex<Option<Handler>>,
+    /// Called on the control thread with a rank found lost.
+    on_lost: Mutex<Option<LostHook>>,
     /// Messages that arrived before the handler was installed.
     pending: Mutex<Vec<(u32, Msg)>>,
     /// Connections made by senders, for the thread to read.
@@ -224,6 +229,7 @@ impl ControlPlane {
             lost: Mutex::new(Vec::new()),
             gone_by_bye: Mutex::new(Vec::new()),
             handler: Mutex::new(None),
+            on_lost: Mutex::new(None),
             pending: Mutex::new(Vec::new()),
             fresh: Mutex::new(Vec::new()),
             parts: Mutex::new(Vec::new()),
@@ -273,6 +279,7 @@ impl Drop for ControlPlane {
         }
         // the handler may hold what holds this plane's owner: break the loop
         sh.handler.lock().unwrap_or_else(|p| p.into_inner()).take();
+        sh.on_lost.lock().unwrap_or_else(|p| p.into_inner()).take();
     }
 }
 
@@ -284,6 +291,12 @@ impl Control {
         for (from, m) in early {
             h(self, from, m);
         }
+    }
+
+    /// Calls `f` with every rank found lost from now on (on the control
+    /// thread, right when its connection closes).
+    pub(crate) fn set_lost_hook(&self, f: LostHook) {
+        *self.0.on_lost.lock().unwrap_or_else(|p| p.into_inner()) = Some(f);
     }
 
     /// Ranks whose control connection closed without a goodbye (their
@@ -645,6 +658,10 @@ fn run(sh: &Arc<Shared>, listener: TcpListener, mut wake_rx: UnixStream) {
                         lost.push(r);
                     }
                     drop(lost);
+                    let hook = sh.on_lost.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    if let Some(f) = hook {
+                        f(r);
+                    }
                     // a gather waiting for the lost rank gives up
                     let _guard = sh.parts.lock().unwrap_or_else(|p| p.into_inner());
                     sh.parts_cv.notify_all();

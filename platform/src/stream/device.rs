@@ -40,6 +40,8 @@ pub const WATCH_AFTER: Duration = Duration::from_millis(100);
 /// How often, from then on, at most: also the longest park, since a dead
 /// peer wakes no one.
 pub const WATCH_EVERY: Duration = Duration::from_millis(150);
+/// [`WATCH_AFTER`] once a peer was said gone ([`Device::peer_gone`]).
+pub const SUSPECT_AFTER: Duration = Duration::from_millis(10);
 
 /// Who runs a device's queued tasks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -184,6 +186,11 @@ pub(crate) struct DeviceInner {
     failed_all: Mutex<Option<HcclError>>,
     /// Whether `failed_all` is set (read by every driver round).
     has_failed_all: AtomicBool,
+    /// Set by [`Device::peer_gone`]: drivers look for a lost peer after
+    /// [`SUSPECT_AFTER`] of stall instead of [`WATCH_AFTER`].
+    peers_suspect: AtomicBool,
+    /// Ranks another part of the rank said are gone ([`Device::peer_gone`]).
+    declared_gone: Mutex<Vec<u32>>,
     /// Live [`QuietWaits`] guards: while non-zero, an idle driver neither
     /// spins nor yields before it parks.
     quiet: AtomicU64,
@@ -287,6 +294,8 @@ impl Device {
             exec_timeout_ns: AtomicU64::new(exec_timeout_ns),
             failed_all: Mutex::new(None),
             has_failed_all: AtomicBool::new(false),
+            peers_suspect: AtomicBool::new(false),
+            declared_gone: Mutex::new(Vec::new()),
             quiet: AtomicU64::new(0),
             worker_tid: std::sync::OnceLock::new(),
         }));
@@ -372,6 +381,26 @@ impl Device {
         self.0.has_failed_all.store(true, Ordering::Release);
         self.0.events.notify();
         self.0.done.notify();
+    }
+
+    /// Says peer rank `rank`'s process is gone (e.g. its kernel closed a
+    /// control connection to it, which happens a moment before the
+    /// process can be seen to have exited): drivers, woken if parked, fail
+    /// the waits of this device naming it once they have stalled for
+    /// [`SUSPECT_AFTER`] rather than [`WATCH_AFTER`].
+    pub fn peer_gone(&self, rank: u32) {
+        {
+            let mut g = self
+                .0
+                .declared_gone
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if !g.contains(&rank) {
+                g.push(rank);
+            }
+        }
+        self.0.peers_suspect.store(true, Ordering::Release);
+        self.0.events.notify();
     }
 
     /// The error given to [`fail_all`](Self::fail_all), if it was called.
@@ -605,7 +634,15 @@ impl DeviceInner {
             .iter()
             .filter_map(Weak::upgrade)
             .collect();
-        if let Some(p) = watched.iter().find(|p| p.is_gone()) {
+        let declared = self
+            .declared_gone
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(p) = watched
+            .iter()
+            .find(|p| p.is_gone() || declared.contains(&p.rank()))
+        {
             let lost = p.lost_error();
             // a rank that failed and then exited said why first: keep it
             // (it names the peer lost first)
@@ -622,6 +659,19 @@ impl DeviceInner {
                 .peer(p.rank()),
                 None => lost,
             });
+        }
+        if let Some(&r) = declared.first() {
+            // a peer not watched here (another host): its link says more
+            // once it reads the end of its stream
+            return Some(
+                links
+                    .iter()
+                    .filter(|l| l.remote_rank() == r)
+                    .find_map(|l| l.peer_lost())
+                    .unwrap_or_else(|| {
+                        crate::link::lost_peer_error(r, None, "", "closed its control connection without a goodbye (exited or was killed)")
+                    }),
+            );
         }
         links
             .iter()
@@ -840,8 +890,19 @@ impl DeviceInner {
             // A dead peer wakes no one: once the wait has lasted a while,
             // look for one now and then (see the module docs).
             let stalled = now - *stalled_since.get_or_insert(now);
-            if stalled >= WATCH_AFTER && next_watch.is_none_or(|t| now >= t) {
-                next_watch = Some(now + WATCH_EVERY);
+            // a peer said gone (Device::peer_gone): look sooner, but not at
+            // once: a peer that exits right after its op completed leaves
+            // data its slower peers still read (an AIV entry in a mapped
+            // segment), and their op completes within microseconds
+            let watch_after = if self.peers_suspect.load(Ordering::Relaxed) {
+                SUSPECT_AFTER
+            } else {
+                WATCH_AFTER
+            };
+            if stalled >= watch_after && next_watch.is_none_or(|t| now >= t) {
+                // said gone but not yet seen gone (its process exits a
+                // moment after its sockets close): look again soon
+                next_watch = Some(now + watch_after.min(WATCH_EVERY));
                 if let Some(lost) = self.lost_peer() {
                     drop(waiter);
                     self.fail_lost(snapshot, &lost);
@@ -851,7 +912,7 @@ impl DeviceInner {
             // Wake at least every second: cheap, and a safety net should a
             // transport ever miss a wakeup; while waiting, in time for the
             // next look for dead peers.
-            let watch_at = next_watch.unwrap_or(now - stalled + WATCH_AFTER);
+            let watch_at = next_watch.unwrap_or(now - stalled + watch_after);
             let mut cap = (now + Duration::from_secs(1)).min(watch_at.max(now));
             if let Some(d) = deadline {
                 cap = cap.min(d);
