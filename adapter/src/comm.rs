@@ -197,6 +197,27 @@ impl HcclComm {
             .map(Self::wrap)
     }
 
+    /// NCCL's `ncclCommGrow`: a single-use id for growing this
+    /// communicator, made by one member; see [`Communicator::grow_id`].
+    pub fn grow_id(&self) -> Result<RootInfo> {
+        self.inner.grow_id()
+    }
+
+    /// Every member calls it (the id's maker passing it, the others
+    /// `None`): the communicator of `n_ranks` with the new ranks, members
+    /// keeping their ranks; see [`Communicator::grow`].
+    pub fn grow(&self, n_ranks: u32, id: Option<&RootInfo>) -> Result<HcclComm> {
+        self.inner
+            .grow(n_ranks, id, self.inner.config().clone())
+            .map(Self::wrap)
+    }
+
+    /// A new process joins a communicator being grown to `n_ranks`, as
+    /// `rank`, with the id a member made; see [`Communicator::join_grown`].
+    pub fn join_grown(n_ranks: u32, id: &RootInfo, rank: u32) -> Result<HcclComm> {
+        Communicator::join_grown(n_ranks, id, rank, CommConfig::from_env()?).map(Self::wrap)
+    }
+
     /// Who revoked the communicator and why, if it was revoked.
     pub fn revoked(&self) -> Option<(u32, String)> {
         self.inner.revoked()

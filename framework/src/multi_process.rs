@@ -344,6 +344,109 @@ impl Communicator {
     }
 }
 
+impl Communicator {
+    /// NCCL's `ncclCommGrow`, the id: a single-use id for growing this
+    /// communicator (any one member makes it; the rendezvous runs on its
+    /// host for the connect timeout). Hand it to the new processes, which
+    /// call [`Communicator::join_grown`] with it; the other members learn
+    /// it in [`grow`](Self::grow).
+    pub fn grow_id(&self) -> Result<RootInfo> {
+        let ip = self
+            .control()
+            .and_then(|c| c.own_addr())
+            .map(|a| a.ip())
+            .ok_or_else(|| {
+                HcclError::not_support(
+                    "grow needs ranks that are processes of a communicator made from root info or launcher variables (they have a control plane)",
+                )
+                .rank(self.rank())
+            })?;
+        RootInfo::generate(SocketAddr::new(ip, 0), ip, self.config().connect_timeout)
+    }
+
+    /// NCCL's `ncclCommGrow`, the members' side: every member calls it,
+    /// the one that made the id ([`grow_id`](Self::grow_id)) passing it
+    /// and the others `None` (they receive it over the control plane);
+    /// with the new ranks ([`join_grown`](Self::join_grown)) they form a
+    /// communicator of `n_ranks` in which every member keeps its rank and
+    /// the new ranks take `size()..n_ranks`. This communicator stays as it
+    /// is. A member gone meanwhile is an error naming it.
+    pub fn grow(
+        &self,
+        n_ranks: u32,
+        id: Option<&RootInfo>,
+        config: CommConfig,
+    ) -> Result<Communicator> {
+        let (rank, size) = (self.rank(), self.size());
+        let ctx = |e: HcclError| e.rank(rank).during("growing the communicator");
+        let control = self.control().ok_or_else(|| {
+            ctx(HcclError::not_support(
+                "grow needs ranks that are processes of a communicator made from root info or launcher variables (they have a control plane)",
+            ))
+        })?;
+        if n_ranks <= size {
+            return Err(ctx(HcclError::para(format!(
+                "growing to {n_ranks} ranks: the communicator has {size} already"
+            ))));
+        }
+        let epoch = self.next_shrink();
+        let old: String = control
+            .unique_id()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let tag = derived_unique_id(&format!("{old}/grow/{epoch}"));
+        let members: Vec<u32> = (0..size).collect();
+        let mine = id.map(|i| i.0.to_vec()).unwrap_or_default();
+        let parts = control
+            .gather(tag, &members, mine, config.connect_timeout)
+            .map_err(ctx)?;
+        let makers: Vec<u32> = parts
+            .iter()
+            .zip(&members)
+            .filter(|(p, _)| !p.is_empty())
+            .map(|(_, &m)| m)
+            .collect();
+        let root = match makers.as_slice() {
+            [m] => {
+                let bytes: [u8; HCCL_ROOT_INFO_BYTES] =
+                    parts[*m as usize].as_slice().try_into().map_err(|_| {
+                        ctx(HcclError::para(format!(
+                            "rank {m}'s grow id is not {HCCL_ROOT_INFO_BYTES} bytes"
+                        )))
+                    })?;
+                RootInfo(bytes)
+            }
+            [] => {
+                return Err(ctx(HcclError::para(
+                    "no member passed a grow id: one member makes it (grow_id) and passes it to grow, the others pass none",
+                )))
+            }
+            many => {
+                return Err(ctx(HcclError::para(format!(
+                    "ranks {many:?} each passed a grow id: exactly one member passes it"
+                ))))
+            }
+        };
+        tracing::info!(rank, size, n_ranks, "growing the communicator");
+        Communicator::init_root_info(n_ranks, &root, rank, config).map_err(ctx)
+    }
+
+    /// NCCL's `ncclCommGrow`, a new rank's side: joins the communicator
+    /// being grown to `n_ranks` with the id a member made
+    /// ([`grow_id`](Self::grow_id)) as rank `rank` (one of the new
+    /// ranks, numbered after the members).
+    pub fn join_grown(
+        n_ranks: u32,
+        id: &RootInfo,
+        rank: u32,
+        config: CommConfig,
+    ) -> Result<Communicator> {
+        Communicator::init_root_info(n_ranks, id, rank, config)
+            .map_err(|e| e.during("joining a grown communicator"))
+    }
+}
+
 fn check_rank(n_ranks: u32, rank: u32) -> Result<()> {
     if n_ranks == 0 {
         return Err(HcclError::para(

@@ -41,35 +41,45 @@ fn spawn_n(n: u32, dir: &str, op: &str, bytes: usize, env: &[(&str, String)]) ->
     Ranks(
         (0..n)
             .map(|r| {
-                let mut cmd = Command::new(WORKER);
-                cmd.args(["root_info", &r.to_string(), &n.to_string(), dir, "drill"]);
-                for v in [
-                    "RANK",
-                    "WORLD_SIZE",
-                    "HCCL_RS_EXECUTOR",
-                    "HCCL_RS_HOST_ID",
-                    "HCCL_RS_TRANSPORT",
-                    "HCCL_ALGO",
-                ] {
-                    cmd.env_remove(v);
-                }
-                cmd.env("HCCL_BUFFSIZE", "4")
-                    .env("HCCL_EXEC_TIMEOUT", "20")
-                    .env("HCCL_CONNECT_TIMEOUT", "20")
-                    .env("HCCL_IF_IP", "127.0.0.1")
-                    .env("DRILL_OP", op)
-                    .env("DRILL_BYTES", bytes.to_string())
-                    .env("DRILL_LINGER_MS", "1500");
-                for (k, v) in env {
-                    cmd.env(k, v);
-                }
-                cmd.stdout(Stdio::piped())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .expect("spawn worker")
+                worker(
+                    ["root_info", &r.to_string(), &n.to_string(), dir, "drill"],
+                    op,
+                    bytes,
+                    env,
+                )
             })
             .collect(),
     )
+}
+
+/// One worker process with `args`, the drill's settings and `env` on top.
+fn worker(args: [&str; 5], op: &str, bytes: usize, env: &[(&str, String)]) -> Child {
+    let mut cmd = Command::new(WORKER);
+    cmd.args(args);
+    for v in [
+        "RANK",
+        "WORLD_SIZE",
+        "HCCL_RS_EXECUTOR",
+        "HCCL_RS_HOST_ID",
+        "HCCL_RS_TRANSPORT",
+        "HCCL_ALGO",
+    ] {
+        cmd.env_remove(v);
+    }
+    cmd.env("HCCL_BUFFSIZE", "4")
+        .env("HCCL_EXEC_TIMEOUT", "20")
+        .env("HCCL_CONNECT_TIMEOUT", "20")
+        .env("HCCL_IF_IP", "127.0.0.1")
+        .env("DRILL_OP", op)
+        .env("DRILL_BYTES", bytes.to_string())
+        .env("DRILL_LINGER_MS", "1500");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn worker")
 }
 
 /// Waits until every rank has run its op once.
@@ -385,6 +395,74 @@ fn shrink_after_kill(tag: &str, n: u32, victim: u32, how: &str) {
         segments_of(&pids).is_empty(),
         "{tag}: segments left: {:?}",
         segments_of(&pids)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 32's grow: rank 3 of 4 is killed, the survivors agree and shrink
+/// to 3, then grow back to 4 with a fresh process (rank 0 of the shrunk
+/// communicator makes the single-use id; the members keep their ranks, the
+/// new process takes rank 3); every rank runs a checked AllReduce on the
+/// grown communicator. Prints the time from the new process's start to
+/// its first correct op (the bar: within 1 s).
+#[test]
+fn a_shrunk_communicator_grows_back_with_a_new_process() {
+    let tag = "grow";
+    let dir = tempdir(tag);
+    let victim = 3u32;
+    let env = [
+        ("DRILL_SHRINK", "agree".to_string()),
+        ("DRILL_GROW", "1".to_string()),
+    ];
+    let mut ranks = spawn(&dir, "allreduce", 1 << 20, &env);
+    let pids: Vec<u32> = ranks.0.iter().map(Child::id).collect();
+    wait_ready(&dir, &mut ranks);
+    ranks.0[victim as usize].kill().unwrap();
+    let id = format!("{dir}/grow.bin");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !std::path::Path::new(&id).exists() {
+        assert!(Instant::now() < deadline, "{tag}: no grow id written");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let t_spawn = unix_ns();
+    let fresh = worker(
+        [
+            "grow",
+            &victim.to_string(),
+            &RANKS.to_string(),
+            &dir,
+            "grown",
+        ],
+        "allreduce",
+        1 << 20,
+        &[],
+    );
+    let fresh_pid = fresh.id();
+    ranks.0[victim as usize] = fresh;
+    let outs = finish(ranks, Duration::from_secs(30));
+    for (r, out) in outs.iter().enumerate() {
+        let grown = drill_lines(out)
+            .into_iter()
+            .find(|l| l["event"] == "grown")
+            .unwrap_or_else(|| panic!("{tag}: rank {r} did not grow: {out}"));
+        assert_eq!(
+            grown["grown_rank"], r as u64,
+            "{tag}: members keep their ranks: {out}"
+        );
+        if r as u32 == victim {
+            let took = Duration::from_nanos(
+                (grown["t_ns"].as_u64().unwrap() as u128).saturating_sub(t_spawn) as u64,
+            );
+            println!("{tag}: the new process ran a checked AllReduce on the grown communicator {took:?} after it started");
+            assert!(took < BOUND, "{tag}: took {took:?}");
+        }
+    }
+    let mut all = pids;
+    all.push(fresh_pid);
+    assert!(
+        segments_of(&all).is_empty(),
+        "{tag}: segments left: {:?}",
+        segments_of(&all)
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

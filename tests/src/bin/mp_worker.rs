@@ -93,6 +93,17 @@ fn comm(mode: &str, rank: u32, size: u32, dir: &str) -> hccl_adapter::Result<Hcc
         }
         "rank_table" => HcclComm::init_cluster_info(&format!("{dir}/rank_table.json"), rank),
         "env" => HcclComm::init_from_env(),
+        // a new rank of a communicator being grown (DRILL_GROW)
+        "grow" => {
+            let path = format!("{dir}/grow.bin");
+            let bytes = std::fs::read(&path)
+                .map_err(|e| hccl_adapter::HcclError::from_io(format!("reading {path}"), e))?;
+            let id =
+                hccl_adapter::RootInfo(bytes.try_into().map_err(|_| {
+                    hccl_adapter::HcclError::para(format!("{path} is not a grow id"))
+                })?);
+            HcclComm::join_grown(size, &id, rank)
+        }
         other => panic!("unknown mode {other}"),
     }
 }
@@ -119,6 +130,13 @@ fn run(mode: &str, rank: u32, size: u32, dir: &str, scenario: &str) -> hccl_adap
     let f = DataType::Fp32;
     let p = size as usize;
     match scenario {
+        "grown" => {
+            let (r, _) = check_allreduce(&c, "on the grown communicator")?;
+            drill_line(
+                serde_json::json!({"event": "grown", "grown_rank": r, "t_ns": unix_ns() as u64}),
+            );
+            return c.barrier(&s).and_then(|_| s.synchronize());
+        }
         "count_mismatch" | "op_mismatch" => {
             let n = if scenario == "count_mismatch" && rank == 1 {
                 8320
@@ -428,7 +446,7 @@ fn drill(mode: &str, rank: u32, size: u32, dir: &str) -> ! {
                     "t_ns": unix_ns() as u64,
                 }));
                 match shrink_and_check(&c, exclude.as_deref()) {
-                    Ok((new_rank, new_size)) => {
+                    Ok((n, new_rank, new_size)) => {
                         drill_line(serde_json::json!({
                             "rank": rank,
                             "event": "shrunk",
@@ -436,6 +454,11 @@ fn drill(mode: &str, rank: u32, size: u32, dir: &str) -> ! {
                             "new_size": new_size,
                             "t_ns": unix_ns() as u64,
                         }));
+                        if std::env::var("DRILL_GROW").is_ok() {
+                            if let Err(e) = grow_back(&n, size, dir) {
+                                fail(e);
+                            }
+                        }
                         std::process::exit(0)
                     }
                     Err(e) => fail(e),
@@ -512,11 +535,46 @@ fn drill(mode: &str, rank: u32, size: u32, dir: &str) -> ! {
 /// are lost) and runs one AllReduce on the new
 /// communicator, checked against the sum of the survivors' new ranks + 1;
 /// returns the new rank and size.
-fn shrink_and_check(c: &HcclComm, exclude: Option<&[u32]>) -> hccl_adapter::Result<(u32, u32)> {
+fn shrink_and_check(
+    c: &HcclComm,
+    exclude: Option<&[u32]>,
+) -> hccl_adapter::Result<(HcclComm, u32, u32)> {
     let n = match exclude {
         Some(list) => c.shrink(list)?,
         None => c.shrink_agreed()?,
     };
+    let (r, p) = check_allreduce(&n, "after the shrink")?;
+    Ok((n, r, p))
+}
+
+/// DRILL_GROW: the shrunk communicator `n` grows back to `size` ranks: its
+/// rank 0 makes the id and writes it to `<dir>/grow.bin` (the test starts
+/// the new processes with it: `hccl-mp-worker grow <rank> <size> <dir>
+/// grown`), every member grows, and one checked AllReduce runs on the
+/// grown communicator; prints `{"event": "grown", "grown_rank", "t_ns"}`.
+fn grow_back(n: &HcclComm, size: u32, dir: &str) -> hccl_adapter::Result<()> {
+    let id = if n.rank() == 0 {
+        let id = n.grow_id()?;
+        let tmp = format!("{dir}/grow.bin.tmp");
+        std::fs::write(&tmp, id.0)
+            .and_then(|_| std::fs::rename(&tmp, format!("{dir}/grow.bin")))
+            .map_err(|e| hccl_adapter::HcclError::from_io("writing the grow id", e))?;
+        Some(id)
+    } else {
+        None
+    };
+    let g = n.grow(size, id.as_ref())?;
+    let (r, _) = check_allreduce(&g, "after the grow")?;
+    drill_line(serde_json::json!({"event": "grown", "grown_rank": r, "t_ns": unix_ns() as u64}));
+    // the new ranks may still read this rank's part of the last op
+    let s = g.create_stream();
+    g.barrier(&s)?;
+    s.synchronize()
+}
+
+/// One AllReduce on `n`, checked against the sum of every rank + 1;
+/// returns the rank and size.
+fn check_allreduce(n: &HcclComm, when: &str) -> hccl_adapter::Result<(u32, u32)> {
     let (r, p) = (n.rank(), n.size());
     let s = n.create_stream();
     let count = 4096;
@@ -536,7 +594,7 @@ fn shrink_and_check(c: &HcclComm, exclude: Option<&[u32]>) -> hccl_adapter::Resu
     let got = recv.to_vec::<f32>(count)?;
     if let Some(i) = got.iter().position(|&v| v != want) {
         return Err(hccl_adapter::HcclError::internal(format!(
-            "after the shrink, element {i} is {} instead of {want}",
+            "{when}, element {i} is {} instead of {want}",
             got[i]
         )));
     }
