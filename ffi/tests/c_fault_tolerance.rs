@@ -5,9 +5,9 @@
 //! communicators of one process keep their own bounds; the error names
 //! the peer awaited), `HcclRsCommRevoke` (a waiting peer's op ends,
 //! later ops are refused, `HcclGetCommAsyncError` reports it) and
-//! `HcclRsCommShrink`'s refusals (threads-as-ranks have no control plane;
-//! process ranks shrink in `tests/tests/dead_peers.rs`); bad arguments
-//! refused.
+//! `HcclRsCommShrink`'s and `HcclRsCommGrow`'s refusals (threads-as-ranks
+//! have no control plane; process ranks shrink and grow in
+//! `tests/tests/dead_peers.rs`); bad arguments refused.
 
 mod common;
 use common::*;
@@ -169,6 +169,21 @@ fn shrink_refuses_bad_arguments_and_threads_as_ranks() {
     );
     let msg = last_error_message().unwrap();
     assert!(msg.contains("control plane"), "{msg}");
+    assert!(out.is_null());
+    // grow: the same refusals
+    let mut id = HcclRootInfo {
+        internal: [0; HCCL_ROOT_INFO_BYTES],
+    };
+    assert_eq!(HcclRsCommGrowId(c, std::ptr::null_mut()), E_PTR);
+    assert_eq!(HcclRsCommGrowId(c, &mut id), E_NOT_SUPPORT);
+    assert_eq!(
+        HcclRsCommGrow(c, 3, std::ptr::null(), std::ptr::null_mut()),
+        E_PTR
+    );
+    assert_eq!(
+        HcclRsCommGrow(c, 3, std::ptr::null(), &mut out),
+        E_NOT_SUPPORT
+    );
     assert!(out.is_null());
     for c in comms {
         ok(HcclCommDestroy(c as HcclComm), "HcclCommDestroy");

@@ -77,7 +77,7 @@ extern HcclResult HcclRsWriteTimeline(HcclComm comm, const char *path);
 
 /*
  * hccl-rs extensions (not in HCCL): fault tolerance: per-communicator timeouts in
- * milliseconds, revocation, shrinking.
+ * milliseconds, revocation, shrinking, growing.
  */
 
 /**
@@ -115,6 +115,20 @@ extern HcclResult HcclRsCommRevoke(HcclComm comm, const char *reason);
  * HCCL_E_REMOTE naming a survivor lost during the shrink.
  */
 extern HcclResult HcclRsCommShrink(HcclComm comm, const uint32_t *excludeRanks, uint32_t excludeCount,
+    HcclComm *newComm);
+
+/**
+ * Grows the communicator with new ranks (NCCL's ncclCommGrow). One member makes a single-use id
+ * with HcclRsCommGrowId (a rendezvous on its host, open for HCCL_CONNECT_TIMEOUT) and hands it to
+ * the new processes, which join with HcclCommInitRootInfo(nRanks, &growId, rank, &comm) as ranks
+ * size .. nRanks-1. Every member calls HcclRsCommGrow, the maker passing growId and the others
+ * NULL (they receive it over the control plane); members keep their ranks in *newComm. The old
+ * communicator stays. Only for ranks that are processes of a communicator from root info or
+ * launcher variables (HCCL_E_NOT_SUPPORT otherwise). HCCL_E_PARA when nRanks is not larger than
+ * the size, or when no member or several passed an id.
+ */
+extern HcclResult HcclRsCommGrowId(HcclComm comm, HcclRootInfo *growId);
+extern HcclResult HcclRsCommGrow(HcclComm comm, uint32_t nRanks, const HcclRootInfo *growId,
     HcclComm *newComm);
 
 /*

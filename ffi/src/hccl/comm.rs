@@ -317,6 +317,45 @@ pub extern "C" fn HcclRsCommShrink(
     })
 }
 
+/// `HcclRsCommGrowId` (`hccl_ex.h`, NCCL's `ncclCommGrow`): one member
+/// makes the single-use id of a grow; the new ranks join with it through
+/// `HcclCommInitRootInfo`.
+#[no_mangle]
+pub extern "C" fn HcclRsCommGrowId(comm: HcclComm, growId: *mut HcclRootInfo) -> HcclResult {
+    hccl("HcclRsCommGrowId", || {
+        let c = lookup(comm)?;
+        non_null(growId, "growId")?;
+        let id = c.comm.grow_id()?;
+        // SAFETY: non-null, points to an HcclRootInfo (C contract).
+        unsafe { (*growId).internal = id.0.map(|b| b as c_char) };
+        Ok(())
+    })
+}
+
+/// `HcclRsCommGrow`: every member calls it, the id's maker passing the id
+/// and the others NULL; members keep their ranks in `newComm` of `nRanks`.
+#[no_mangle]
+pub extern "C" fn HcclRsCommGrow(
+    comm: HcclComm,
+    nRanks: u32,
+    growId: *const HcclRootInfo,
+    newComm: *mut HcclComm,
+) -> HcclResult {
+    hccl("HcclRsCommGrow", || {
+        let c = lookup(comm)?;
+        non_null(newComm, "newComm")?;
+        let id = if growId.is_null() {
+            None
+        } else {
+            // SAFETY: non-null, points to an HcclRootInfo (C contract).
+            let raw = unsafe { (*growId).internal };
+            Some(hccl_adapter::RootInfo(raw.map(|b| b as u8)))
+        };
+        let grown = c.comm.grow(nRanks, id.as_ref())?;
+        publish(grown, c.extras.clone(), newComm)
+    })
+}
+
 /// `HcclCommDestroy`.
 #[no_mangle]
 pub extern "C" fn HcclCommDestroy(comm: HcclComm) -> HcclResult {
