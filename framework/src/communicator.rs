@@ -407,9 +407,14 @@ impl Communicator {
                 // a peer process gone closes its control connection at
                 // once: its survivors' waits need not stall 100 ms first
                 let device = self.device.clone();
-                plane
-                    .control()
-                    .set_lost_hook(Arc::new(move |r| device.peer_gone(r)));
+                let hosts = self.hosts.clone();
+                plane.control().set_lost_hook(Arc::new(move |r, process| {
+                    // the host as this communicator names it (declared
+                    // hosts and namespaces included), the process as the
+                    // peer introduced itself
+                    let host = hosts.get(r as usize).map_or("", String::as_str);
+                    device.peer_gone(r, process.map(|(pid, _)| (*pid, host)))
+                }));
             }
             Spread::Siblings(s) => s.enroll(self.rank, &self.revocation),
             Spread::Alone => {}

@@ -39,8 +39,13 @@ const MAX_REASON: usize = 1024;
 /// A control message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Msg {
-    /// The first frame of a connection: the group it belongs to.
-    Hello { unique_id: [u8; 16] },
+    /// The first frame of a connection each way: the group it belongs to,
+    /// and the sender's process and host (for messages naming it lost).
+    Hello {
+        unique_id: [u8; 16],
+        pid: u32,
+        host: String,
+    },
     /// The sender destroys its communicator: its connection closing next
     /// is not a loss.
     Bye,
@@ -53,7 +58,16 @@ pub(crate) enum Msg {
 impl Msg {
     fn encode(&self, from: u32) -> Vec<u8> {
         let (kind, body): (u8, Vec<u8>) = match self {
-            Msg::Hello { unique_id } => (1, unique_id.to_vec()),
+            Msg::Hello {
+                unique_id,
+                pid,
+                host,
+            } => {
+                let mut b = unique_id.to_vec();
+                b.extend_from_slice(&pid.to_le_bytes());
+                b.extend_from_slice(&host.as_bytes()[..host.len().min(255)]);
+                (1, b)
+            }
             Msg::Bye => (2, Vec::new()),
             Msg::Revoke { origin, reason } => {
                 let mut b = origin.to_le_bytes().to_vec();
@@ -97,8 +111,10 @@ impl Msg {
         let from = u32::from_le_bytes(buf[5..9].try_into().expect("4 bytes"));
         let body = &buf[9..4 + len];
         let msg = match kind {
-            1 if body.len() == 16 => Msg::Hello {
-                unique_id: body.try_into().expect("16 bytes"),
+            1 if (20..=20 + 255).contains(&body.len()) => Msg::Hello {
+                unique_id: body[..16].try_into().expect("16 bytes"),
+                pid: u32::from_le_bytes(body[16..20].try_into().expect("4 bytes")),
+                host: String::from_utf8_lossy(&body[20..]).into_owned(),
             },
             2 if body.is_empty() => Msg::Bye,
             3 if body.len() >= 4 => Msg::Revoke {
@@ -121,7 +137,7 @@ impl Msg {
 }
 
 /// What the communicator does when a rank is found lost.
-pub(crate) type LostHook = Arc<dyn Fn(u32) + Send + Sync>;
+pub(crate) type LostHook = Arc<dyn Fn(u32, Option<&(u32, String)>) + Send + Sync>;
 
 /// A part of a gather received: `(tag, from, blob)`.
 type Part = ([u8; 16], u32, Vec<u8>);
@@ -177,6 +193,8 @@ struct Shared {
     lost: Mutex<Vec<u32>>,
     /// Ranks that said goodbye (on any of their connections).
     gone_by_bye: Mutex<Vec<u32>>,
+    /// Each rank's process id and host, from its Hello.
+    processes: Mutex<Vec<Option<(u32, String)>>>,
     handler: Mutex<Option<Handler>>,
     /// Called on the control thread with a rank found lost.
     on_lost: Mutex<Option<LostHook>>,
@@ -228,6 +246,7 @@ impl ControlPlane {
             out: (0..n).map(|_| Mutex::new(None)).collect(),
             lost: Mutex::new(Vec::new()),
             gone_by_bye: Mutex::new(Vec::new()),
+            processes: Mutex::new(vec![None; n]),
             handler: Mutex::new(None),
             on_lost: Mutex::new(None),
             pending: Mutex::new(Vec::new()),
@@ -256,7 +275,11 @@ impl ControlPlane {
         };
         for peer in 0..rank {
             if plane.control.0.addrs[peer as usize].is_some() {
-                plane.control.connect(peer)?;
+                // a peer that already finished (made, used and destroyed
+                // its communicator) refuses: nothing to tell it any more
+                if let Err(e) = plane.control.connect(peer) {
+                    tracing::debug!(rank, peer, error = %e, "no control connection to a lower rank");
+                }
             }
         }
         Ok(plane)
@@ -280,6 +303,30 @@ impl Drop for ControlPlane {
         // the handler may hold what holds this plane's owner: break the loop
         sh.handler.lock().unwrap_or_else(|p| p.into_inner()).take();
         sh.on_lost.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+}
+
+impl Shared {
+    /// This rank's introduction.
+    fn hello(&self) -> Msg {
+        Msg::Hello {
+            unique_id: self.unique_id,
+            pid: std::process::id(),
+            host: std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_owned())
+                .unwrap_or_default(),
+        }
+    }
+
+    fn note_process(&self, rank: u32, pid: u32, host: String) {
+        if let Some(slot) = self
+            .processes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(rank as usize)
+        {
+            *slot = Some((pid, host));
+        }
     }
 }
 
@@ -500,10 +547,7 @@ impl Control {
             .peer(peer)
         })?;
         let _ = s.set_nodelay(true);
-        let hello = Msg::Hello {
-            unique_id: sh.unique_id,
-        }
-        .encode(sh.rank);
+        let hello = sh.hello().encode(sh.rank);
         write_all_within(&mut s, &hello, sh.io_timeout).map_err(|e| e.peer(peer))?;
         let reader = s
             .try_clone()
@@ -660,7 +704,14 @@ fn run(sh: &Arc<Shared>, listener: TcpListener, mut wake_rx: UnixStream) {
                     drop(lost);
                     let hook = sh.on_lost.lock().unwrap_or_else(|p| p.into_inner()).clone();
                     if let Some(f) = hook {
-                        f(r);
+                        let process = sh
+                            .processes
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .get(r as usize)
+                            .cloned()
+                            .flatten();
+                        f(r, process.as_ref());
                     }
                     // a gather waiting for the lost rank gives up
                     let _guard = sh.parts.lock().unwrap_or_else(|p| p.into_inner());
@@ -707,12 +758,26 @@ fn read_conn(control: &Control, c: &mut Conn) -> bool {
         };
         c.buf.drain(..used);
         match (c.rank, msg) {
-            (None, Msg::Hello { unique_id }) => {
+            (
+                None,
+                Msg::Hello {
+                    unique_id,
+                    pid,
+                    host,
+                },
+            ) => {
                 if unique_id != sh.unique_id || from as usize >= sh.out.len() {
                     tracing::warn!(rank = sh.rank, from, "dropping a stray control connection");
                     return false;
                 }
                 c.rank = Some(from);
+                sh.note_process(from, pid, host);
+                // introduce this rank back (the connector learns who it is)
+                let _ = write_all_within(
+                    &mut c.stream,
+                    &sh.hello().encode(sh.rank),
+                    Duration::from_millis(100),
+                );
                 let mut out = sh.out[from as usize]
                     .lock()
                     .unwrap_or_else(|p| p.into_inner());
@@ -728,7 +793,7 @@ fn read_conn(control: &Control, c: &mut Conn) -> bool {
                     gone.push(r);
                 }
             }
-            (Some(_), Msg::Hello { .. }) => {}
+            (Some(r), Msg::Hello { pid, host, .. }) => sh.note_process(r, pid, host),
             (Some(r), Msg::Part { tag, blob }) => {
                 sh.parts
                     .lock()
@@ -748,7 +813,11 @@ mod tests {
     #[test]
     fn frames_round_trip_and_bad_ones_are_refused() {
         for m in [
-            Msg::Hello { unique_id: [7; 16] },
+            Msg::Hello {
+                unique_id: [7; 16],
+                pid: 4711,
+                host: "node-a".into(),
+            },
             Msg::Bye,
             Msg::Revoke {
                 origin: 3,
@@ -768,7 +837,7 @@ mod tests {
             panic!("{back:?}")
         };
         assert!(reason.len() <= MAX_REASON && reason.chars().all(|c| c == 'é'));
-        assert!(Msg::decode(&[0xff, 0xff, 0, 0, 1]).is_err());
+        assert!(Msg::decode(&[0xff, 0xff, 0xff, 0, 1]).is_err());
         assert!(Msg::decode(&[5, 0, 0, 0, 9, 0, 0, 0, 0]).is_err());
     }
 

@@ -189,8 +189,9 @@ pub(crate) struct DeviceInner {
     /// Set by [`Device::peer_gone`]: drivers look for a lost peer after
     /// [`SUSPECT_AFTER`] of stall instead of [`WATCH_AFTER`].
     peers_suspect: AtomicBool,
-    /// Ranks another part of the rank said are gone ([`Device::peer_gone`]).
-    declared_gone: Mutex<Vec<u32>>,
+    /// Ranks another part of the rank said are gone ([`Device::peer_gone`]),
+    /// with their process and host where known.
+    declared_gone: Mutex<Vec<(u32, Option<(u32, String)>)>>,
     /// Live [`QuietWaits`] guards: while non-zero, an idle driver neither
     /// spins nor yields before it parks.
     quiet: AtomicU64,
@@ -388,15 +389,16 @@ impl Device {
     /// process can be seen to have exited): drivers, woken if parked, fail
     /// the waits of this device naming it once they have stalled for
     /// [`SUSPECT_AFTER`] rather than [`WATCH_AFTER`].
-    pub fn peer_gone(&self, rank: u32) {
+    /// `process`: its process id and host, for the error naming it.
+    pub fn peer_gone(&self, rank: u32, process: Option<(u32, &str)>) {
         {
             let mut g = self
                 .0
                 .declared_gone
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
-            if !g.contains(&rank) {
-                g.push(rank);
+            if !g.iter().any(|(r, _)| *r == rank) {
+                g.push((rank, process.map(|(pid, host)| (pid, host.to_owned()))));
             }
         }
         self.0.peers_suspect.store(true, Ordering::Release);
@@ -641,7 +643,7 @@ impl DeviceInner {
             .clone();
         if let Some(p) = watched
             .iter()
-            .find(|p| p.is_gone() || declared.contains(&p.rank()))
+            .find(|p| p.is_gone() || declared.iter().any(|(r, _)| *r == p.rank()))
         {
             let lost = p.lost_error();
             // a rank that failed and then exited said why first: keep it
@@ -660,16 +662,20 @@ impl DeviceInner {
                 None => lost,
             });
         }
-        if let Some(&r) = declared.first() {
+        if let Some((r, process)) = declared.first() {
             // a peer not watched here (another host): its link says more
             // once it reads the end of its stream
+            let (pid, host) = match process {
+                Some((pid, host)) => (Some(*pid), host.as_str()),
+                None => (None, ""),
+            };
             return Some(
                 links
                     .iter()
-                    .filter(|l| l.remote_rank() == r)
+                    .filter(|l| l.remote_rank() == *r)
                     .find_map(|l| l.peer_lost())
                     .unwrap_or_else(|| {
-                        crate::link::lost_peer_error(r, None, "", "closed its control connection without a goodbye (exited or was killed)")
+                        crate::link::lost_peer_error(*r, pid, host, "exited or was killed")
                     }),
             );
         }
