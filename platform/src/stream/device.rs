@@ -191,7 +191,7 @@ pub(crate) struct DeviceInner {
     peers_suspect: AtomicBool,
     /// Ranks another part of the rank said are gone ([`Device::peer_gone`]),
     /// with their process and host where known.
-    declared_gone: Mutex<Vec<(u32, Option<(u32, String)>)>>,
+    declared_gone: Mutex<Vec<GonePeer>>,
     /// Live [`QuietWaits`] guards: while non-zero, an idle driver neither
     /// spins nor yields before it parks.
     quiet: AtomicU64,
@@ -547,6 +547,9 @@ fn timeout_ns(timeout: Option<Duration>) -> u64 {
         t.as_nanos().min(u128::from(u64::MAX - 1)) as u64
     })
 }
+
+/// A peer said gone: its rank and, where known, its process id and host.
+type GonePeer = (u32, Option<(u32, String)>);
 
 /// A [`Device::quiet_waits`] guard: the device's drivers park without
 /// spinning or yielding until it is dropped.
