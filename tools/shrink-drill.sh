@@ -99,7 +99,9 @@ for ((t = 1; t <= TRIALS; t++)); do
         while [ ! -e "$d/grow.bin" ] && [ "$(date +%s)" -le "$deadline" ]; do sleep 0.002; done
         if [ -e "$d/grow.bin" ]; then
             t_spawn=$(now_ns)
-            (rank_env "$victim"; exec "$WORKER" grow "$victim" "$RANKS" "$d" grown >"$d/out.new" 2>"$d/err.new") &
+            # the members keep their shrunk ranks 0..RANKS-2: the new
+            # process is the last rank
+            (rank_env $((RANKS - 1)); exec "$WORKER" grow $((RANKS - 1)) "$RANKS" "$d" grown >"$d/out.new" 2>"$d/err.new") &
             fresh=$!
         fi
     fi
