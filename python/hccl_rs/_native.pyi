@@ -1,8 +1,9 @@
 """Type stubs of hccl_rs._native (the Rust half of hccl_rs)."""
 
 from collections.abc import Iterable, Sequence
+from datetime import timedelta
 from types import TracebackType
-from typing import Any, Literal, Optional, TypedDict, Union
+from typing import Any, Literal, Optional, Tuple, TypedDict, Union
 
 from typing_extensions import Buffer
 
@@ -13,6 +14,8 @@ from .errors import HcclError
 BufferLike = Union[Buffer, "RawBuffer", Any]
 #: "sum", "prod" ("product"), "max", "min" (any case), or HCCL's code 0-3.
 OpLike = Union[str, int, None]
+#: Seconds or a timedelta.
+Timeout = Union[float, timedelta]
 
 __version__: str
 ROOT_INFO_BYTES: int
@@ -72,7 +75,9 @@ class Work:
 
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Blocks until the op completed (True) and raises its error; with
-        ``timeout`` (seconds) returns False if it had not completed."""
+        ``timeout`` (seconds) returns False if it had not completed. A
+        handle dropped before its op completed abandons it without
+        waiting: the communicator keeps the buffers until the op ends."""
     def is_completed(self) -> bool:
         """Whether the op completed (drives it a little; never blocks)."""
     def is_success(self) -> bool: ...
@@ -81,9 +86,20 @@ class Work:
 class Comm:
     """One rank's communicator (see the package docs)."""
 
-    def __init__(self, n_ranks: int, root_info: bytes, rank: int) -> None: ...
+    def __init__(
+        self,
+        n_ranks: int,
+        root_info: bytes,
+        rank: int,
+        connect_timeout: Optional[Timeout] = None,
+        exec_timeout: Optional[Timeout] = None,
+    ) -> None:
+        """Timeouts in seconds or a timedelta (millisecond precision);
+        None: ``HCCL_CONNECT_TIMEOUT`` / ``HCCL_EXEC_TIMEOUT``."""
     @staticmethod
-    def from_env() -> "Comm":
+    def from_env(
+        connect_timeout: Optional[Timeout] = None, exec_timeout: Optional[Timeout] = None
+    ) -> "Comm":
         """From torchrun / mpirun / MPICH / srun variables."""
     @property
     def rank(self) -> int: ...
@@ -95,7 +111,18 @@ class Comm:
     def destroyed(self) -> bool: ...
     def split(self, ranks: Sequence[int]) -> Optional["Comm"]: ...
     def abort(self, reason: Optional[str] = None) -> None: ...
-    def async_error(self) -> Optional[HcclError]: ...
+    def revoke(self, reason: Optional[str] = None) -> None:
+        """Ends every rank's in-flight ops ("revoked by rank R: reason")
+        and refuses later ones."""
+    def revoked(self) -> Optional[Tuple[int, str]]:
+        """(rank, reason) of the revocation, or None."""
+    def set_exec_timeout(self, timeout: Optional[Timeout]) -> None:
+        """Bounds every wait of the ops from now on (None: no bound)."""
+    @property
+    def exec_timeout(self) -> Optional[float]:
+        """The bound in force, seconds (None: no bound)."""
+    def async_error(self) -> Optional[HcclError]:
+        """A revocation, abort, lost peer or broken link, or None."""
     def destroy(self) -> None: ...
     def __enter__(self) -> "Comm": ...
     def __exit__(

@@ -32,6 +32,7 @@ import os
 import queue
 import threading
 import time
+import weakref
 from datetime import timedelta
 
 # Transparent huge pages for torch's large CPU allocations make the
@@ -51,6 +52,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import Backend as _C10dBackend
 from torch._C._distributed_c10d import AllreduceOptions as _AllreduceOptions
 from torch._C._distributed_c10d import ProcessGroup as _ProcessGroup
+from torch._C._distributed_c10d import ErrorType as _ErrorType
 from torch._C._distributed_c10d import Work as _C10dWork
 from torch.distributed import ReduceOp
 
@@ -74,6 +76,7 @@ _OPS = {
     int(ReduceOp.RedOpType.MAX): "max",
 }
 _AVG = int(ReduceOp.RedOpType.AVG)
+_CODE_TIMEOUT, _CODE_REMOTE = 9, 21  # HCCL_E_TIMEOUT, HCCL_E_REMOTE
 
 _NAMES = {
     torch.float32: "float32",
@@ -149,16 +152,42 @@ def _dist_error(e: BaseException) -> BaseException:
 
 
 def _dist_errors(f):
-    """``f`` raising :func:`_dist_error`'s form of its hccl_rs errors."""
+    """``f`` raising :func:`_dist_error`'s form of its hccl_rs errors (a
+    method of a backend also notes a timed-out op: see ``get_error``)."""
 
     @functools.wraps(f)
     def call(*args, **kwargs):
         try:
             return f(*args, **kwargs)
         except HcclError as e:
+            futures = getattr(args[0], "_futures", None) if args else None
+            if futures is not None:
+                futures.note(e)
             raise _dist_error(e) from e.__cause__
 
     return call
+
+
+_DEFAULT_PG_TIMEOUT = getattr(
+    getattr(dist, "constants", None), "default_pg_timeout", timedelta(minutes=30)
+)
+
+
+def _comm_timeouts(timeout: timedelta) -> dict:
+    """A group's communicator timeouts from torch's ``timeout``, which
+    Gloo takes for both: its set-up (a peer that never comes) and every op
+    (a collective not done within it raises). Where the group has torch's
+    default timeout (none was given) and the environment sets hccl's own
+    (``HCCL_CONNECT_TIMEOUT`` / ``HCCL_RS_CONNECT_TIMEOUT_MS``,
+    ``HCCL_EXEC_TIMEOUT`` / ``HCCL_RS_EXEC_TIMEOUT_MS``), that one stays."""
+    default = timeout is None or timeout == _DEFAULT_PG_TIMEOUT
+    env = os.environ
+    out = {}
+    if not (default and ("HCCL_CONNECT_TIMEOUT" in env or "HCCL_RS_CONNECT_TIMEOUT_MS" in env)):
+        out["connect_timeout"] = timeout
+    if not (default and ("HCCL_EXEC_TIMEOUT" in env or "HCCL_RS_EXEC_TIMEOUT_MS" in env)):
+        out["exec_timeout"] = timeout
+    return out
 
 
 def _raw(t: torch.Tensor, what: str) -> _native.RawBuffer:
@@ -235,45 +264,88 @@ def _op(opts, dtype) -> tuple[str, bool]:
 
 
 class _Completer:
-    """One daemon thread that waits for async ops whose futures were asked
-    for and completes them (in issue order, as the ops complete). It ends
-    at interpreter exit (:meth:`stop`, registered with ``atexit``): a
-    daemon thread still parked in the queue when Python finalizes is
-    unwound by force, which takes the process down with C++'s
-    ``terminate`` once torch's futures have run on it."""
+    """The daemon thread of one communicator that waits for its async ops
+    whose futures were asked for and completes them (in issue order, as the
+    ops complete): one per communicator, so a hung op of one group holds
+    back no other group's futures. Started at the first future; stopped
+    when the group is shut down or aborted (:meth:`stop`) and at
+    interpreter exit (:func:`_stop_completers`): a daemon thread still
+    parked in the queue when Python finalizes is unwound by force, which
+    takes the process down with C++'s ``terminate`` once torch's futures
+    have run on it.
+
+    It also keeps ``timed_out``: the first op of its communicator that
+    failed with a timeout (what :meth:`HcclRsBackend.get_error` reports as
+    ``TIMEOUT``: a timed-out op leaves the communicator unusable, but no
+    background error says so)."""
+
+    timed_out: BaseException | None = None
 
     def __init__(self) -> None:
-        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._q: queue.SimpleQueue | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        _COMPLETERS.add(self)
 
     def submit(self, work: "HcclRsWork") -> None:
         with self._lock:
             if self._thread is None:
+                # a queue per thread: a stopped thread may still be
+                # finishing the futures queued before its stop
+                self._q = queue.SimpleQueue()
+                # (the thread holds the completer: it stays in _COMPLETERS,
+                # stopped at exit, even once its backend is gone)
                 self._thread = threading.Thread(
-                    target=self._run, name="hccl_rs-futures", daemon=True
+                    target=self._run, args=(self._q,), name="hccl_rs-futures", daemon=True
                 )
                 self._thread.start()
-        self._q.put(work)
+            self._q.put(work)
 
-    def _run(self) -> None:
+    def _run(self, q: queue.SimpleQueue) -> None:
         while True:
-            w = self._q.get()
+            w = q.get()
             if w is None:
                 return
             w._settle_future()
 
-    def stop(self, timeout: float = 30.0) -> None:
-        """Lets the thread finish the futures queued and end."""
+    def note(self, e: BaseException) -> None:
+        """Records ``e`` if it is the communicator's first timed-out op."""
+        if self.timed_out is None and getattr(e, "code", None) == _CODE_TIMEOUT:
+            self.timed_out = e
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Lets the thread finish the futures queued and end; waits for
+        that up to ``timeout`` seconds (None: does not wait, but the
+        thread is still joined at exit)."""
         with self._lock:
-            t, self._thread = self._thread, None
+            t, q = self._thread, self._q
+            self._thread = self._q = None
         if t is not None:
-            self._q.put(None)
-            t.join(timeout)
+            q.put(None)
+            if timeout is None:
+                _ENDING.add(t)
+            else:
+                t.join(timeout)
 
 
+_COMPLETERS: "weakref.WeakSet[_Completer]" = weakref.WeakSet()
+# future threads told to end (their group shut down), joined at exit
+_ENDING: "weakref.WeakSet[threading.Thread]" = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_completers(timeout: float = 30.0) -> None:
+    """At exit: every future thread finishes its queue and ends (within
+    ``timeout`` seconds in all)."""
+    end = time.monotonic() + timeout
+    for c in list(_COMPLETERS):
+        c.stop(max(0.0, end - time.monotonic()))
+    for t in list(_ENDING):
+        t.join(max(0.0, end - time.monotonic()))
+
+
+# for Works made without a backend (none of this module's)
 _completer = _Completer()
-atexit.register(_completer.stop)
 
 # Runs each Work's finishing step (AVG's division, copies out of staging
 # tensors) once, whichever thread completes it first.
@@ -282,8 +354,9 @@ _FINISH_LOCK = threading.Lock()
 
 class HcclRsWork(_C10dWork):
     """A torch Work over an hccl_rs op: ``wait()`` blocks (GIL released),
-    ``get_future()`` completes in the background with ``result``.
-    ``finish`` runs once after the op (AVG's division, copies out)."""
+    ``get_future()`` completes in the background with ``result`` (on
+    ``completer``, its communicator's future thread). ``finish`` runs once
+    after the op (AVG's division, copies out)."""
 
     # defaults as class attributes: a Work is made per op, and each
     # attribute set on a torch Work costs
@@ -291,13 +364,16 @@ class HcclRsWork(_C10dWork):
     _done = False
     _exc: BaseException | None = None
     _fut: torch.futures.Future | None = None
+    _completer = _completer
 
-    def __init__(self, native, result, finish=None) -> None:
+    def __init__(self, native, result, finish=None, completer=None) -> None:
         super().__init__()
         self._native = native
         self._result = result
         if finish is not None:
             self._finish = finish
+        if completer is not None:
+            self._completer = completer
 
     def _complete(self) -> None:
         if not self._done:
@@ -312,6 +388,7 @@ class HcclRsWork(_C10dWork):
                             self._finish = None
                             f()
             except BaseException as e:  # reported to every waiter
+                self._completer.note(e)
                 self._exc = _dist_error(e)
             self._done = True
         if self._exc is not None:
@@ -325,7 +402,30 @@ class HcclRsWork(_C10dWork):
             return
         self._fut.set_result(self._result)
 
+    def _wait_for(self, seconds: float) -> bool:
+        """Waits up to ``seconds`` for the op; whether it ended (its
+        outcome, error included, is then :meth:`_complete`'s)."""
+        n = self._native
+        if self._done or n is None:
+            return True
+        try:
+            return n.wait(seconds)
+        except HcclError:
+            return True
+
     def wait(self, timeout: timedelta = timedelta(0)) -> bool:  # noqa: B008
+        """Waits for the op and raises its error. With a ``timeout`` (torch's
+        default ``timedelta(0)`` is none), an op still running by then
+        raises a timeout error — ``HcclTimeoutError``, also
+        ``DistBackendError`` and ``TimeoutError``, as c10d's ``Work.wait``
+        contract says — and goes on: wait again, or drop the Work to
+        abandon it (the communicator keeps its memory until it ends)."""
+        secs = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+        if secs and not self._wait_for(secs):
+            ms = round(secs * 1000)
+            text = (f"Work.wait(timeout={ms} ms) timed out: the op is still in flight "
+                    "(wait again, or drop the Work to abandon it)")
+            raise _dist_class(_errors.HcclTimeoutError)(text, 9, text)
         self._complete()
         return True
 
@@ -357,7 +457,7 @@ class HcclRsWork(_C10dWork):
             if self._done or self._native is None:
                 self._settle_future()
             else:
-                _completer.submit(self)
+                self._completer.submit(self)
         return self._fut
 
 
@@ -374,6 +474,7 @@ class _Collectives:
     comm: _native.Comm
     _rank: int
     _size: int
+    _futures: _Completer  # the communicator's future thread
     _blocking_work = True
 
     def getBackendName(self) -> str:  # noqa: N802 (torch's name)
@@ -390,7 +491,7 @@ class _Collectives:
             if finish is not None:
                 finish()
             return _FakeWork() if self._blocking_work else None
-        return HcclRsWork(getattr(self.comm, call + "_async")(*args), result, finish)
+        return HcclRsWork(getattr(self.comm, call + "_async")(*args), result, finish, self._futures)
 
     # -- collectives
     def allreduce(self, tensors, opts=None):
@@ -409,8 +510,10 @@ class _Collectives:
                 return _FakeWork() if self._blocking_work else None
             b = _raw(t, "tensor")
             finish = (lambda: t.div_(self._size)) if avg else None
-            return HcclRsWork(self.comm.all_reduce_async(b, None, op), tensors, finish)
+            return HcclRsWork(self.comm.all_reduce_async(b, None, op), tensors, finish,
+                              self._futures)
         except HcclError as e:
+            self._futures.note(e)
             raise _dist_error(e) from e.__cause__
 
     @_dist_errors
@@ -425,7 +528,7 @@ class _Collectives:
                 self.allreduce([t], opts)
             return _FakeWork() if self._blocking_work else None
         works = [self.allreduce([t], opts) for t in tensors]
-        return HcclRsWork(_WaitAll(works), tensors) if works else _done(tensors)
+        return HcclRsWork(_WaitAll(works), tensors, None, self._futures) if works else _done(tensors)
 
     @_dist_errors
     def allgather(self, output_tensors, input_tensors, opts):
@@ -452,12 +555,12 @@ class _Collectives:
     @_dist_errors
     def all_gather_single_coalesced(self, outputs, inputs, opts=None):
         works = [self._allgather_base(o, i, opts) for o, i in zip(outputs, inputs)]
-        return HcclRsWork(_WaitAll(works), outputs) if works else _done(outputs)
+        return HcclRsWork(_WaitAll(works), outputs, None, self._futures) if works else _done(outputs)
 
     @_dist_errors
     def allgather_coalesced(self, output_lists, inputs, opts=None):
         works = [self.allgather([o], [i], opts) for o, i in zip(output_lists, inputs)]
-        return HcclRsWork(_WaitAll(works), output_lists) if works else _done(output_lists)
+        return HcclRsWork(_WaitAll(works), output_lists, None, self._futures) if works else _done(output_lists)
 
     @_dist_errors
     def reduce_scatter(self, output_tensors, input_tensors, opts):
@@ -483,7 +586,7 @@ class _Collectives:
     @_dist_errors
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts):
         works = [self._reduce_scatter_base(o, i, opts) for o, i in zip(outputs, inputs)]
-        return HcclRsWork(_WaitAll(works), outputs) if works else _done(outputs)
+        return HcclRsWork(_WaitAll(works), outputs, None, self._futures) if works else _done(outputs)
 
     @_dist_errors
     def broadcast(self, tensors, opts):
@@ -578,20 +681,48 @@ class _Collectives:
     @_dist_errors
     def send(self, tensors, dst, tag):
         (t,) = tensors
-        return HcclRsWork(self.comm.send_async(_raw(t, "tensor"), dst), tensors)
+        return HcclRsWork(self.comm.send_async(_raw(t, "tensor"), dst), tensors, None,
+                          self._futures)
 
     @_dist_errors
     def recv(self, tensors, src, tag):
         (t,) = tensors
-        return HcclRsWork(self.comm.recv_async(_raw(t, "tensor"), src), tensors)
+        return HcclRsWork(self.comm.recv_async(_raw(t, "tensor"), src), tensors, None,
+                          self._futures)
 
     @_dist_errors
     def abort(self) -> None:
         self.comm.abort("aborted by torch.distributed")
+        # (its ops end with the abort: the thread finishes their futures)
+        self._futures.stop()
 
     @_dist_errors
     def shutdown(self) -> None:
         self.comm.destroy()
+        self._futures.stop()
+
+    def get_error(self) -> _ErrorType:
+        """torch's ``Backend.get_error``: what broke the communicator in
+        the background (:meth:`hccl_rs.Comm.async_error`) as an
+        ``ErrorType`` — ``REMOTE_ERROR`` for a lost peer or a peer's
+        revocation, ``TIMEOUT`` once an op timed out (its group's
+        ``timeout``), ``COMM_ERROR`` for the rest
+        (this rank's abort or revocation, a broken link) — ``SUCCESS``
+        when nothing did (a destroyed communicator included)."""
+        comm = self.comm
+        if comm.destroyed:
+            return _ErrorType.SUCCESS
+        e = comm.async_error() or self._futures.timed_out
+        if e is None:
+            return _ErrorType.SUCCESS
+        if e.code == _CODE_TIMEOUT:
+            return _ErrorType.TIMEOUT
+        if e.code == _CODE_REMOTE:
+            return _ErrorType.REMOTE_ERROR
+        by = comm.revoked()
+        if by is not None and by[0] != comm.rank:
+            return _ErrorType.REMOTE_ERROR
+        return _ErrorType.COMM_ERROR
 
 
 class HcclRsBackend(_Collectives, _C10dBackend):
@@ -611,13 +742,23 @@ class HcclRsBackend(_Collectives, _C10dBackend):
             if rank == 0:
                 store.set(_ROOT_KEY, _native.get_root_info())
             root = store.get(_ROOT_KEY)
-            comm = _native.Comm(size, bytes(root), rank)
+            comm = _native.Comm(size, bytes(root), rank, **_comm_timeouts(timeout))
         self.comm = comm
+        self._futures = _Completer()
         self._store, self._timeout, self._mb_seq = store, timeout, 0
         self._in_process_group = False
         # what `options` answers (torch reads the timeout and the group's
         # name from it; splitGroup clones it)
         self._options = _C10dBackend.Options(BACKEND_NAME, timeout)
+
+    def _set_default_timeout(self, timeout: timedelta) -> None:
+        """torch's ``_set_pg_timeout``: the group's ``timeout`` from now on
+        (every op's bound, see :meth:`hccl_rs.Comm.set_exec_timeout`)."""
+        self.comm.set_exec_timeout(timeout)
+        self._timeout = timeout
+        self._options._timeout = timeout
+
+    set_timeout = _set_default_timeout
 
     def monitored_barrier(self, timeout=None, wait_all_ranks: bool = False):
         """``dist.monitored_barrier``: every rank reports to rank 0 through
@@ -730,6 +871,7 @@ class HcclRsProcessGroup(_Collectives, _ProcessGroup):
         self._backend = HcclRsBackend(store, rank, size, timeout)
         self._backend._in_process_group = True
         self.comm = self._backend.comm
+        self._futures = self._backend._futures
         self._register_backend(torch.device("cpu"), _CUSTOM, self._backend)
         self._set_default_backend(_CUSTOM)
 
@@ -757,6 +899,15 @@ class HcclRsProcessGroup(_Collectives, _ProcessGroup):
         """``dist.monitored_barrier`` (see :meth:`HcclRsBackend.monitored_barrier`)."""
         return self._backend.monitored_barrier(timeout, wait_all_ranks)
 
+    def set_timeout(self, timeout: timedelta) -> None:
+        """``dist.set_timeout``: the group's timeout from now on (see
+        :meth:`HcclRsBackend._set_default_timeout`)."""
+        self._backend._set_default_timeout(timeout)
+
+    def get_error(self):
+        """The backend's :meth:`HcclRsBackend.get_error`."""
+        return self._backend.get_error()
+
     # the capabilities torch's ProcessGroup asks its default backend for,
     # answered here directly (see HcclRsBackend's)
     @property
@@ -777,7 +928,14 @@ class _WaitAll:
     def __init__(self, works) -> None:
         self._works = works
 
-    def wait(self) -> bool:
+    def wait(self, timeout: float | None = None) -> bool:
+        """As a native handle's: False if they have not all completed
+        within ``timeout`` seconds."""
+        if timeout is not None:
+            end = time.monotonic() + timeout
+            for w in self._works:
+                if not w._wait_for(max(0.0, end - time.monotonic())):
+                    return False
         for w in self._works:
             w.wait()
         return True

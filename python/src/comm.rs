@@ -19,11 +19,61 @@ const SET_UP_POLL: Duration = Duration::from_millis(50);
 
 /// The configuration communicators made from Python use: the
 /// environment's, without pinning the creating thread (the thread that
-/// drives ops is pinned at its first op, see `Shared::pin_driver`).
-fn config(py: Python<'_>) -> PyResult<CommConfig> {
+/// drives ops is pinned at its first op, see `Shared::pin_driver`), with
+/// the caller's timeouts where given (torch passes its group's `timeout`).
+fn config(
+    py: Python<'_>,
+    connect_timeout: Option<&Bound<'_, PyAny>>,
+    exec_timeout: Option<&Bound<'_, PyAny>>,
+) -> PyResult<CommConfig> {
     let mut c = CommConfig::from_env().map_err(|e| errors::to_py(py, e))?;
     c.pin_creating_thread = false;
+    if let Some(t) = connect_timeout.filter(|t| !t.is_none()) {
+        c.connect_timeout = duration(t, "connect_timeout")?
+            .ok_or_else(|| errors::para(py, "connect_timeout must be finite"))?;
+    }
+    if let Some(t) = exec_timeout.filter(|t| !t.is_none()) {
+        c.exec_timeout = duration(t, "exec_timeout")?;
+    }
     Ok(c)
+}
+
+/// A timeout argument: seconds (int or float) or a `datetime.timedelta`,
+/// kept to the millisecond (rounded up, so a positive value never becomes
+/// 0); `None` for infinity. Zero, negative and NaN values are refused.
+pub(crate) fn duration(t: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<Duration>> {
+    let py = t.py();
+    let secs: f64 = if t.hasattr("total_seconds")? {
+        t.call_method0("total_seconds")?.extract()?
+    } else {
+        t.extract().map_err(|_| {
+            errors::para(
+                py,
+                format!(
+                    "{what} must be seconds or a timedelta, not {}",
+                    type_name(t)
+                ),
+            )
+        })?
+    };
+    if secs == f64::INFINITY {
+        return Ok(None);
+    }
+    if secs.is_nan() || secs <= 0.0 {
+        return Err(errors::para(
+            py,
+            format!("{what} must be positive, got {secs} s"),
+        ));
+    }
+    // (whole milliseconds; beyond u64 milliseconds is forever anyway)
+    let ms = (secs * 1000.0).ceil().min(u64::MAX as f64) as u64;
+    Ok(Some(Duration::from_millis(ms)))
+}
+
+fn type_name(t: &Bound<'_, PyAny>) -> String {
+    t.get_type()
+        .name()
+        .map_or_else(|_| "?".to_owned(), |n| n.to_string())
 }
 
 /// Runs a communicator's blocking set-up `f` (the bootstrap waits for
@@ -129,12 +179,23 @@ type OpResult = PyResult<Option<Work>>;
 
 #[pymethods]
 impl Comm {
-    /// `Comm(n_ranks, root_info, rank)`: this process is `rank` of
-    /// `n_ranks`, meeting at `root_info` (the bytes `get_root_info()`
-    /// returned on the root). Blocks until every rank has joined
-    /// (`HCCL_CONNECT_TIMEOUT`); Ctrl-C interrupts the wait at once.
+    /// `Comm(n_ranks, root_info, rank, connect_timeout=None,
+    /// exec_timeout=None)`: this process is `rank` of `n_ranks`, meeting at
+    /// `root_info` (the bytes `get_root_info()` returned on the root).
+    /// Blocks until every rank has joined, at most `connect_timeout`
+    /// (seconds or a timedelta; default `HCCL_CONNECT_TIMEOUT`); Ctrl-C
+    /// interrupts the wait at once. `exec_timeout` bounds every wait of
+    /// its ops (default `HCCL_EXEC_TIMEOUT`; see `set_exec_timeout`).
     #[new]
-    fn new(py: Python<'_>, n_ranks: u32, root_info: &[u8], rank: u32) -> PyResult<Comm> {
+    #[pyo3(signature = (n_ranks, root_info, rank, connect_timeout = None, exec_timeout = None))]
+    fn new(
+        py: Python<'_>,
+        n_ranks: u32,
+        root_info: &[u8],
+        rank: u32,
+        connect_timeout: Option<&Bound<'_, PyAny>>,
+        exec_timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Comm> {
         let bytes: [u8; HCCL_ROOT_INFO_BYTES] = root_info.try_into().map_err(|_| {
             errors::para(
                 py,
@@ -145,7 +206,7 @@ impl Comm {
             )
         })?;
         let root = RootInfo(bytes);
-        let config = config(py)?;
+        let config = config(py, connect_timeout, exec_timeout)?;
         let comm = set_up(py, "creating the communicator", move || {
             HcclComm::init_root_info_with(n_ranks, &root, rank, config)
         })?;
@@ -160,10 +221,16 @@ impl Comm {
     /// the file `HCCL_RS_ROOT_FILE`. Under an MPI or Slurm launcher with
     /// none of these set, `hccl_rs._launch.fill_env` derives `MASTER_ADDR`
     /// (one host: 127.0.0.1) and `MASTER_PORT` (from the job id) first.
+    /// The timeouts as for `Comm(...)`.
     #[staticmethod]
-    fn from_env(py: Python<'_>) -> PyResult<Comm> {
+    #[pyo3(signature = (connect_timeout = None, exec_timeout = None))]
+    fn from_env(
+        py: Python<'_>,
+        connect_timeout: Option<&Bound<'_, PyAny>>,
+        exec_timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Comm> {
         meet_beside_torchrun(py)?;
-        let config = config(py)?;
+        let config = config(py, connect_timeout, exec_timeout)?;
         let comm = set_up(py, "creating the communicator", move || {
             HcclComm::init_from_env_with(config)
         })?;
@@ -226,8 +293,54 @@ impl Comm {
         Ok(())
     }
 
-    /// What broke the communicator in the background, as an exception
-    /// object, or None.
+    /// Revokes the communicator on every rank (NCCL's `ncclCommRevoke`):
+    /// their in-flight ops end at once with a `SuspendedError` "revoked by
+    /// rank R: reason", later ops are refused the same way. Status calls
+    /// (`revoked`, `async_error`) and `destroy` remain. Revoking twice, or
+    /// after a peer did, does nothing.
+    #[pyo3(signature = (reason = None))]
+    fn revoke(&self, py: Python<'_>, reason: Option<&str>) -> PyResult<()> {
+        let sh = self.shared(py)?;
+        let reason = reason.unwrap_or("revoked from Python").to_owned();
+        // (it tells the peers over the control plane: not with the GIL)
+        py.detach(move || sh.comm.revoke(&reason));
+        Ok(())
+    }
+
+    /// `(rank, reason)` of the revocation if the communicator was revoked
+    /// (by this rank or a peer), else None.
+    fn revoked(&self, py: Python<'_>) -> PyResult<Option<(u32, String)>> {
+        Ok(self.shared(py)?.comm.revoked())
+    }
+
+    /// Bounds every wait of this communicator's ops from now on — a wait
+    /// that outlasts it fails the op with `HcclTimeoutError` — in seconds
+    /// or a timedelta, kept to the millisecond; None (or infinity): no
+    /// bound. A wait under way counts from when it began.
+    fn set_exec_timeout(&self, py: Python<'_>, timeout: &Bound<'_, PyAny>) -> PyResult<()> {
+        let sh = self.shared(py)?;
+        let t = if timeout.is_none() {
+            None
+        } else {
+            duration(timeout, "exec_timeout")?
+        };
+        sh.comm.set_exec_timeout(t);
+        Ok(())
+    }
+
+    /// The bound on waits in force, in seconds (None: no bound).
+    #[getter]
+    fn exec_timeout(&self, py: Python<'_>) -> PyResult<Option<f64>> {
+        Ok(self
+            .shared(py)?
+            .comm
+            .exec_timeout()
+            .map(|d| d.as_secs_f64()))
+    }
+
+    /// What broke the communicator in the background (a revocation, an
+    /// abort, a lost peer or broken link: HCCL's `HcclGetCommAsyncError`),
+    /// as an exception object, or None.
     fn async_error(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
         let sh = self.shared(py)?;
         Ok(sh

@@ -11,11 +11,18 @@
 //! for Python signals between slices: Ctrl-C aborts the communicator (the
 //! op in flight ends at once on every rank), and raises once the op has
 //! let go of the caller's memory.
+//!
+//! A lane also keeps the buffers of *abandoned* ops — whose handle was
+//! dropped before they completed — until they have ([`Lane::park`],
+//! [`Lane::reap`]): the memory outlives every op that may touch it, and
+//! the thread that dropped the handle does not wait.
 
+use crate::buffer::Buf;
 use crate::errors;
 use hccl_adapter::{HcclComm, HcclError, Result, Stream};
 use pyo3::prelude::*;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -30,6 +37,10 @@ const FAILURES_KEPT: usize = 64;
 pub(crate) struct Lane {
     stream: Stream,
     state: Mutex<State>,
+    /// The buffers of abandoned ops, by op number, until those completed.
+    parked: Mutex<Vec<(u64, Vec<Buf>)>>,
+    /// `parked.len()`, read without the lock on every op.
+    n_parked: AtomicUsize,
 }
 
 struct State {
@@ -64,6 +75,8 @@ impl Lane {
                 synced: 0,
                 failures: VecDeque::new(),
             }),
+            parked: Mutex::new(Vec::new()),
+            n_parked: AtomicUsize::new(0),
         }
     }
 
@@ -120,6 +133,58 @@ impl Lane {
     /// Whether op `seq` is known to have completed (no driving).
     pub fn completed(&self, seq: u64) -> bool {
         self.state().synced >= seq
+    }
+
+    fn parked(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Vec<Buf>)>> {
+        self.parked.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keeps `bufs`, the memory of op `seq` whose handle is gone, until
+    /// [`reap`](Self::reap) finds the op completed.
+    pub fn park(&self, seq: u64, bufs: Vec<Buf>) {
+        let mut p = self.parked();
+        p.push((seq, bufs));
+        self.n_parked.store(p.len(), Ordering::Release);
+    }
+
+    /// The highest-numbered abandoned op not known to have completed.
+    pub fn abandoned(&self) -> Option<u64> {
+        if self.n_parked.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let top = self.parked().iter().map(|(s, _)| *s).max()?;
+        (!self.completed(top)).then_some(top)
+    }
+
+    /// Takes the buffers of the abandoned ops that have completed, for the
+    /// caller to drop (outside the lane's locks: releasing a buffer export
+    /// takes the GIL). Cheap when none are parked.
+    #[must_use]
+    pub fn reap(&self) -> Vec<Vec<Buf>> {
+        if self.n_parked.load(Ordering::Acquire) == 0 {
+            return Vec::new();
+        }
+        let synced = self.state().synced;
+        let mut p = self.parked();
+        let mut done = Vec::new();
+        p.retain_mut(|(seq, bufs)| {
+            if *seq <= synced {
+                done.push(std::mem::take(bufs));
+                false
+            } else {
+                true
+            }
+        });
+        self.n_parked.store(p.len(), Ordering::Release);
+        done
+    }
+
+    /// Takes every parked buffer, whatever its op's state (the
+    /// communicator is going away: the caller decides their fate).
+    pub fn take_parked(&self) -> Vec<(u64, Vec<Buf>)> {
+        let mut p = self.parked();
+        self.n_parked.store(0, Ordering::Release);
+        std::mem::take(&mut *p)
     }
 }
 

@@ -362,6 +362,8 @@ pub(crate) fn run(
     asynch: bool,
 ) -> PyResult<Option<Work>> {
     sh.pin_driver();
+    // the memory of abandoned ops that have ended since
+    sh.reap();
     let (send, recv) = match (&op.send, &op.recv) {
         (Some(s), Some(r)) => sh.cache.pair(s, r),
         (Some(s), None) => {

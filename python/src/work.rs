@@ -11,10 +11,15 @@ use std::time::{Duration, Instant};
 /// The handle of an async op: `wait()` blocks until it completed (raising
 /// its error), `is_completed()` asks without blocking.
 ///
-/// The op's buffers stay referenced (and exported) until it completed; a
-/// handle dropped before that waits for the op first, so no op ever
-/// outlives the memory it uses. Ops of a communicator complete in the
-/// order they were issued (point-to-point receives have their own order).
+/// The op's buffers stay referenced (and exported) until it completed, so
+/// no op ever outlives the memory it uses. A handle dropped before that
+/// abandons the op without waiting (an application that gave up on it,
+/// e.g. after `wait(timeout)` returned False, must not hang in the drop):
+/// the communicator keeps the buffers until the op ends — it completes,
+/// or fails by the exec timeout, a revocation, an abort or `destroy()` —
+/// and drives it there meanwhile (see `Shared::abandon`). Ops of a
+/// communicator complete in the order they were issued (point-to-point
+/// receives have their own order).
 #[pyclass(frozen, module = "hccl_rs._native")]
 pub struct Work {
     shared: Arc<Shared>,
@@ -82,6 +87,7 @@ impl Work {
         match lane::wait(py, l, &self.shared.comm, self.seq, timeout, None) {
             Ok(Waited::Done(r)) => {
                 drop(self.settle(r.clone()));
+                self.shared.reap();
                 lane::raise(py, r).map(|_| true)
             }
             Ok(Waited::TimedOut) => Ok(false),
@@ -106,6 +112,7 @@ impl Work {
         match py.detach(|| l.poll(self.seq, Some(Instant::now()))) {
             Some(r) => {
                 drop(self.settle(r));
+                self.shared.reap();
                 true
             }
             None => false,
@@ -138,17 +145,15 @@ impl Work {
 
 impl Drop for Work {
     fn drop(&mut self) {
-        let held = self.lock().held.take();
-        if held.is_none() {
+        let Some(held) = self.lock().held.take() else {
             return;
+        };
+        if self.shared.lane(self.lane).completed(self.seq) {
+            drop(held);
+        } else {
+            // the caller's memory must outlive the op, and this thread must
+            // not wait for it (it may never end): the communicator keeps it
+            self.shared.abandon(self.lane, self.seq, held);
         }
-        let l = self.shared.lane(self.lane);
-        if !l.completed(self.seq) {
-            // the caller's memory must outlive the op: wait it out first
-            Python::attach(|py| {
-                py.detach(|| while l.poll(self.seq, None).is_none() {});
-            });
-        }
-        drop(held);
     }
 }

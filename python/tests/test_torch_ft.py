@@ -138,3 +138,144 @@ def test_affinity_pins_the_op_thread_not_the_creating_thread(run):
         pytest.skip("needs 2 CPUs")
     run(["torch_ft_worker.py", "affinity"], 2, timeout=90, torch_env=True,
         env={"HCCL_RS_CPU_AFFINITY": "auto"}).check()
+
+
+# -- timeouts, abandoned ops, future threads, async errors (issue 32,
+# defects 1, 2, 3, 6)
+
+_MODES = [
+    pytest.param({}, id="process_group"),
+    pytest.param({"HCCL_RS_TORCH_PG": "0"}, id="dispatcher"),
+]
+
+
+@pytest.mark.parametrize("env", _MODES)
+def test_group_timeout_bounds_ops(run, env):
+    """timeout=1 s on a group whose peer is stopped: the op fails in ~1 s."""
+    ranks = run(["torch_ft_worker.py", "op_timeout"], 2, timeout=90, torch_env=True, env=env)
+    ranks.check()
+    assert "timed out after" in ranks.out(0), ranks.out(0)
+
+
+@pytest.mark.parametrize("env", _MODES)
+def test_work_wait_timeout(run, env):
+    run(["torch_ft_worker.py", "wait_timeout"], 2, timeout=90, torch_env=True, env=env).check()
+
+
+@pytest.mark.parametrize("env", _MODES)
+def test_abandoned_work_drops_at_once(run, env):
+    run(["torch_ft_worker.py", "abandon"], 2, timeout=90, torch_env=True, env=env).check()
+
+
+@pytest.mark.parametrize("env", _MODES)
+def test_futures_of_one_group_wait_for_no_other(run, env):
+    run(["torch_ft_worker.py", "futures_per_group"], 2, timeout=90, torch_env=True,
+        env=env).check()
+
+
+@pytest.mark.parametrize("env", _MODES)
+def test_revocation_surfaces_in_get_error(run, env):
+    run(["torch_ft_worker.py", "revoke"], 2, timeout=90, torch_env=True, env=env).check()
+
+
+_LONELY = """
+import sys, time
+from datetime import timedelta
+import hccl_rs
+how, secs = sys.argv[1], float(sys.argv[2])
+if how == "torch":
+    import torch.distributed as dist
+    import hccl_rs.torch  # noqa: F401
+t0 = time.monotonic()
+try:
+    if how == "torch":
+        # rank 1 never comes (an explicit store: no rendezvous to wait at)
+        dist.init_process_group("hccl_rs", store=dist.HashStore(), rank=0, world_size=2,
+                                timeout=timedelta(seconds=secs))
+    else:
+        hccl_rs.Comm(2, hccl_rs.get_root_info(), 0, connect_timeout=timedelta(seconds=secs))
+except hccl_rs.HcclError as e:
+    took = time.monotonic() - t0
+    if how == "torch":
+        assert isinstance(e, dist.DistBackendError), type(e).__mro__
+    print(f"failed after {took:.2f} s: {type(e).__name__}: {e}", flush=True)
+else:
+    raise AssertionError("a communicator formed without its peer")
+"""
+
+
+@pytest.mark.parametrize("how", ["torch", "native"])
+def test_set_up_gives_up_after_the_group_timeout(how):
+    """A peer that never starts fails set-up after the group's timeout
+    (Gloo's behaviour), not HCCL_CONNECT_TIMEOUT (120 s)."""
+    env = dict(os.environ, HCCL_IF_IP="127.0.0.1")
+    env.pop("HCCL_CONNECT_TIMEOUT", None)
+    env.pop("HCCL_RS_CONNECT_TIMEOUT_MS", None)
+    p = subprocess.Popen([sys.executable, "-c", _LONELY, how, "1.5"], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True, cwd=HERE)
+    try:
+        out, err = p.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        raise AssertionError(f"set-up still waiting after 30 s\n{out}\n{err}") from None
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    assert p.returncode == 0, out + err
+    took = float(out.split("failed after ")[1].split(" s")[0])
+    assert 1.4 <= took <= 4.0, out
+    assert "HcclTimeoutError" in out, out
+
+
+def test_comm_timeouts_and_revoke_single_rank():
+    """The native Comm's timeout arguments and setters (seconds or
+    timedelta, millisecond precision, checked), and revoke()/revoked() on
+    a one-rank communicator."""
+    code = r"""
+from datetime import timedelta
+import hccl_rs
+root = hccl_rs.get_root_info()
+c = hccl_rs.Comm(1, root, 0, connect_timeout=5, exec_timeout=0.25)
+assert c.exec_timeout == 0.25, c.exec_timeout
+c.set_exec_timeout(timedelta(milliseconds=1500))
+assert c.exec_timeout == 1.5, c.exec_timeout
+c.set_exec_timeout(0.0004)  # rounded up to a millisecond, never to 0
+assert c.exec_timeout == 0.001, c.exec_timeout
+c.set_exec_timeout(None)
+assert c.exec_timeout is None, c.exec_timeout
+for bad in (-1, float("nan"), timedelta(seconds=-2), "1"):
+    try:
+        c.set_exec_timeout(bad)
+    except (hccl_rs.ParameterError, TypeError) as e:
+        assert isinstance(e, hccl_rs.ParameterError) or bad == "1", (bad, e)
+    else:
+        raise AssertionError(f"set_exec_timeout({bad!r}) was taken")
+try:
+    hccl_rs.Comm(1, root, 0, connect_timeout=0)
+except hccl_rs.ParameterError as e:
+    assert "connect_timeout" in str(e), e
+else:
+    raise AssertionError("connect_timeout=0 was taken")
+x = bytearray(8)
+c.all_reduce(x)
+assert c.revoked() is None and c.async_error() is None
+c.revoke("done with it")
+assert c.revoked() == (0, "done with it"), c.revoked()
+e = c.async_error()
+assert isinstance(e, hccl_rs.SuspendedError) and "revoked by rank 0: done with it" in str(e), e
+try:
+    c.all_reduce(x)
+except hccl_rs.SuspendedError as e:
+    assert "revoked by rank 0: done with it" in str(e), e
+else:
+    raise AssertionError("an op on a revoked communicator ran")
+c.destroy()
+print("ok")
+"""
+    env = dict(os.environ, HCCL_IF_IP="127.0.0.1")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       cwd=HERE, env=env)
+    assert p.returncode == 0 and p.stdout.strip() == "ok", p.stdout + p.stderr

@@ -5,8 +5,13 @@ test_torch_ft.py)."""
 
 import inspect
 import os
+import signal
 import sys
+import threading
+import time
 from datetime import timedelta
+
+import numpy as np
 
 import torch
 import torch.distributed as dist
@@ -264,8 +269,282 @@ def affinity():
     dist.destroy_process_group()
 
 
+def _store():
+    return dist.distributed_c10d._get_default_store()
+
+
+def _backend(pg):
+    """The group's c10d backend (HcclRsBackend, in either mode)."""
+    return pg._get_backend(torch.device("cpu"))
+
+
+def _pg_mode():
+    return os.environ.get("HCCL_RS_TORCH_PG", "1") != "0"
+
+
+def _stopped(pid):
+    """Whether process ``pid`` is stopped (SIGSTOP)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] == "T"
+
+
+def op_timeout():
+    """A group made with timeout=1 s whose peer is stopped (SIGSTOP): rank
+    0's all_reduce on it raises a timeout (DistBackendError,
+    HcclTimeoutError) after about 1 s — it used to wait for
+    HCCL_EXEC_TIMEOUT (1836 s) — and the backend's get_error() says TIMEOUT
+    after. The world group (default timeout) goes on; dist.set_timeout
+    changes a group's bound."""
+    from torch._C._distributed_c10d import ErrorType
+
+    dist.init_process_group("hccl_rs")
+    r, p = dist.get_rank(), dist.get_world_size()
+    store = _store()
+    g = dist.new_group(list(range(p)), timeout=timedelta(seconds=1))
+    t = torch.full((4,), float(r + 1))
+    dist.all_reduce(t, group=g)
+    assert torch.equal(t, torch.full((4,), p * (p + 1) / 2)), t
+    if r == 1:
+        store.set("ft/pid", str(os.getpid()))
+        os.kill(os.getpid(), signal.SIGSTOP)  # rank 0 sends SIGCONT
+        store.wait(["ft/timed_out"], timedelta(seconds=60))
+    else:
+        pid = int(store.get("ft/pid"))
+        end = time.monotonic() + 20
+        while not _stopped(pid):
+            assert time.monotonic() < end, "rank 1 did not stop"
+            time.sleep(0.01)
+        t0 = time.monotonic()
+        try:
+            dist.all_reduce(torch.ones(5), group=g)
+        except dist.DistBackendError as e:
+            took = time.monotonic() - t0
+            _is_dist_error(e, hccl_rs.HcclTimeoutError, TimeoutError)
+            assert "HCCL_EXEC_TIMEOUT" in str(e), e
+        else:
+            raise AssertionError("an all_reduce whose peer is stopped completed")
+        finally:
+            os.kill(pid, signal.SIGCONT)
+            store.set("ft/timed_out", "1")
+        print(f"timed out after {took:.2f} s", flush=True)
+        assert 0.9 <= took <= 4.0, f"the 1 s group timed out after {took:.2f} s"
+        assert _backend(g).get_error() == ErrorType.TIMEOUT, _backend(g).get_error()
+    # each communicator has its group's timeout (torch's default: 30 min)
+    assert _backend(g).comm.exec_timeout == 1.0, _backend(g).comm.exec_timeout
+    assert _backend(dist.group.WORLD).comm.exec_timeout == 1800.0
+    dist.set_timeout(timedelta(seconds=90))  # torch's way to change it
+    assert _backend(dist.group.WORLD).comm.exec_timeout == 90.0
+    # another communicator of the same processes is untouched
+    t = torch.full((3,), float(r + 1))
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((3,), p * (p + 1) / 2)), t
+    dist.destroy_process_group()
+
+
+def wait_timeout():
+    """torch's Work.wait(timeout): a wait that outlasts ``timeout`` raises
+    (c10d's contract: a timeout error, here DistBackendError and
+    HcclTimeoutError) and leaves the op running; a later wait() completes
+    it with the right data; a wait(timeout) long enough returns True. It
+    used to ignore the timeout and block until the op completed."""
+    dist.init_process_group("hccl_rs")
+    r = dist.get_rank()
+    store = _store()
+    if r == 1:
+        try:  # late for rank 0's op; goes anyway after 5 s (the old wait blocked)
+            store.wait(["ft/go"], timedelta(seconds=5))
+        except Exception:  # noqa: BLE001 (the store's timeout type varies)
+            pass
+        t = torch.full((3,), 2.0)
+        dist.all_reduce(t)
+        assert torch.equal(t, torch.full((3,), 3.0)), t
+    else:
+        t = torch.full((3,), 1.0)
+        w = dist.all_reduce(t, async_op=True)
+        t0 = time.monotonic()
+        try:
+            w.wait(timedelta(milliseconds=200))
+        except dist.DistBackendError as e:
+            took = time.monotonic() - t0
+            _is_dist_error(e, hccl_rs.HcclTimeoutError, TimeoutError)
+            assert "200 ms" in str(e), e
+        else:
+            raise AssertionError(
+                f"wait(200 ms) returned after {time.monotonic() - t0:.2f} s without a timeout")
+        assert 0.15 <= took < 1.5, f"wait(200 ms) took {took:.2f} s"
+        assert not w.is_completed()
+        store.set("ft/go", "1")
+        assert w.wait() is True
+        assert torch.equal(t, torch.full((3,), 3.0)), t
+        assert w.is_success()
+    t = torch.full((2,), float(r + 1))
+    w = dist.all_reduce(t, async_op=True)
+    assert w.wait(timedelta(seconds=30)) is True
+    assert torch.equal(t, torch.full((2,), 3.0)), t
+    dist.destroy_process_group()
+
+
+def _drop_promptly(holder, what, limit=0.1):
+    """Drops the one reference in ``holder`` (a list) on a helper thread;
+    fails if that takes more than ``limit`` seconds (dropping an op's handle
+    used to wait for the op to complete: forever here)."""
+    took = {}
+
+    def drop():
+        t0 = time.monotonic()
+        holder.clear()
+        took["s"] = time.monotonic() - t0
+
+    th = threading.Thread(target=drop, daemon=True)
+    th.start()
+    th.join(5)
+    if th.is_alive():
+        print(f"{what}: dropping the Work blocked for more than 5 s", file=sys.stderr, flush=True)
+        os._exit(1)
+    assert took["s"] < limit, f"{what}: dropping the Work took {took['s']:.3f} s"
+
+
+def abandon():
+    """torchft's checkpoint transport: a receive waited for with a 10 ms
+    timeout, given up and dropped. Dropping its Work (torch's and the
+    native one) returns at once — it used to block until the op
+    completed, forever here — and the process goes on with another group;
+    destroying the group holding the abandoned ops is prompt."""
+    dist.init_process_group("hccl_rs")
+    r, p = dist.get_rank(), dist.get_world_size()
+    a = dist.new_group([0, 1])  # where rank 0 gives up on ops
+    b = dist.new_group([0, 1])
+    if r == 0:
+        # the native API first: an all_reduce rank 1 never joins
+        x = np.ones(64, np.float32)
+        nw = _backend(a).comm.all_reduce_async(x)
+        assert nw.wait(0.01) is False
+        held = [nw]
+        del nw
+        _drop_promptly(held, "native all_reduce_async")
+        # torch's: a receive from rank 1, which never sends
+        buf = torch.zeros(1000)
+        w = dist.irecv(buf, src=1, group=a)
+        try:
+            w.wait(timedelta(milliseconds=10))
+        except dist.DistBackendError as e:
+            _is_dist_error(e, hccl_rs.HcclTimeoutError)
+        else:
+            raise AssertionError("irecv completed without a sender")
+        held = [w]
+        del w
+        _drop_promptly(held, "torch irecv")
+        del x, buf  # the library still holds the memory the ops use
+    # another group of the same processes works on
+    t = torch.arange(6, dtype=torch.float64) * (r + 1)
+    dist.all_reduce(t, group=b)
+    assert torch.equal(t, torch.arange(6, dtype=torch.float64) * (p * (p + 1) / 2)), t
+    t0 = time.monotonic()
+    dist.destroy_process_group(a)  # ends the abandoned ops, then frees their memory
+    took = time.monotonic() - t0
+    assert took < 5.0, f"destroying the group with abandoned ops took {took:.2f} s"
+    t = torch.full((3,), float(r + 1))
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((3,), p * (p + 1) / 2)), t
+    dist.destroy_process_group()
+
+
+def _future_threads():
+    return [t for t in threading.enumerate() if t.name.startswith("hccl_rs-futures")]
+
+
+def futures_per_group():
+    """A hung op of one group holds back no other group's futures (one
+    future thread served every group: group b's future waited for group
+    a's op). Destroying the groups ends their future threads."""
+    dist.init_process_group("hccl_rs")
+    r, p = dist.get_rank(), dist.get_world_size()
+    store = _store()
+    a = dist.new_group([0, 1])
+    b = dist.new_group([0, 1])
+    if r == 0:
+        ta = torch.full((4,), 1.0)
+        fa = dist.all_reduce(ta, group=a, async_op=True).get_future()  # rank 1 comes later
+        tb = torch.full((4,), 1.0)
+        fb = dist.all_reduce(tb, group=b, async_op=True).get_future()
+        end = time.monotonic() + 3
+        while not fb.done() and time.monotonic() < end:
+            time.sleep(0.01)
+        done_a, done_b = fa.done(), fb.done()
+        store.set("ft/join_a", "1")
+        assert done_b, "group b's future waited for group a's op"
+        assert not done_a, "group a's op completed without rank 1"
+        fb.wait()
+        assert torch.equal(tb, torch.full((4,), 3.0)), tb
+        if _pg_mode():
+            assert fb.value()[0] is tb
+        fa.wait()
+        assert torch.equal(ta, torch.full((4,), 3.0)), ta
+        assert len(_future_threads()) >= 2, _future_threads()
+    else:
+        tb = torch.full((4,), 2.0)
+        dist.all_reduce(tb, group=b)
+        assert torch.equal(tb, torch.full((4,), 3.0)), tb
+        store.wait(["ft/join_a"], timedelta(seconds=60))
+        ta = torch.full((4,), 2.0)
+        dist.all_reduce(ta, group=a)
+        assert torch.equal(ta, torch.full((4,), 3.0)), ta
+    dist.barrier()
+    dist.destroy_process_group()
+    end = time.monotonic() + 10
+    while _future_threads() and time.monotonic() < end:
+        time.sleep(0.01)
+    assert not _future_threads(), _future_threads()
+
+
+def revoke():
+    """A revocation by rank 1 surfaces on rank 0: the backend's get_error()
+    (torch's ErrorType; it always said SUCCESS), Comm.revoked() and
+    Comm.async_error(); the next op on the group is refused; the world
+    group goes on."""
+    from torch._C._distributed_c10d import ErrorType
+
+    dist.init_process_group("hccl_rs")
+    r, p = dist.get_rank(), dist.get_world_size()
+    g = dist.new_group([0, 1])
+    be = _backend(g)
+    comm = be.comm
+    assert be.get_error() == ErrorType.SUCCESS, be.get_error()
+    assert comm.revoked() is None and comm.async_error() is None
+    t = torch.full((4,), float(r + 1))
+    dist.all_reduce(t, group=g)
+    assert torch.equal(t, torch.full((4,), 3.0)), t
+    dist.barrier()
+    why = "giving up on the group"
+    if r == 1:
+        comm.revoke(why)
+        assert comm.revoked() == (1, why), comm.revoked()
+        assert be.get_error() == ErrorType.COMM_ERROR, be.get_error()
+    else:
+        end = time.monotonic() + 10
+        while be.get_error() == ErrorType.SUCCESS and time.monotonic() < end:
+            time.sleep(0.01)
+        assert be.get_error() == ErrorType.REMOTE_ERROR, be.get_error()
+        assert comm.revoked() == (1, why), comm.revoked()
+        e = comm.async_error()
+        assert isinstance(e, hccl_rs.SuspendedError), type(e).__mro__
+        assert f"revoked by rank 1: {why}" in str(e), e
+    try:
+        dist.all_reduce(torch.ones(2), group=g)
+    except dist.DistBackendError as e:
+        _is_dist_error(e, hccl_rs.SuspendedError)
+        assert f"revoked by rank 1: {why}" in str(e), e
+    else:
+        raise AssertionError("an op on a revoked group ran")
+    t = torch.full((3,), float(r + 1))
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((3,), p * (p + 1) / 2)), t
+    dist.destroy_process_group()
+
+
 if __name__ == "__main__":
     scenario({"coalesced": coalesced, "capabilities": capabilities,
               "reconfigure_refused": reconfigure_refused, "error_types": error_types,
-              "affinity": affinity})
+              "affinity": affinity, "op_timeout": op_timeout, "wait_timeout": wait_timeout,
+              "abandon": abandon, "futures_per_group": futures_per_group, "revoke": revoke})
     sys.stdout.flush()
