@@ -34,11 +34,7 @@ impl Communicator {
     pub fn agree_lost(&self, timeout: Duration) -> Result<Vec<u32>> {
         let rank = self.rank();
         let ctx = |e: HcclError| e.rank(rank).during("agreeing on the lost ranks");
-        let control = self.control().ok_or_else(|| {
-            ctx(HcclError::not_support(
-                "agreement needs ranks that are processes of a communicator made from root info or launcher variables (they have a control plane)",
-            ))
-        })?;
+        let control = self.control_for("agreement").map_err(ctx)?;
         let epoch = self.next_agreement();
         let id: String = control
             .unique_id()

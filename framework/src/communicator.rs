@@ -431,6 +431,17 @@ impl Communicator {
         }
     }
 
+    /// The control plane, or `HCCL_E_NOT_SUPPORT` saying that `what`
+    /// (shrink, grow, agreement) needs one.
+    pub(crate) fn control_for(&self, what: &str) -> Result<&crate::control::Control> {
+        self.control().ok_or_else(|| {
+            HcclError::not_support(format!(
+                "{what} needs ranks that are processes of a communicator made from root info or launcher variables (they have a control plane)"
+            ))
+            .rank(self.rank)
+        })
+    }
+
     /// Counts this communicator's shrinks: every survivor shrinks as many
     /// times, so the count names the new communicator alike on each.
     pub(crate) fn next_shrink(&self) -> u64 {

@@ -265,11 +265,7 @@ impl Communicator {
     pub fn shrink(&self, exclude: &[u32], config: CommConfig) -> Result<Communicator> {
         let (rank, size) = (self.rank(), self.size());
         let ctx = |e: HcclError| e.rank(rank).during("shrinking the communicator");
-        let control = self.control().ok_or_else(|| {
-            ctx(HcclError::not_support(
-                "shrink needs ranks that are processes of a communicator made from root info or launcher variables (they have a control plane)",
-            ))
-        })?;
+        let control = self.control_for("shrink").map_err(ctx)?;
         for (i, &r) in exclude.iter().enumerate() {
             if r >= size {
                 return Err(ctx(HcclError::para(format!(
@@ -352,15 +348,10 @@ impl Communicator {
     /// it in [`grow`](Self::grow).
     pub fn grow_id(&self) -> Result<RootInfo> {
         let ip = self
-            .control()
-            .and_then(|c| c.own_addr())
+            .control_for("grow")?
+            .own_addr()
             .map(|a| a.ip())
-            .ok_or_else(|| {
-                HcclError::not_support(
-                    "grow needs ranks that are processes of a communicator made from root info or launcher variables (they have a control plane)",
-                )
-                .rank(self.rank())
-            })?;
+            .ok_or_else(|| HcclError::internal("the control plane has no address"))?;
         RootInfo::generate(SocketAddr::new(ip, 0), ip, self.config().connect_timeout)
     }
 
@@ -379,11 +370,7 @@ impl Communicator {
     ) -> Result<Communicator> {
         let (rank, size) = (self.rank(), self.size());
         let ctx = |e: HcclError| e.rank(rank).during("growing the communicator");
-        let control = self.control().ok_or_else(|| {
-            ctx(HcclError::not_support(
-                "grow needs ranks that are processes of a communicator made from root info or launcher variables (they have a control plane)",
-            ))
-        })?;
+        let control = self.control_for("grow").map_err(ctx)?;
         if n_ranks <= size {
             return Err(ctx(HcclError::para(format!(
                 "growing to {n_ranks} ranks: the communicator has {size} already"

@@ -396,14 +396,17 @@ fn drill(mode: &str, rank: u32, size: u32, dir: &str) -> ! {
         let (r, how) = v.split_once(':')?;
         Some((r.parse::<u32>().ok()?, how.to_owned()))
     });
-    let fail = |e: hccl_adapter::HcclError| -> ! {
+    let error_line = |e: &hccl_adapter::HcclError| {
         drill_line(serde_json::json!({
             "rank": rank,
             "pid": std::process::id(),
             "code": e.code().code(),
             "message": e.to_string(),
             "t_ns": unix_ns() as u64,
-        }));
+        }))
+    };
+    let fail = |e: hccl_adapter::HcclError| -> ! {
+        error_line(&e);
         std::thread::sleep(linger);
         std::process::exit(2)
     };
@@ -438,13 +441,7 @@ fn drill(mode: &str, rank: u32, size: u32, dir: &str) -> ! {
     loop {
         if let Err(e) = enqueue(&c).and_then(|_| s.synchronize()) {
             if let Some(exclude) = &shrink {
-                drill_line(serde_json::json!({
-                    "rank": rank,
-                    "pid": std::process::id(),
-                    "code": e.code().code(),
-                    "message": e.to_string(),
-                    "t_ns": unix_ns() as u64,
-                }));
+                error_line(&e);
                 match shrink_and_check(&c, exclude.as_deref()) {
                     Ok((n, new_rank, new_size)) => {
                         drill_line(serde_json::json!({
