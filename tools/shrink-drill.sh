@@ -18,6 +18,8 @@
 #   RANKS=8       ranks per trial
 #   HOSTS=1       1: one host (shared memory); 2: two declared hosts
 #                 (HCCL_RS_HOST_ID: shared memory inside each, TCP between)
+#   NETNS=0       1 (with HOSTS=2): the two hosts are network namespaces
+#                 (tools/netns.sh; needs root): TCP over veths between them
 #   GROW=1        also grow back (0: shrink only)
 #   PROFILE=release, WORKER=path (a prebuilt hccl-mp-worker)
 #
@@ -29,6 +31,7 @@ TRIALS=${TRIALS:-20}
 RANKS=${RANKS:-8}
 HOSTS=${HOSTS:-1}
 GROW=${GROW:-1}
+NETNS=${NETNS:-0}
 PROFILE=${PROFILE:-release}
 HANG_LIMIT=40
 
@@ -44,6 +47,25 @@ if [ -z "${WORKER:-}" ]; then
 fi
 [ -x "$WORKER" ] || { echo "no worker at $WORKER" >&2; exit 1; }
 
+# namespace hosts: made once for every trial, removed whatever happens
+ns_tag="sd$$"
+launch=()
+if [ "$NETNS" = 1 ]; then
+    [ "$HOSTS" = 2 ] || { echo "NETNS=1 needs HOSTS=2" >&2; exit 1; }
+    "$root/tools/netns.sh" up 2 --tag "$ns_tag" >/dev/null || exit 1
+    trap '"$root/tools/netns.sh" down --tag "$ns_tag" >/dev/null 2>&1' EXIT
+    ns_addr=("$("$root/tools/netns.sh" addr 0 --tag "$ns_tag")" "$("$root/tools/netns.sh" addr 1 --tag "$ns_tag")")
+fi
+# in_host R CMD...: runs CMD as rank R's host would (its namespace with NETNS=1)
+in_host() {
+    local r=$1
+    shift
+    if [ "$NETNS" = 1 ]; then
+        exec ip netns exec "hccl-$ns_tag-h$((r * 2 / RANKS))" "$@"
+    fi
+    exec "$@"
+}
+
 now_ns() { date +%s%N; }
 t_of() { sed 's/.*"t_ns":\([0-9]*\).*/\1/'; }
 
@@ -58,7 +80,11 @@ rank_env() {
     export HCCL_BUFFSIZE=8 HCCL_EXEC_TIMEOUT=20 HCCL_CONNECT_TIMEOUT=20 \
         HCCL_IF_IP=127.0.0.1 DRILL_OP=allreduce DRILL_BYTES=1048576 DRILL_SHRINK=agree
     [ "$GROW" = 1 ] && export DRILL_GROW=1
-    [ "$HOSTS" = 2 ] && export HCCL_RS_HOST_ID="shrink-drill-$$-host$((r * 2 / RANKS))"
+    if [ "$NETNS" = 1 ]; then
+        export HCCL_IF_IP="${ns_addr[$((r * 2 / RANKS))]}"
+    elif [ "$HOSTS" = 2 ]; then
+        export HCCL_RS_HOST_ID="shrink-drill-$$-host$((r * 2 / RANKS))"
+    fi
 }
 
 # stats: "min median max" of the numbers on stdin
@@ -70,13 +96,13 @@ stats() {
 }
 
 shrink_all=() grow_all=() failed=0
-echo "shrink drill: $TRIALS trials, $RANKS ranks on $HOSTS host(s), grow back: $GROW"
+echo "shrink drill: $TRIALS trials, $RANKS ranks on $HOSTS host(s)$([ "$NETNS" = 1 ] && echo " (network namespaces)"), grow back: $GROW"
 printf '%-6s %-7s %28s %14s %6s\n' trial victim "shrink ms (min/med/max)" "grow ms" checks
 for ((t = 1; t <= TRIALS; t++)); do
     d=$(mktemp -d /tmp/hccl-shrink.XXXXXX)
     pids=()
     for ((r = 0; r < RANKS; r++)); do
-        (rank_env "$r"; exec "$WORKER" root_info "$r" "$RANKS" "$d" drill >"$d/out.$r" 2>"$d/err.$r") &
+        (rank_env "$r"; in_host "$r" "$WORKER" root_info "$r" "$RANKS" "$d" drill >"$d/out.$r" 2>"$d/err.$r") &
         pids+=($!)
     done
     deadline=$(($(date +%s) + 60))
@@ -101,7 +127,7 @@ for ((t = 1; t <= TRIALS; t++)); do
             t_spawn=$(now_ns)
             # the members keep their shrunk ranks 0..RANKS-2: the new
             # process is the last rank
-            (rank_env $((RANKS - 1)); exec "$WORKER" grow $((RANKS - 1)) "$RANKS" "$d" grown >"$d/out.new" 2>"$d/err.new") &
+            (rank_env $((RANKS - 1)); in_host $((RANKS - 1)) "$WORKER" grow $((RANKS - 1)) "$RANKS" "$d" grown >"$d/out.new" 2>"$d/err.new") &
             fresh=$!
         fi
     fi
