@@ -622,6 +622,18 @@ fn run(sh: &Arc<Shared>, listener: TcpListener, mut wake_rx: UnixStream) {
     let mut conns: Vec<Conn> = Vec::new();
     loop {
         if sh.stop.load(Ordering::Acquire) {
+            // every connection says goodbye, those a sender made just now
+            // too (each peer reads the goodbye before the connection's end)
+            for (peer, stream) in
+                std::mem::take(&mut *sh.fresh.lock().unwrap_or_else(|p| p.into_inner()))
+            {
+                conns.push(Conn {
+                    rank: Some(peer),
+                    stream,
+                    buf: Vec::new(),
+                    said_bye: false,
+                });
+            }
             let bye = Msg::Bye.encode(sh.rank);
             for c in &mut conns {
                 let _ = write_all_within(&mut c.stream, &bye, Duration::from_millis(100));
