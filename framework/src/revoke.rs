@@ -191,7 +191,11 @@ mod tests {
         let mut planes = planes;
         drop(planes.pop());
         let t = Instant::now();
-        while !revs[..3].iter().all(|r| r.get().is_some()) {
+        // each rank marks, passes it on, then ends its ops: wait for the last
+        while !revs[..3]
+            .iter()
+            .all(|r| r.get().is_some() && r.device.failed_all().is_some())
+        {
             assert!(t.elapsed() < Duration::from_secs(5), "not every rank heard");
             std::thread::sleep(Duration::from_millis(5));
         }
