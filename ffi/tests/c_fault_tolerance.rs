@@ -65,7 +65,7 @@ fn a_communicator_times_out_after_its_own_milliseconds() {
 
     let (took, msg) = unanswered_send(a0);
     assert!(
-        took >= Duration::from_millis(290) && took < Duration::from_millis(1400),
+        took >= Duration::from_millis(290) && took < Duration::from_millis(3000),
         "300 ms bound, failed after {took:?}: {msg}"
     );
     assert!(msg.contains("HCCL_EXEC_TIMEOUT"), "{msg}");
@@ -73,7 +73,7 @@ fn a_communicator_times_out_after_its_own_milliseconds() {
 
     let (took, msg) = unanswered_send(b0);
     assert!(
-        took >= Duration::from_millis(1490) && took < Duration::from_secs(4),
+        took >= Duration::from_millis(1490) && took < Duration::from_secs(6),
         "1500 ms bound, failed after {took:?}: {msg}"
     );
 

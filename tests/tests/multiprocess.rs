@@ -455,8 +455,10 @@ fn a_hung_rank_is_given_up_on_after_the_milliseconds_set() {
             .and_then(|w| w.split("ms").next())
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("rank {r}: no 'waited Nms' in {out}"));
+        // (room for a loaded machine: the point is milliseconds, not
+        // HCCL_EXEC_TIMEOUT's half hour)
         assert!(
-            (400..1000).contains(&waited),
+            (400..3000).contains(&waited),
             "rank {r} waited {waited} ms: {out}"
         );
     }
