@@ -19,7 +19,6 @@
 //! the set: the shrink that follows then fails naming it, and a second
 //! agreement includes it.
 
-use crate::bootstrap::derived_unique_id;
 use crate::Communicator;
 use hccl_platform::{HcclError, Result};
 use std::collections::BTreeSet;
@@ -36,16 +35,11 @@ impl Communicator {
         let ctx = |e: HcclError| e.rank(rank).during("agreeing on the lost ranks");
         let control = self.control_for("agreement").map_err(ctx)?;
         let epoch = self.next_agreement();
-        let id: String = control
-            .unique_id()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
         let all: Vec<u32> = (0..self.size()).collect();
         let mut known: BTreeSet<u32> = control.gone().into_iter().collect();
         for round in 0..self.size() {
             known.extend(control.gone());
-            let tag = derived_unique_id(&format!("{id}/agree/{epoch}/{round}"));
+            let tag = control.tag(&format!("agree/{epoch}/{round}"));
             let mine = serde_json::to_vec(&known)
                 .map_err(|e| ctx(HcclError::internal(format!("encoding the lost set: {e}"))))?;
             let members: Vec<u32> = all

@@ -500,9 +500,17 @@ impl Control {
         }
     }
 
-    /// The unique id of the communicator this control plane serves.
-    pub(crate) fn unique_id(&self) -> [u8; 16] {
-        self.0.unique_id
+    /// An id for `what` (e.g. `shrink/3`) of the communicator this control
+    /// plane serves: every rank derives the same one, and no other
+    /// communicator does (it tags gathers, and names new communicators).
+    pub(crate) fn tag(&self, what: &str) -> [u8; 16] {
+        let id: String = self
+            .0
+            .unique_id
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        crate::bootstrap::derived_unique_id(&format!("{id}/{what}"))
     }
 
     /// Where this rank's control plane listens (its host's address).

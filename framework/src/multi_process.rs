@@ -287,12 +287,7 @@ impl Communicator {
             .position(|&r| r == rank)
             .expect("not excluded") as u32;
         let epoch = self.next_shrink();
-        let old: String = control
-            .unique_id()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        let tag = derived_unique_id(&format!("{old}/shrink/{epoch}"));
+        let tag = control.tag(&format!("shrink/{epoch}"));
         let ip = control
             .own_addr()
             .map(|a| a.ip())
@@ -377,12 +372,7 @@ impl Communicator {
             ))));
         }
         let epoch = self.next_shrink();
-        let old: String = control
-            .unique_id()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        let tag = derived_unique_id(&format!("{old}/grow/{epoch}"));
+        let tag = control.tag(&format!("grow/{epoch}"));
         let members: Vec<u32> = (0..size).collect();
         let mine = id.map(|i| i.0.to_vec()).unwrap_or_default();
         let parts = control

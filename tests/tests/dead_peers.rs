@@ -110,6 +110,17 @@ fn finish(mut ranks: Ranks, limit: Duration) -> Vec<String> {
     hccl_tests::stdout_of_all(&mut ranks.0, limit, "drill")
 }
 
+/// No /dev/shm segment of processes `pids` is left; removes the trial's
+/// directory.
+fn no_segments_left(pids: &[u32], dir: &str, tag: &str) {
+    assert!(
+        segments_of(pids).is_empty(),
+        "{tag}: segments left: {:?}",
+        segments_of(pids)
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// Checks every survivor's error: `ERemote`, naming `victim` and its
 /// process, within [`BOUND`] of `t_loss` (ns since the epoch). Returns the
 /// messages.
@@ -165,12 +176,7 @@ fn kill_during(
     ranks.0[victim as usize].kill().unwrap();
     let outs = finish(ranks, Duration::from_secs(30));
     let messages = check_survivors(&outs, victim, pids[victim as usize], t_loss, tag);
-    assert!(
-        segments_of(&pids).is_empty(),
-        "{tag}: segments left: {:?}",
-        segments_of(&pids)
-    );
-    let _ = std::fs::remove_dir_all(&dir);
+    no_segments_left(&pids, &dir, tag);
     messages
 }
 
@@ -245,12 +251,7 @@ fn leaves_while_others_wait(tag: &str, how: &str) {
             "{msgs:#?}"
         );
     }
-    assert!(
-        segments_of(&pids).is_empty(),
-        "{tag}: segments left: {:?}",
-        segments_of(&pids)
-    );
-    let _ = std::fs::remove_dir_all(&dir);
+    no_segments_left(&pids, &dir, tag);
 }
 
 #[test]
@@ -303,12 +304,7 @@ fn revoked_while_others_wait(tag: &str, how: &str, bytes: usize, env: &[(&str, S
         assert!(msg.contains(&expect), "{tag}: rank {r}: {msg}");
         assert!(took < BOUND, "{tag}: rank {r} took {took:?}: {msg}");
     }
-    assert!(
-        segments_of(&pids).is_empty(),
-        "{tag}: segments left: {:?}",
-        segments_of(&pids)
-    );
-    let _ = std::fs::remove_dir_all(&dir);
+    no_segments_left(&pids, &dir, tag);
 }
 
 #[test]
@@ -391,12 +387,7 @@ fn shrink_after_kill(tag: &str, n: u32, victim: u32, how: &str) {
     }
     // survivors keep their order
     assert_eq!(new_ranks, (0..n as u64 - 1).collect::<Vec<_>>(), "{tag}");
-    assert!(
-        segments_of(&pids).is_empty(),
-        "{tag}: segments left: {:?}",
-        segments_of(&pids)
-    );
-    let _ = std::fs::remove_dir_all(&dir);
+    no_segments_left(&pids, &dir, tag);
 }
 
 /// Issue 32's grow: rank 3 of 4 is killed, the survivors agree and shrink
@@ -459,10 +450,5 @@ fn a_shrunk_communicator_grows_back_with_a_new_process() {
     }
     let mut all = pids;
     all.push(fresh_pid);
-    assert!(
-        segments_of(&all).is_empty(),
-        "{tag}: segments left: {:?}",
-        segments_of(&all)
-    );
-    let _ = std::fs::remove_dir_all(&dir);
+    no_segments_left(&all, &dir, tag);
 }

@@ -721,7 +721,7 @@ impl DeviceInner {
             // as a failed task does: the head goes, then `fail` discards
             // the rest and counts the head too
             let mut released = super::task::Released::default();
-            let popped = s.lock_queue().pop_task_into(&mut released);
+            let popped = s.lock_queue().pop(&mut released);
             drop(released);
             if popped {
                 s.fail(e.rank(self.id), self);

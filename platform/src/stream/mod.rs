@@ -216,16 +216,8 @@ impl Queue {
     }
 
     /// Removes the head task (its resources go to `out`) and forgets its
-    /// progress.
-    fn pop(&mut self, out: &mut Released) {
-        if let Some(t) = self.pop_task() {
-            self.pools.retire(t, out);
-        }
-    }
-
-    /// Removes the head task, if any (its resources go to `out`); returns
-    /// whether there was one.
-    fn pop_task_into(&mut self, out: &mut Released) -> bool {
+    /// progress; returns whether there was one.
+    fn pop(&mut self, out: &mut Released) -> bool {
         match self.pop_task() {
             Some(t) => {
                 self.pools.retire(t, out);
