@@ -33,11 +33,32 @@ for pkg in numpy pytest pytest_timeout maturin torch lightning; do
   "$py" -c "import $pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then
-  echo "python-env: installing ${want[*]} (torch is large: a few GB the first time)"
+  echo "python-env: installing ${want[*]} (torch for CPU: about 3 GB the first time)"
   "$py" -m pip install -q --disable-pip-version-check --no-cache-dir --upgrade pip
-  # --no-cache-dir: torch and its CUDA wheels would otherwise sit twice on
-  # disk (~3 GB in pip's cache besides the venv)
-  "$py" -m pip install -q --disable-pip-version-check --no-cache-dir "${want[@]}"
+  # PyPI's torch is the CUDA build: with its dependencies it is 5.5 GB
+  # installed, and pip holds every downloaded wheel (another ~3 GB) until
+  # it has installed them all, which a fresh CI machine's disk may not
+  # have. So resolve once (metadata only), then install the wheels one at
+  # a time, torch first, and after each CUDA package drop what a CPU run
+  # never loads (tools/pyenv_prune.py: Triton, cuDNN's engines, cuSOLVER,
+  # headers, static and device code; the libraries torch links stay, so
+  # `import torch` works). HCCL_RS_PYENV_FULL=1 installs it all as is.
+  if [ -n "${HCCL_RS_PYENV_FULL:-}" ]; then
+    "$py" -m pip install -q --disable-pip-version-check --no-cache-dir "${want[@]}"
+  else
+    "$py" -m pip install -q --disable-pip-version-check --no-cache-dir "${want[@]}" --dry-run --report "$venv/resolve.json"
+    mapfile -t big < <("$py" tools/pyenv_prune.py --list big "$venv/resolve.json")
+    mapfile -t small < <("$py" tools/pyenv_prune.py --list small "$venv/resolve.json")
+    if [ ${#small[@]} -gt 0 ]; then
+      "$py" -m pip install -q --disable-pip-version-check --no-cache-dir --no-deps "${small[@]}"
+    fi
+    for req in "${big[@]}"; do
+      "$py" -m pip install -q --disable-pip-version-check --no-cache-dir --no-deps "$req"
+      "$py" tools/pyenv_prune.py --prune
+    done
+    "$py" tools/pyenv_prune.py --check
+    rm -f "$venv/resolve.json"
+  fi
 fi
 if [ "$build" = 1 ]; then
   echo "python-env: building and installing ./python"

@@ -4,7 +4,7 @@
 //! which owns the table, does not depend on the modules that extend it.
 
 use crate::sym_window::SymWindow;
-use hccl_platform::{DeviceMem, ImportOwner};
+use hccl_platform::{DeviceMem, ImportOwner, MemHandle};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -32,11 +32,24 @@ impl MemRegistration {
 pub(crate) struct RegEntry {
     pub(crate) id: u64,
     pub(crate) mem: DeviceMem,
-    /// The peers' registrations mapped by `exchange_mem`, by rank, with
-    /// the address each starts at in its owner's process.
-    pub(crate) peers: Vec<(u32, DeviceMem, u64)>,
+    /// The peers' registrations mapped by `exchange_mem`.
+    pub(crate) peers: Vec<PeerReg>,
     /// Claims those mappings in the process-wide cache.
     pub(crate) imports: ImportOwner,
+}
+
+/// A peer's registration mapped by `exchange_mem`.
+pub(crate) struct PeerReg {
+    /// The peer's rank.
+    pub(crate) rank: u32,
+    /// Its memory as this process maps it.
+    pub(crate) mem: DeviceMem,
+    /// The address it starts at in its owner's process (one-sided ops
+    /// name peer memory by it).
+    pub(crate) base: u64,
+    /// Its handle, so a communicator made from this one (shrink, grow)
+    /// can claim the mapping for itself.
+    pub(crate) handle: MemHandle,
 }
 
 /// A communicator's registered memory and symmetric windows.
@@ -53,6 +66,12 @@ impl CommMemory {
     /// A fresh id for a registration or window.
     pub(crate) fn next_id(&self) -> u64 {
         self.next.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Makes ids continue after `last` (registrations carried from
+    /// another communicator keep their ids).
+    pub(crate) fn ids_after(&self, last: u64) {
+        self.next.fetch_max(last, Ordering::Relaxed);
     }
 
     /// The sequence number of the next symmetric window: every rank

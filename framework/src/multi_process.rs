@@ -258,7 +258,10 @@ impl Communicator {
     /// plane, which outlives a revocation and notices a survivor lost
     /// meanwhile (an error naming it). The new communicator has its own
     /// device, buffers and links; this one stays as it is (revoke it
-    /// first to end ops still in flight on it; destroy it after).
+    /// first to end ops still in flight on it; destroy it after). Memory
+    /// registered with this communicator stays registered with the new
+    /// one, with the peers' exchanged registrations under their new ranks
+    /// (symmetric windows are not carried: register them again).
     ///
     /// Only for ranks that are processes of a communicator made from root
     /// info or launcher variables (`HCCL_E_NOT_SUPPORT` otherwise).
@@ -322,7 +325,7 @@ impl Communicator {
             ranks.push(info);
         }
         tracing::info!(rank, new_rank, size = n, excluded = ?exclude, "communicator shrunk");
-        finish(
+        let shrunk = finish(
             new_rank,
             RankTable {
                 unique_id: tag,
@@ -331,7 +334,12 @@ impl Communicator {
             local,
             config,
         )
-        .map_err(ctx)
+        .map_err(ctx)?;
+        self.carry_registrations(&shrunk, |q| {
+            survivors.iter().position(|&s| s == q).map(|i| i as u32)
+        })
+        .map_err(ctx)?;
+        Ok(shrunk)
     }
 }
 
@@ -406,7 +414,10 @@ impl Communicator {
             }
         };
         tracing::info!(rank, size, n_ranks, "growing the communicator");
-        Communicator::init_root_info(n_ranks, &root, rank, config).map_err(ctx)
+        let grown = Communicator::init_root_info(n_ranks, &root, rank, config).map_err(ctx)?;
+        // members keep their numbers
+        self.carry_registrations(&grown, Some).map_err(ctx)?;
+        Ok(grown)
     }
 
     /// NCCL's `ncclCommGrow`, a new rank's side: joins the communicator

@@ -12,7 +12,7 @@
 //! undone by [`Communicator::deregister_mem`] or when the communicator
 //! goes.
 
-use crate::comm_memory::{MemRegistration, RegEntry};
+use crate::comm_memory::{MemRegistration, PeerReg, RegEntry};
 use crate::communicator::Communicator;
 use hccl_platform::{DeviceMem, HcclError, ImportOwner, MemHandle, Result};
 
@@ -160,8 +160,13 @@ impl Communicator {
                     .peer(q)
                     .during(format!("mapping rank {q}'s registered memory")))
             })?;
-            e.peers.retain(|(r, _, _)| *r != q);
-            e.peers.push((q, m, their_base));
+            e.peers.retain(|p| p.rank != q);
+            e.peers.push(PeerReg {
+                rank: q,
+                mem: m,
+                base: their_base,
+                handle: h,
+            });
         }
         Ok(())
     }
@@ -172,7 +177,7 @@ impl Communicator {
         let regs = self.memory().regs.lock().unwrap_or_else(|p| p.into_inner());
         regs.iter()
             .find(|r| r.id == reg.id)
-            .map(|e| e.peers.iter().map(|(q, m, _)| (*q, m.clone())).collect())
+            .map(|e| e.peers.iter().map(|p| (p.rank, p.mem.clone())).collect())
             .unwrap_or_default()
     }
 
@@ -206,14 +211,14 @@ impl Communicator {
         }
         let regs = self.memory().regs.lock().unwrap_or_else(|p| p.into_inner());
         let end = remote_addr.checked_add(len as u64);
-        for (_, m, base) in regs
+        for p in regs
             .iter()
             .flat_map(|r| r.peers.iter())
-            .filter(|p| p.0 == peer)
+            .filter(|p| p.rank == peer)
         {
-            let top = *base + m.len() as u64;
-            if remote_addr >= *base && end.is_some_and(|e| e <= top) {
-                return m.range((remote_addr - base) as usize, len);
+            let top = p.base + p.mem.len() as u64;
+            if remote_addr >= p.base && end.is_some_and(|e| e <= top) {
+                return p.mem.range((remote_addr - p.base) as usize, len);
             }
         }
         Err(HcclError::para(format!(
@@ -222,5 +227,70 @@ impl Communicator {
         ))
         .rank(me)
         .peer(peer))
+    }
+
+    /// Registers this communicator's registrations with `new`, a
+    /// communicator made from this one by shrink or grow, so the memory
+    /// stays registered across the change (NCCL keeps a shrunk
+    /// communicator's registrations too): each keeps its id, so a
+    /// handle from this communicator deregisters it from `new`. The
+    /// peers' registrations mapped by `exchange_mem` come along for the
+    /// peers that are in `new`, under their new rank (`renumber`: old
+    /// rank to new, `None` for a rank not in `new`), so one-sided ops on
+    /// them need no new exchange. Symmetric windows are not carried:
+    /// they are collective over the old rank set (register them again).
+    pub(crate) fn carry_registrations(
+        &self,
+        new: &Communicator,
+        renumber: impl Fn(u32) -> Option<u32>,
+    ) -> Result<()> {
+        let regs = self.memory().regs.lock().unwrap_or_else(|p| p.into_inner());
+        let mut carried = new.memory().regs.lock().unwrap_or_else(|p| p.into_inner());
+        let mut last = 0;
+        for e in regs.iter() {
+            e.mem.register_in(new.domain()).map_err(|err| {
+                err.rank(new.rank()).during(format!(
+                    "carrying registration {} to the new communicator",
+                    e.id
+                ))
+            })?;
+            let imports = ImportOwner::new();
+            let mut peers = Vec::new();
+            for p in &e.peers {
+                let Some(rank) = renumber(p.rank) else {
+                    continue;
+                };
+                // the mapping is cached process-wide: claiming it again
+                // maps nothing
+                let mem = imports.import(&p.handle).map_err(|err| {
+                    err.rank(new.rank()).peer(rank).during(format!(
+                        "carrying rank {}'s registered memory to the new communicator",
+                        p.rank
+                    ))
+                })?;
+                peers.push(PeerReg {
+                    rank,
+                    mem,
+                    base: p.base,
+                    handle: p.handle,
+                });
+            }
+            carried.push(RegEntry {
+                id: e.id,
+                mem: e.mem.clone(),
+                peers,
+                imports,
+            });
+            last = last.max(e.id);
+        }
+        new.memory().ids_after(last);
+        if !regs.is_empty() {
+            tracing::debug!(
+                rank = new.rank(),
+                registrations = regs.len(),
+                "registered memory carried to the new communicator"
+            );
+        }
+        Ok(())
     }
 }

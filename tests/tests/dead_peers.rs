@@ -348,6 +348,16 @@ fn survivors_agree_on_the_lost_rank_and_shrink_without_being_told() {
     shrink_after_kill("shrink-agree-8", 8, 5, "agree");
 }
 
+/// Issue 32: memory registered with a communicator (and exchanged with
+/// every peer) stays registered with the shrunk one: each survivor finds
+/// its buffer registered, the peers' exchanged buffers under their new
+/// ranks in order, sums them with an AllReduce from the registered buffer,
+/// and deregisters it with the old handle (mp_worker's `check_carried`).
+#[test]
+fn registered_memory_is_carried_to_the_shrunk_communicator() {
+    shrink_after_kill_with("shrink-reg", 4, 2, "agree", &[("DRILL_REG", "1".into())]);
+}
+
 fn victim_list(v: u32) -> String {
     v.to_string()
 }
@@ -356,14 +366,17 @@ fn victim_list(v: u32) -> String {
 /// shrinks (`how`: the exclude list, or `agree`) and runs a checked
 /// AllReduce on the new communicator within [`BOUND`] of the kill.
 fn shrink_after_kill(tag: &str, n: u32, victim: u32, how: &str) {
+    shrink_after_kill_with(tag, n, victim, how, &[]);
+}
+
+/// [`shrink_after_kill`] with more environment for the ranks; a
+/// `DRILL_REG` run also requires every survivor's `"carried"` check.
+fn shrink_after_kill_with(tag: &str, n: u32, victim: u32, how: &str, env: &[(&str, String)]) {
     let dir = tempdir(tag);
-    let mut ranks = spawn_n(
-        n,
-        &dir,
-        "allreduce",
-        1 << 20,
-        &[("DRILL_SHRINK", how.to_string())],
-    );
+    let mut all_env = vec![("DRILL_SHRINK", how.to_string())];
+    all_env.extend(env.iter().cloned());
+    let carried = env.iter().any(|(k, _)| *k == "DRILL_REG");
+    let mut ranks = spawn_n(n, &dir, "allreduce", 1 << 20, &all_env);
     let pids: Vec<u32> = ranks.0.iter().map(Child::id).collect();
     wait_ready(&dir, &mut ranks);
     std::thread::sleep(Duration::from_millis(50));
@@ -378,6 +391,7 @@ fn shrink_after_kill(tag: &str, n: u32, victim: u32, how: &str) {
             .find(|l| l["event"] == "shrunk")
             .unwrap_or_else(|| panic!("{tag}: rank {r} did not shrink: {out}"));
         assert_eq!(shrunk["new_size"], n - 1, "{tag}: rank {r}: {out}");
+        assert_eq!(shrunk["carried"], carried, "{tag}: rank {r}: {out}");
         new_ranks.push(shrunk["new_rank"].as_u64().unwrap());
         let took = Duration::from_nanos(
             (shrunk["t_ns"].as_u64().unwrap() as u128).saturating_sub(t_kill) as u64,

@@ -32,7 +32,10 @@
 //! its first failed op, a survivor prints its error line, shrinks the
 //! communicator without those ranks (`agree`: without the ranks the
 //! survivors agree are lost), runs one checked AllReduce on the new
-//! one and prints `{"event": "shrunk", "new_rank", "new_size", "t_ns"}`. On failure a rank
+//! one and prints `{"event": "shrunk", "new_rank", "new_size", "t_ns"}`
+//! (with `DRILL_REG=1` each rank first registers a buffer and exchanges it
+//! with every peer, and after the shrink checks that the registration and
+//! the peers' exchanged memory came along: `"carried": true`). On failure a rank
 //! prints one line `DRILL {json}` with its rank, pid, the error's code and
 //! message, and the wall-clock time (`t_ns`, since the Unix epoch); the
 //! victim prints one with `"event"` when it leaves. Exits 2 after an error,
@@ -437,6 +440,11 @@ fn drill(mode: &str, rank: u32, size: u32, dir: &str) -> ! {
     let shrink: Option<Option<Vec<u32>>> = std::env::var("DRILL_SHRINK").ok().map(|v| {
         (v != "agree").then(|| v.split(',').filter_map(|r| r.trim().parse().ok()).collect())
     });
+    let reg = if std::env::var("DRILL_REG").is_ok() {
+        Some(register_pattern(&c).unwrap_or_else(|e| fail(e)))
+    } else {
+        None
+    };
     let mut ready_at: Option<std::time::Instant> = None;
     loop {
         if let Err(e) = enqueue(&c).and_then(|_| s.synchronize()) {
@@ -444,12 +452,18 @@ fn drill(mode: &str, rank: u32, size: u32, dir: &str) -> ! {
                 error_line(&e);
                 match shrink_and_check(&c, exclude.as_deref()) {
                     Ok((n, new_rank, new_size)) => {
+                        let t_ns = unix_ns() as u64;
+                        let carried = reg.as_ref().map(|r| check_carried(&n, r));
+                        if let Some(Err(e)) = carried {
+                            fail(e);
+                        }
                         drill_line(serde_json::json!({
                             "rank": rank,
                             "event": "shrunk",
                             "new_rank": new_rank,
                             "new_size": new_size,
-                            "t_ns": unix_ns() as u64,
+                            "t_ns": t_ns,
+                            "carried": carried.is_some(),
                         }));
                         if std::env::var("DRILL_GROW").is_ok() {
                             if let Err(e) = grow_back(&n, size, dir) {
@@ -526,6 +540,102 @@ fn drill(mode: &str, rank: u32, size: u32, dir: &str) -> ! {
             other => panic!("unknown DRILL_VICTIM action {other}"),
         }
     }
+}
+
+/// Elements of the DRILL_REG buffer: element i of rank r's is r·10⁴ + i.
+const REG_COUNT: usize = 1024;
+
+/// DRILL_REG: a shareable buffer holding this rank's pattern, registered
+/// with `c` and exchanged with every peer.
+fn register_pattern(c: &HcclComm) -> hccl_adapter::Result<hccl_adapter::MemRegistration> {
+    let mem = DeviceMem::alloc_shareable(REG_COUNT * 4)?;
+    let r = c.rank() as i32;
+    mem.copy_from_host(
+        &(0..REG_COUNT as i32)
+            .map(|i| r * 10_000 + i)
+            .collect::<Vec<_>>(),
+    )?;
+    let reg = c.register_mem(&mem)?;
+    let peers: Vec<u32> = (0..c.size()).filter(|&q| q != c.rank()).collect();
+    c.exchange_mem(&reg, &peers)?;
+    Ok(reg)
+}
+
+/// After a shrink: `reg` (made on the old communicator) is registered
+/// with `n`; the peers' exchanged buffers came along under their new
+/// ranks, in the survivors' order (their old ranks, read from their
+/// patterns, increase with the new ranks); an AllReduce from the
+/// registered buffer sums every survivor's pattern; and the old handle
+/// deregisters it from `n`.
+fn check_carried(n: &HcclComm, reg: &hccl_adapter::MemRegistration) -> hccl_adapter::Result<()> {
+    let bad = |what: String| hccl_adapter::HcclError::internal(format!("carried memory: {what}"));
+    if !n.is_registered(reg.mem()) {
+        return Err(bad(
+            "the buffer is not registered with the new communicator".into(),
+        ));
+    }
+    let old_rank = |m: &DeviceMem| -> hccl_adapter::Result<i32> {
+        let v = m.to_vec::<i32>(REG_COUNT)?;
+        let r = v[0] / 10_000;
+        match v
+            .iter()
+            .enumerate()
+            .find(|(i, &x)| x != r * 10_000 + *i as i32)
+        {
+            Some((i, x)) => Err(bad(format!("element {i} of a peer's buffer is {x}"))),
+            None => Ok(r),
+        }
+    };
+    let mut olds = vec![None; n.size() as usize];
+    olds[n.rank() as usize] = Some(old_rank(reg.mem())?);
+    let peers = n.exchanged_peers(reg);
+    if peers.len() != n.size() as usize - 1 {
+        return Err(bad(format!(
+            "{} exchanged peers for {} ranks",
+            peers.len(),
+            n.size()
+        )));
+    }
+    for (q, m) in &peers {
+        olds[*q as usize] = Some(old_rank(m)?);
+    }
+    let olds: Vec<i32> = olds
+        .into_iter()
+        .map(|o| o.ok_or_else(|| bad("a rank has no peer entry".into())))
+        .collect::<hccl_adapter::Result<_>>()?;
+    if olds.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(bad(format!(
+            "old ranks by new rank {olds:?} are out of order"
+        )));
+    }
+    let s = n.create_stream();
+    let out = DeviceMem::alloc(REG_COUNT * 4)?;
+    n.all_reduce_raw(
+        reg.mem(),
+        &out,
+        REG_COUNT as u64,
+        DataType::Int32,
+        ReduceOp::Sum,
+        &s,
+    )?;
+    s.synchronize()?;
+    let base: i32 = olds.iter().map(|r| r * 10_000).sum();
+    let got = out.to_vec::<i32>(REG_COUNT)?;
+    let p = olds.len() as i32;
+    if let Some((i, x)) = got
+        .iter()
+        .enumerate()
+        .find(|(i, &x)| x != base + p * *i as i32)
+    {
+        return Err(bad(format!(
+            "AllReduce from the registered buffer: element {i} is {x}"
+        )));
+    }
+    n.deregister_mem(reg)?;
+    if n.is_registered(reg.mem()) {
+        return Err(bad("still registered after deregistering".into()));
+    }
+    Ok(())
 }
 
 /// Shrinks `c` without `exclude` (`None`: the ranks the survivors agree
