@@ -5,9 +5,10 @@
 //! communicators of one process keep their own bounds; the error names
 //! the peer awaited), `HcclRsCommRevoke` (a waiting peer's op ends,
 //! later ops are refused, `HcclGetCommAsyncError` reports it) and
-//! `HcclRsCommShrink`'s and `HcclRsCommGrow`'s refusals (threads-as-ranks
-//! have no control plane; process ranks shrink and grow in
-//! `tests/tests/dead_peers.rs`); bad arguments refused.
+//! `HcclRsCommShrink` and `HcclRsCommGrow` for threads as ranks (a rank
+//! shrinks alone and grows back, the new rank joining through
+//! `HcclCommInitRootInfo` with the grow id; process ranks shrink and grow
+//! in `tests/tests/dead_peers.rs`); bad arguments refused.
 
 mod common;
 use common::*;
@@ -152,7 +153,7 @@ fn a_revoke_ends_a_waiting_peer_and_refuses_later_ops() {
 }
 
 #[test]
-fn shrink_refuses_bad_arguments_and_threads_as_ranks() {
+fn shrink_refuses_bad_arguments_and_threads_as_ranks_shrink_and_grow() {
     let comms = init_all(2);
     let c = comms[0] as HcclComm;
     let mut out = null_mut();
@@ -163,28 +164,53 @@ fn shrink_refuses_bad_arguments_and_threads_as_ranks() {
     );
     assert_eq!(HcclRsCommShrink(c, std::ptr::null(), 1, &mut out), E_PTR);
     assert_eq!(HcclRsCommShrink(c, exclude.as_ptr(), 3, &mut out), E_PARA);
-    assert_eq!(
-        HcclRsCommShrink(c, exclude.as_ptr(), 1, &mut out),
-        E_NOT_SUPPORT
-    );
-    let msg = last_error_message().unwrap();
-    assert!(msg.contains("control plane"), "{msg}");
     assert!(out.is_null());
-    // grow: the same refusals
+    // threads as ranks shrink: rank 0 alone, without rank 1
+    ok(
+        HcclRsCommShrink(c, exclude.as_ptr(), 1, &mut out),
+        "HcclRsCommShrink",
+    );
+    assert!(!out.is_null());
+    let shrunk = out as HcclComm;
+    let (mut size, mut rank) = (0u32, 9u32);
+    ok(HcclGetRankSize(shrunk, &mut size), "HcclGetRankSize");
+    ok(HcclGetRankId(shrunk, &mut rank), "HcclGetRankId");
+    assert_eq!((rank, size), (0, 1));
+    // and grow back to 2: the new rank joins through HcclCommInitRootInfo
     let mut id = HcclRootInfo {
         internal: [0; HCCL_ROOT_INFO_BYTES],
     };
-    assert_eq!(HcclRsCommGrowId(c, std::ptr::null_mut()), E_PTR);
-    assert_eq!(HcclRsCommGrowId(c, &mut id), E_NOT_SUPPORT);
+    assert_eq!(HcclRsCommGrowId(shrunk, std::ptr::null_mut()), E_PTR);
+    ok(HcclRsCommGrowId(shrunk, &mut id), "HcclRsCommGrowId");
     assert_eq!(
-        HcclRsCommGrow(c, 3, std::ptr::null(), std::ptr::null_mut()),
+        HcclRsCommGrow(shrunk, 3, std::ptr::null(), std::ptr::null_mut()),
         E_PTR
     );
-    assert_eq!(
-        HcclRsCommGrow(c, 3, std::ptr::null(), &mut out),
-        E_NOT_SUPPORT
-    );
-    assert!(out.is_null());
+    let id_copy = HcclRootInfo {
+        internal: id.internal,
+    };
+    let newcomer = std::thread::spawn(move || {
+        let mut joined = null_mut();
+        ok(
+            HcclCommInitRootInfo(2, &id_copy, 1, &mut joined),
+            "HcclCommInitRootInfo with a grow id",
+        );
+        joined as usize
+    });
+    let mut grown = null_mut();
+    ok(HcclRsCommGrow(shrunk, 2, &id, &mut grown), "HcclRsCommGrow");
+    let joined = newcomer.join().unwrap() as HcclComm;
+    for (g, want) in [(grown as HcclComm, 0u32), (joined, 1)] {
+        ok(HcclGetRankSize(g, &mut size), "HcclGetRankSize");
+        ok(HcclGetRankId(g, &mut rank), "HcclGetRankId");
+        assert_eq!((rank, size), (want, 2));
+        ok(HcclCommDestroy(g), "HcclCommDestroy");
+    }
+    // an id is single-use
+    assert_eq!(HcclRsCommGrow(shrunk, 2, &id, &mut grown), E_PARA);
+    let msg = last_error_message().unwrap();
+    assert!(msg.contains("single-use"), "{msg}");
+    ok(HcclCommDestroy(shrunk), "HcclCommDestroy");
     for c in comms {
         ok(HcclCommDestroy(c as HcclComm), "HcclCommDestroy");
     }

@@ -33,6 +33,10 @@ impl Communicator {
     pub fn agree_lost(&self, timeout: Duration) -> Result<Vec<u32>> {
         let rank = self.rank();
         let ctx = |e: HcclError| e.rank(rank).during("agreeing on the lost ranks");
+        if let Some(group) = self.in_proc_group() {
+            let epoch = self.next_agreement();
+            return self.agree_lost_threads(&group.clone(), epoch).map_err(ctx);
+        }
         let control = self.control_for("agreement").map_err(ctx)?;
         let epoch = self.next_agreement();
         let all: Vec<u32> = (0..self.size()).collect();

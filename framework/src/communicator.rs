@@ -49,6 +49,8 @@ pub struct InProcGroup {
     rendezvous: Arc<InProcRendezvous>,
     /// The ranks' revocations: a rank that revokes marks every sibling.
     siblings: Arc<crate::revoke::Siblings>,
+    /// The groups its ranks shrink or grow into (`successor.rs`).
+    pub(crate) successors: crate::successor::Successors,
 }
 
 static NEXT_GROUP: AtomicU64 = AtomicU64::new(0);
@@ -77,6 +79,7 @@ impl InProcGroup {
             config,
             rendezvous: InProcRendezvous::new(size),
             siblings: Default::default(),
+            successors: Default::default(),
         }))
     }
 
@@ -93,6 +96,16 @@ impl InProcGroup {
     /// Number of ranks.
     pub fn size(&self) -> u32 {
         self.size
+    }
+
+    /// The declared host of every rank, if the group declares them.
+    pub(crate) fn declared_hosts(&self) -> Option<&[u32]> {
+        self.hosts.as_deref()
+    }
+
+    /// Ranks whose communicator is gone (destroyed, or never joined).
+    pub(crate) fn gone_ranks(&self) -> Vec<u32> {
+        self.siblings.gone(self.size)
     }
 
     /// Creates the communicator of `rank` (once per rank).
@@ -166,7 +179,8 @@ impl InProcGroup {
             (ccl_input, ccl_output),
             Arc::new(fabric),
         )
-        .with_spread(Spread::Siblings(self.siblings.clone())))
+        .with_spread(Spread::Siblings(self.siblings.clone()))
+        .with_group(self.clone()))
     }
 }
 
@@ -268,6 +282,9 @@ pub struct Communicator {
     /// The CPU `HCCL_RS_CPU_AFFINITY` chose for this rank (process ranks),
     /// for [`Communicator::pin_calling_thread`].
     cpu: Option<usize>,
+    /// The group of a threads-as-ranks communicator: where its ranks meet
+    /// to shrink, agree and grow (`successor.rs`).
+    in_proc: Option<Arc<InProcGroup>>,
 }
 
 impl Drop for Communicator {
@@ -351,6 +368,7 @@ impl Communicator {
             ops_traced: Default::default(),
             repeated: Default::default(),
             cpu: None,
+            in_proc: None,
             rank,
             size: topo.user_rank_size,
             hosts,
@@ -525,6 +543,17 @@ impl Communicator {
     /// is pinned at all (None for threads-as-ranks).
     pub fn cpu(&self) -> Option<usize> {
         self.cpu
+    }
+
+    /// Records the in-process group this rank joined.
+    pub(crate) fn with_group(mut self, group: Arc<InProcGroup>) -> Communicator {
+        self.in_proc = Some(group);
+        self
+    }
+
+    /// The in-process group of a threads-as-ranks communicator.
+    pub(crate) fn in_proc_group(&self) -> Option<&Arc<InProcGroup>> {
+        self.in_proc.as_ref()
     }
 
     pub(crate) fn with_cpu(mut self, cpu: Option<usize>) -> Communicator {

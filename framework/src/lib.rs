@@ -39,6 +39,7 @@ mod registration;
 mod resource_manager;
 mod revoke;
 mod selector;
+mod successor;
 mod sym_window;
 mod sym_window_ops;
 mod transports;

@@ -263,12 +263,18 @@ impl Communicator {
     /// one, with the peers' exchanged registrations under their new ranks
     /// (symmetric windows are not carried: register them again).
     ///
-    /// Only for ranks that are processes of a communicator made from root
-    /// info or launcher variables (`HCCL_E_NOT_SUPPORT` otherwise).
+    /// For ranks that are processes of a communicator made from root info
+    /// or launcher variables, and for threads of one process (`init_all`,
+    /// [`InProcGroup`](crate::InProcGroup): the first survivor to arrive
+    /// makes the new group, the others join it); `HCCL_E_NOT_SUPPORT` for
+    /// a communicator from a rank table (no control plane).
     pub fn shrink(&self, exclude: &[u32], config: CommConfig) -> Result<Communicator> {
         let (rank, size) = (self.rank(), self.size());
         let ctx = |e: HcclError| e.rank(rank).during("shrinking the communicator");
-        let control = self.control_for("shrink").map_err(ctx)?;
+        let control = match self.in_proc_group() {
+            Some(_) => None,
+            None => Some(self.control_for("shrink").map_err(ctx)?),
+        };
         for (i, &r) in exclude.iter().enumerate() {
             if r >= size {
                 return Err(ctx(HcclError::para(format!(
@@ -290,6 +296,12 @@ impl Communicator {
             .position(|&r| r == rank)
             .expect("not excluded") as u32;
         let epoch = self.next_shrink();
+        let Some(control) = control else {
+            let group = self.in_proc_group().expect("threads as ranks").clone();
+            return self
+                .shrink_threads(&group, survivors, epoch, config)
+                .map_err(ctx);
+        };
         let tag = control.tag(&format!("shrink/{epoch}"));
         let ip = control
             .own_addr()
@@ -350,6 +362,9 @@ impl Communicator {
     /// call [`Communicator::join_grown`] with it; the other members learn
     /// it in [`grow`](Self::grow).
     pub fn grow_id(&self) -> Result<RootInfo> {
+        if self.in_proc_group().is_some() {
+            return Ok(Self::grow_id_threads());
+        }
         let ip = self
             .control_for("grow")?
             .own_addr()
@@ -373,12 +388,18 @@ impl Communicator {
     ) -> Result<Communicator> {
         let (rank, size) = (self.rank(), self.size());
         let ctx = |e: HcclError| e.rank(rank).during("growing the communicator");
-        let control = self.control_for("grow").map_err(ctx)?;
         if n_ranks <= size {
             return Err(ctx(HcclError::para(format!(
                 "growing to {n_ranks} ranks: the communicator has {size} already"
             ))));
         }
+        if let Some(group) = self.in_proc_group() {
+            let epoch = self.next_shrink();
+            return self
+                .grow_threads(&group.clone(), n_ranks, id, epoch, config)
+                .map_err(ctx);
+        }
+        let control = self.control_for("grow").map_err(ctx)?;
         let epoch = self.next_shrink();
         let tag = control.tag(&format!("grow/{epoch}"));
         let members: Vec<u32> = (0..size).collect();
@@ -430,6 +451,11 @@ impl Communicator {
         rank: u32,
         config: CommConfig,
     ) -> Result<Communicator> {
+        if let Some(joined) =
+            crate::successor::join_grown_threads(n_ranks, id, rank, config.connect_timeout)
+        {
+            return joined.map_err(|e| e.rank(rank).during("joining a grown communicator"));
+        }
         Communicator::init_root_info(n_ranks, id, rank, config)
             .map_err(|e| e.during("joining a grown communicator"))
     }
@@ -474,6 +500,13 @@ impl Communicator {
         config: CommConfig,
     ) -> Result<Communicator> {
         check_rank(n_ranks, rank)?;
+        // a grow id of threads of this process (HCCL programs join a grown
+        // communicator through HcclCommInitRootInfo)
+        if let Some(joined) =
+            crate::successor::join_grown_threads(n_ranks, root, rank, config.connect_timeout)
+        {
+            return joined;
+        }
         let (root_addr, unique_id) = root.decode()?;
         let ip = local_ip(&config, root_addr.ip())?;
         let local = local_setup(rank, n_ranks, ip, 0, unique_id, &config, true)?;

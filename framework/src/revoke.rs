@@ -74,6 +74,14 @@ impl Siblings {
         v[rank as usize] = Arc::downgrade(r);
     }
 
+    /// Ranks below `size` whose communicator is gone (or never enrolled).
+    pub(crate) fn gone(&self, size: u32) -> Vec<u32> {
+        let v = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        (0..size)
+            .filter(|&r| v.get(r as usize).is_none_or(|w| w.strong_count() == 0))
+            .collect()
+    }
+
     fn all(&self) -> Vec<Arc<Revocation>> {
         self.0
             .lock()

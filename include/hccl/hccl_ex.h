@@ -108,9 +108,11 @@ extern HcclResult HcclRsCommRevoke(HcclComm comm, const char *reason);
  * survivors numbered in their order, with this one's configuration; no new root info (the
  * survivors meet over the communicator's control plane). excludeRanks NULL with excludeCount 0:
  * the survivors agree among themselves which ranks are lost and exclude those (ULFM's shrink).
- * The old communicator stays; revoke it to end ops in flight, destroy it after. Only for ranks
- * that are processes of a communicator from root info or launcher variables
- * (HCCL_E_NOT_SUPPORT otherwise). HCCL_E_PTR for a NULL comm or newComm (or a NULL list with a
+ * The old communicator stays; revoke it to end ops in flight, destroy it after. Memory registered
+ * with it stays registered with *newComm. For ranks that are processes of a communicator from
+ * root info or launcher variables, and for threads of one process (HcclCommInitAll, or threads
+ * with one root info: the first survivor to call decides); HCCL_E_NOT_SUPPORT for a
+ * communicator from a rank table. HCCL_E_PTR for a NULL comm or newComm (or a NULL list with a
  * non-zero count), HCCL_E_PARA for a bad list (this rank in it, a rank twice or out of range),
  * HCCL_E_REMOTE naming a survivor lost during the shrink.
  */
@@ -123,8 +125,9 @@ extern HcclResult HcclRsCommShrink(HcclComm comm, const uint32_t *excludeRanks, 
  * the new processes, which join with HcclCommInitRootInfo(nRanks, &growId, rank, &comm) as ranks
  * size .. nRanks-1. Every member calls HcclRsCommGrow, the maker passing growId and the others
  * NULL (they receive it over the control plane); members keep their ranks in *newComm. The old
- * communicator stays. Only for ranks that are processes of a communicator from root info or
- * launcher variables (HCCL_E_NOT_SUPPORT otherwise). HCCL_E_PARA when nRanks is not larger than
+ * communicator stays. For process ranks and for threads of one process (new threads join
+ * with HcclCommInitRootInfo and the id, as new processes do); HCCL_E_NOT_SUPPORT for a
+ * communicator from a rank table. HCCL_E_PARA when nRanks is not larger than
  * the size, or when no member or several passed an id.
  */
 extern HcclResult HcclRsCommGrowId(HcclComm comm, HcclRootInfo *growId);
