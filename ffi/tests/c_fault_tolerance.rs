@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 
 const E_PARA: u32 = 1;
 const E_PTR: u32 = 2;
-const E_NOT_SUPPORT: u32 = 5;
 const E_SUSPENDING: u32 = 22;
 const FP32: u32 = 3;
 
