@@ -50,7 +50,7 @@ pub struct InProcGroup {
     /// The ranks' revocations: a rank that revokes marks every sibling.
     siblings: Arc<crate::revoke::Siblings>,
     /// The groups its ranks shrink or grow into (`successor.rs`).
-    pub(crate) successors: crate::successor::Successors,
+    pub(crate) successors: crate::successor_table::Successors<InProcGroup>,
 }
 
 static NEXT_GROUP: AtomicU64 = AtomicU64::new(0);

@@ -40,6 +40,7 @@ mod resource_manager;
 mod revoke;
 mod selector;
 mod successor;
+mod successor_table;
 mod sym_window;
 mod sym_window_ops;
 mod transports;

@@ -8,76 +8,12 @@
 
 use crate::bootstrap::root_info::{RootInfo, HCCL_ROOT_INFO_BYTES};
 use crate::communicator::InProcGroup;
+use crate::successor_table::Decision;
 use crate::{CommConfig, Communicator};
 use hccl_platform::{HcclError, Result};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
-
-/// What the first rank of a step decided.
-#[derive(Clone)]
-enum Decision {
-    /// A shrink: the old ranks that stay, in order, and their new group.
-    Shrink(Vec<u32>, Arc<InProcGroup>),
-    /// An agreement on the lost ranks.
-    Lost(Vec<u32>),
-    /// A grow: the grown group.
-    Grow(Arc<InProcGroup>),
-}
-
-/// A group's decided steps, by name ("shrink/3", "agree/0", "grow/1").
-#[derive(Debug, Default)]
-pub(crate) struct Successors {
-    steps: Mutex<HashMap<String, Decision>>,
-    decided: Condvar,
-}
-
-impl std::fmt::Debug for Decision {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Decision::Shrink(s, _) => write!(f, "Shrink({s:?})"),
-            Decision::Lost(l) => write!(f, "Lost({l:?})"),
-            Decision::Grow(g) => write!(f, "Grow({})", g.size()),
-        }
-    }
-}
-
-impl Successors {
-    /// The decision of step `key`: `decide()`'s if this rank is first.
-    fn decide(&self, key: &str, decide: impl FnOnce() -> Result<Decision>) -> Result<Decision> {
-        let mut steps = self.steps.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(d) = steps.get(key) {
-            return Ok(d.clone());
-        }
-        let d = decide()?;
-        steps.insert(key.to_owned(), d.clone());
-        self.decided.notify_all();
-        Ok(d)
-    }
-
-    /// Waits up to `timeout` for another rank to decide step `key`.
-    fn await_decision(&self, key: &str, timeout: Duration, what: &str) -> Result<Decision> {
-        let deadline = Instant::now() + timeout;
-        let mut steps = self.steps.lock().unwrap_or_else(|p| p.into_inner());
-        loop {
-            if let Some(d) = steps.get(key) {
-                return Ok(d.clone());
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(HcclError::timeout(format!(
-                    "waited {timeout:?} (HCCL_CONNECT_TIMEOUT) for {what}"
-                )));
-            }
-            steps = self
-                .decided
-                .wait_timeout(steps, left)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
-    }
-}
 
 /// In-process grow ids: a marker, then the id's number in [`GROWING`].
 const GROW_MAGIC: &[u8; 16] = b"hccl-rs:inproc:g";
