@@ -13,6 +13,9 @@ mod batch;
 mod capture_fuse;
 mod group;
 mod memory;
+mod recover;
+pub use recover::CommRef;
+use recover::Successor;
 mod repeat;
 pub use batch::{SendRecvItem, SendRecvKind};
 pub use capture_fuse::CAPTURE_FUSE_MAX_BYTES;
@@ -30,24 +33,46 @@ type TagSlot = std::sync::OnceLock<(&'static str, Arc<str>)>;
 /// last handle is dropped.
 #[derive(Clone, Debug)]
 pub struct HcclComm {
-    inner: Arc<Communicator>,
+    /// The communicator as created.
+    root: Arc<Generation>,
+    /// The communicator [`recover`](HcclComm::recover) made last, if any:
+    /// ops go to it from then on.
+    next: Arc<Successor>,
     barrier_buf: Arc<std::sync::OnceLock<DeviceMem>>,
-    batch: Arc<std::sync::OnceLock<batch::BatchStreams>>,
     /// Op tags by op code (`AllReduce_<comm name>`, ...), built once: a
     /// small op repeated in a loop should not format a string per call.
+    /// (A recovered communicator keeps its name, so its tags too.)
     tags: Arc<[TagSlot; OpType::CODES]>,
+}
+
+/// One generation of a communicator (`comm/recover.rs`): the framework
+/// communicator and what the adapter keeps beside it.
+#[derive(Debug)]
+pub(crate) struct Generation {
+    pub(crate) comm: Communicator,
+    /// The batch side stream and notifies, on this generation's device.
+    batch: std::sync::OnceLock<batch::BatchStreams>,
     /// The last repeatable call of each op code (`comm/repeat.rs`).
-    repeats: Arc<repeat::RepeatSlots>,
+    repeats: repeat::RepeatSlots,
+}
+
+impl Generation {
+    fn new(comm: Communicator) -> Generation {
+        Generation {
+            comm,
+            batch: Default::default(),
+            repeats: Default::default(),
+        }
+    }
 }
 
 impl HcclComm {
     fn wrap(inner: Communicator) -> HcclComm {
         HcclComm {
-            inner: Arc::new(inner),
+            root: Arc::new(Generation::new(inner)),
+            next: Arc::default(),
             barrier_buf: Arc::default(),
-            batch: Arc::default(),
             tags: Arc::default(),
-            repeats: Arc::default(),
         }
     }
 
@@ -136,7 +161,12 @@ impl HcclComm {
         sub_comm_id: u64,
         sub_rank: u32,
     ) -> Result<HcclComm> {
-        self.create_sub_comm_with(rank_ids, sub_comm_id, sub_rank, self.inner.config().clone())
+        self.create_sub_comm_with(
+            rank_ids,
+            sub_comm_id,
+            sub_rank,
+            self.g().comm.config().clone(),
+        )
     }
 
     /// [`HcclComm::create_sub_comm`] with an explicit configuration for the
@@ -148,7 +178,7 @@ impl HcclComm {
         sub_rank: u32,
         config: CommConfig,
     ) -> Result<HcclComm> {
-        Ok(Self::wrap(self.inner.create_sub_comm(
+        Ok(Self::wrap(self.g().comm.create_sub_comm(
             rank_ids,
             sub_comm_id,
             sub_rank,
@@ -159,14 +189,14 @@ impl HcclComm {
     /// Aborts the communicator: pending ops of this rank end with an error,
     /// peers are told, later ops are refused.
     pub fn abort(&self, reason: &str) {
-        self.inner.abort(reason)
+        self.g().comm.abort(reason)
     }
 
     /// Revokes the communicator on every rank: in-flight ops end with an
     /// `HCCL_E_SUSPENDING` error "revoked by rank R: reason", later ops
     /// are refused; see [`Communicator::revoke`].
     pub fn revoke(&self, reason: &str) {
-        self.inner.revoke(reason)
+        self.g().comm.revoke(reason)
     }
 
     /// NCCL's `ncclCommShrink`: the ranks not in `exclude` (each calling
@@ -174,41 +204,43 @@ impl HcclComm {
     /// one's configuration, numbered by their order; no new root info.
     /// See [`Communicator::shrink`].
     pub fn shrink(&self, exclude: &[u32]) -> Result<HcclComm> {
-        self.shrink_with(exclude, self.inner.config().clone())
+        self.shrink_with(exclude, self.g().comm.config().clone())
     }
 
     /// [`shrink`](Self::shrink) with an explicit configuration for the new
     /// communicator.
     pub fn shrink_with(&self, exclude: &[u32], config: CommConfig) -> Result<HcclComm> {
-        self.inner.shrink(exclude, config).map(Self::wrap)
+        self.g().comm.shrink(exclude, config).map(Self::wrap)
     }
 
     /// The ranks lost, as every survivor agrees without being told (each
     /// survivor calls this); see [`Communicator::agree_lost`].
     pub fn agree_lost(&self, timeout: std::time::Duration) -> Result<Vec<u32>> {
-        self.inner.agree_lost(timeout)
+        self.g().comm.agree_lost(timeout)
     }
 
     /// Shrinks without the ranks the survivors agree are lost (ULFM's
     /// shrink: no list); see [`Communicator::shrink_agreed`].
     pub fn shrink_agreed(&self) -> Result<HcclComm> {
-        self.inner
-            .shrink_agreed(self.inner.config().clone())
+        let g = self.g();
+        g.comm
+            .shrink_agreed(g.comm.config().clone())
             .map(Self::wrap)
     }
 
     /// NCCL's `ncclCommGrow`: a single-use id for growing this
     /// communicator, made by one member; see [`Communicator::grow_id`].
     pub fn grow_id(&self) -> Result<RootInfo> {
-        self.inner.grow_id()
+        self.g().comm.grow_id()
     }
 
     /// Every member calls it (the id's maker passing it, the others
     /// `None`): the communicator of `n_ranks` with the new ranks, members
     /// keeping their ranks; see [`Communicator::grow`].
     pub fn grow(&self, n_ranks: u32, id: Option<&RootInfo>) -> Result<HcclComm> {
-        self.inner
-            .grow(n_ranks, id, self.inner.config().clone())
+        let g = self.g();
+        g.comm
+            .grow(n_ranks, id, g.comm.config().clone())
             .map(Self::wrap)
     }
 
@@ -220,18 +252,18 @@ impl HcclComm {
 
     /// Who revoked the communicator and why, if it was revoked.
     pub fn revoked(&self) -> Option<(u32, String)> {
-        self.inner.revoked()
+        self.g().comm.revoked()
     }
 
     /// Bounds every wait of this communicator's ops from now on (`None`:
     /// forever); see [`Communicator::set_exec_timeout`].
     pub fn set_exec_timeout(&self, timeout: Option<std::time::Duration>) {
-        self.inner.set_exec_timeout(timeout)
+        self.g().comm.set_exec_timeout(timeout)
     }
 
     /// The bound on waits in force.
     pub fn exec_timeout(&self) -> Option<std::time::Duration> {
-        self.inner.exec_timeout()
+        self.g().comm.exec_timeout()
     }
 
     /// Pins the calling thread on the CPU `HCCL_RS_CPU_AFFINITY` chose for
@@ -239,13 +271,13 @@ impl HcclComm {
     /// communicator (see [`CommConfig::pin_creating_thread`]); whether it
     /// pinned.
     pub fn pin_calling_thread(&self) -> Result<bool> {
-        self.inner.pin_calling_thread()
+        self.g().comm.pin_calling_thread()
     }
 
     /// HCCL's `HcclGetCommAsyncError`: what broke the communicator in the
     /// background, if anything.
     pub fn async_error(&self) -> Option<HcclError> {
-        self.inner.async_error()
+        self.g().comm.async_error()
     }
 
     /// HCCL's `HcclCommDestroy`: waits for nothing, releases the buffers,
@@ -263,32 +295,34 @@ impl HcclComm {
 
     /// This rank (HCCL's `HcclGetRankId`).
     pub fn rank(&self) -> u32 {
-        self.inner.rank()
+        self.root.comm.rank()
     }
 
     /// Number of ranks (HCCL's `HcclGetRankSize`).
     pub fn size(&self) -> u32 {
-        self.inner.size()
+        self.root.comm.size()
     }
 
-    /// The communicator name (HCCL's `HcclGetCommName`).
+    /// The communicator name (HCCL's `HcclGetCommName`; a recovered
+    /// communicator keeps it).
     pub fn name(&self) -> &str {
-        self.inner.name()
+        self.root.comm.name()
     }
 
-    /// The rank's device.
-    pub fn device(&self) -> &Device {
-        self.inner.device()
+    /// The rank's device (a new one after [`recover`](Self::recover)).
+    pub fn device(&self) -> Device {
+        self.g().comm.device().clone()
     }
 
     /// A new stream on this rank's device.
     pub fn create_stream(&self) -> Stream {
-        self.inner.create_stream()
+        self.g().comm.create_stream()
     }
 
-    /// The framework communicator underneath.
-    pub fn communicator(&self) -> &Communicator {
-        &self.inner
+    /// The framework communicator underneath (the one
+    /// [`recover`](Self::recover) made last, if it was called).
+    pub fn communicator(&self) -> CommRef<'_> {
+        CommRef(self.g())
     }
 
     /// Writes this rank's flight-recorder dump (its last ops and their
@@ -296,7 +330,7 @@ impl HcclComm {
     /// `HCCL_E_NOT_SUPPORT` when recording is off
     /// (`HCCL_RS_FR_BUFFER_SIZE=0`).
     pub fn dump_flight_recorder(&self, path: &std::path::Path, reason: &str) -> Result<()> {
-        match self.inner.flight_recorder() {
+        match self.g().comm.flight_recorder() {
             Some(fr) => fr.dump_to(path, reason),
             None => Err(HcclError::not_support(
                 "the flight recorder is off (HCCL_RS_FR_BUFFER_SIZE=0)",
@@ -310,7 +344,7 @@ impl HcclComm {
     /// `HCCL_E_NOT_SUPPORT` when no timeline is on (none of
     /// `HCCL_RS_TRACE`, [`Device::start_timeline`], ACL profiling).
     pub fn write_timeline(&self, path: &std::path::Path) -> Result<()> {
-        self.inner.write_timeline(path)
+        self.g().comm.write_timeline(path)
     }
 
     /// The op tag of `call`: HCCL's `<Op>_<communicator name>`, plus the
@@ -350,7 +384,7 @@ impl HcclComm {
         input: &DeviceMem,
         output: &DeviceMem,
     ) -> Result<WorkflowMode> {
-        if !self.inner.graph_capable() {
+        if !self.g().comm.graph_capable() {
             return Ok(WorkflowMode::OpBase);
         }
         let domain = self.device().uid();

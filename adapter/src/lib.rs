@@ -60,8 +60,9 @@ mod validate;
 
 // Communicators and their ops.
 pub use comm::{
-    all_to_all_vc_layout, group, group_end, group_start, group_status, AllToAllVcLayout, HcclComm,
-    SendRecvItem, SendRecvKind, CAPTURE_FUSE_MAX_BYTES, GROUP_FUSE_MAX_BYTES, PACK_FUSE_MAX_BYTES,
+    all_to_all_vc_layout, group, group_end, group_start, group_status, AllToAllVcLayout, CommRef,
+    HcclComm, SendRecvItem, SendRecvKind, CAPTURE_FUSE_MAX_BYTES, GROUP_FUSE_MAX_BYTES,
+    PACK_FUSE_MAX_BYTES,
 };
 // The flight recorder: each communicator's last ops, dumped as JSON
 // (`HCCL_RS_FR_DUMP_DIR`, `SIGUSR1`, `HcclComm::dump_flight_recorder`).

@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 const E_PARA: u32 = 1;
 const E_PTR: u32 = 2;
 const E_SUSPENDING: u32 = 22;
-const FP32: u32 = 3;
+// HCCL_DATA_TYPE_FP32
+const FP32: u32 = 4;
 
 fn get_ms(c: HcclComm) -> u64 {
     let mut ms = u64::MAX;
@@ -213,4 +214,37 @@ fn shrink_refuses_bad_arguments_and_threads_as_ranks_shrink_and_grow() {
     for c in comms {
         ok(HcclCommDestroy(c as HcclComm), "HcclCommDestroy");
     }
+}
+
+/// `HcclRsCommRecover` (issue 32's op-level recovery), threads as ranks:
+/// rank 1 passes another count, so the AllReduce fails on every rank;
+/// each rank recovers the same handle and the next AllReduce, on the
+/// same ACL stream (which follows the communicator to its new device),
+/// is correct.
+#[test]
+fn a_communicator_recovers_after_a_mismatch() {
+    per_rank(3, |r, c, stream| {
+        let n = if r == 1 { 9 } else { 8 };
+        let x = dev_from(&[1.0f32; 9]);
+        let y = dev_from(&[0.0f32; 9]);
+        ok(HcclAllReduce(x, y, n, FP32, 0, c, stream), "HcclAllReduce");
+        assert_ne!(
+            aclrtSynchronizeStream(stream),
+            ACL_SUCCESS,
+            "rank {r}: the mismatch must fail"
+        );
+        let msg = last_error_message().unwrap_or_default();
+        assert!(
+            msg.contains("inconsistent between ranks"),
+            "rank {r}: {msg}"
+        );
+        ok(HcclRsCommRecover(c), "HcclRsCommRecover");
+        let x = dev_from(&[(r + 1) as f32; 8]);
+        ok(
+            HcclAllReduce(x, y, 8, FP32, 0, c, stream),
+            "HcclAllReduce after recovering",
+        );
+        acl_ok(aclrtSynchronizeStream(stream), "sync after recovering");
+        assert_eq!(to_host::<f32>(y, 8), vec![6.0; 8], "rank {r}");
+    });
 }

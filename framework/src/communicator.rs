@@ -613,6 +613,49 @@ impl Communicator {
         }
     }
 
+    /// A communicator of the same ranks, name and configuration with fresh
+    /// links, buffers and device, made by every rank together after a
+    /// failed op left the links in no agreed state (the adapter's
+    /// `HcclComm::recover`): the shrink machinery with nobody excluded,
+    /// over the control plane (processes) or the group's table
+    /// (threads). The exec timeout in force and the registered memory come
+    /// along. `HCCL_E_NOT_SUPPORT` for a communicator without either (a
+    /// rank table's, a sub-communicator).
+    pub fn rebuild(&self) -> Result<Communicator> {
+        let mut config = self.config.clone();
+        config.comm_name = Some(self.name.clone());
+        let all: Vec<u32> = (0..self.size).collect();
+        let fresh = match self.in_proc_group() {
+            Some(group) => {
+                let epoch = self.next_shrink();
+                self.shrink_threads(&group.clone(), all, epoch, config)
+            }
+            None => self.shrink(&[], config),
+        }
+        .map_err(|e| e.during("recovering the communicator"))?;
+        fresh.device.set_exec_timeout(self.device.exec_timeout());
+        tracing::info!(rank = self.rank, comm = %self.name, "communicator rebuilt after a failed op");
+        Ok(fresh)
+    }
+
+    /// Retires this communicator once [`rebuild`](Self::rebuild) replaced
+    /// it: later ops are refused, waits on its links end, and its peers'
+    /// old links are told (they retire theirs too). Quiet: no dump, no
+    /// warning, as this is recovery, not failure.
+    pub fn retire(&self) {
+        let reason = "the communicator was recovered: its ops run on the rebuilt one";
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if st.aborted.is_none() {
+            st.aborted = Some(reason.to_owned());
+        }
+        for l in st.resources.links() {
+            l.link().shutdown(reason);
+        }
+        st.ops.clear();
+        st.last_pick = None;
+        st.last_executor = None;
+    }
+
     /// Writes the timeline being recorded on this rank's device (Chrome
     /// trace JSON, see [`Timeline::to_chrome_json`]) to `path`.
     /// `HCCL_E_NOT_SUPPORT` when no timeline is on (`HCCL_RS_TRACE` unset

@@ -103,6 +103,18 @@ extern HcclResult HcclRsCommGetExecTimeout(HcclComm comm, uint64_t *timeoutMs);
 extern HcclResult HcclRsCommRevoke(HcclComm comm, const char *reason);
 
 /**
+ * Makes the communicator usable again after a failed op (a timeout, an argument mismatch between
+ * ranks, a peer's failure): every rank calls it, and the communicator is rebuilt for the same
+ * ranks over its control plane (fresh links, buffers and device, ~10 ms); comm stays valid, keeps
+ * its name, ranks, exec timeout and registered memory, and its later ops run on the rebuilt one.
+ * Streams follow to the new device at their next HCCL call. The application decides what to run
+ * again (a rank whose op completed before a peer failed does not know the others' failed).
+ * HCCL_E_REMOTE naming a peer lost meanwhile (shrink without it instead); HCCL_E_NOT_SUPPORT
+ * for a communicator from a rank table; HCCL_E_PTR for a NULL comm.
+ */
+extern HcclResult HcclRsCommRecover(HcclComm comm);
+
+/**
  * Shrinks the communicator (NCCL's ncclCommShrink): the ranks not listed in excludeRanks each
  * call this (the excluded never do, and may be dead) and get *newComm, a communicator of the
  * survivors numbered in their order, with this one's configuration; no new root info (the

@@ -521,6 +521,62 @@ fn inconsistent_arguments_are_reported_on_both_ranks() {
     }
 }
 
+/// Issue 32's op-level recovery between processes: a count mismatch and
+/// then a hung rank (300 ms exec timeout, rank 2 800 ms late) each fail
+/// the op; every rank calls `recover` on the same handle and a checked
+/// AllReduce follows; a stream of the old device is refused
+/// (mp_worker's `recover` scenario). Over shared memory, and over TCP.
+#[test]
+fn processes_recover_after_a_mismatch_and_a_timeout() {
+    for transport in ["auto", "tcp"] {
+        let dir = tempdir(&format!("recover-{transport}"));
+        let results = wait(
+            spawn(3, "root_info", "recover", &dir, |_| {
+                vec![("HCCL_RS_TRANSPORT".into(), transport.into())]
+            }),
+            Duration::from_secs(60),
+        );
+        for (r, (code, out, err)) in results.iter().enumerate() {
+            assert_eq!(*code, Some(0), "{transport}: rank {r}: {out} {err}");
+            let lines: Vec<serde_json::Value> = out
+                .lines()
+                .filter_map(|l| l.strip_prefix("RECOVER "))
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            let ev = |e: &str| {
+                lines
+                    .iter()
+                    .find(|l| l["event"] == e)
+                    .unwrap_or_else(|| panic!("{transport}: rank {r}: no {e}: {out}"))
+            };
+            assert!(
+                ev("mismatch")["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("inconsistent between ranks"),
+                "{transport}: rank {r}: {out}"
+            );
+            if r != 2 {
+                // HCCL_E_TIMEOUT, or HCCL_E_REMOTE passing on a peer's
+                // timeout (the first rank to give up tells its peers)
+                let hung = ev("hung");
+                assert!(
+                    (hung["code"] == 9 || hung["code"] == 21)
+                        && hung["message"].as_str().unwrap().contains("timeout"),
+                    "{transport}: rank {r}: {out}"
+                );
+            }
+            assert_eq!(ev("done")["recoveries"], 2, "{transport}: rank {r}: {out}");
+            for l in lines.iter().filter(|l| l["event"] == "recovered") {
+                println!(
+                    "{transport}: rank {r} recovered after the {} in {} us",
+                    l["after"], l["us"]
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn strangers_at_the_root_are_dropped_while_the_communicator_forms() {
     use std::io::Write;

@@ -149,3 +149,66 @@ fn threads_told_different_exclusions_are_refused() {
         assert!(err.to_string().contains("exclude list"), "{err}");
     });
 }
+
+/// Issue 32's op-level recovery, threads as ranks: a mismatch (rank 1
+/// passes another count) fails the op on every rank; every rank calls
+/// `recover` and the same handle runs a checked AllReduce. Then a hung
+/// rank (rank 2 enters the op 800 ms late, the others' exec timeout is
+/// 300 ms): the others time out, rank 2's op completes or fails when it
+/// comes (the others left their parts), all recover and go on. A stream of the old device is refused by name.
+#[test]
+fn threads_recover_after_a_mismatch_and_a_timeout() {
+    bounded(Duration::from_secs(60), || {
+        let comms = HcclComm::init_all(3).unwrap();
+        let ts: Vec<_> = comms
+            .into_iter()
+            .map(|c| {
+                std::thread::spawn(move || {
+                    let r = c.rank();
+                    let s = c.create_stream();
+                    let n = if r == 1 { 1001 } else { 1000 };
+                    let send = DeviceMem::alloc(4004).unwrap();
+                    let recv = DeviceMem::alloc(4004).unwrap();
+                    let err = c
+                        .all_reduce_raw(&send, &recv, n, DataType::Fp32, ReduceOp::Sum, &s)
+                        .and_then(|_| s.synchronize())
+                        .unwrap_err();
+                    eprintln!("rank {r}: mismatch: {err}");
+                    c.recover().unwrap();
+                    assert_eq!(c.recoveries(), 1);
+                    check_allreduce(&c).unwrap();
+                    // the old stream belongs to the old device
+                    let old = c
+                        .all_reduce_raw(&send, &recv, 1000, DataType::Fp32, ReduceOp::Sum, &s)
+                        .unwrap_err();
+                    assert!(
+                        old.to_string().contains("stream belongs to device"),
+                        "{old}"
+                    );
+                    // a hung rank: the others time out
+                    c.set_exec_timeout(Some(Duration::from_millis(300)));
+                    if r == 2 {
+                        std::thread::sleep(Duration::from_millis(800));
+                    }
+                    let s = c.create_stream();
+                    let res = c
+                        .all_reduce_raw(&send, &recv, 1000, DataType::Fp32, ReduceOp::Sum, &s)
+                        .and_then(|_| s.synchronize());
+                    // the late rank may find its op complete (the others
+                    // left their parts before giving up) or failed; the
+                    // others time out
+                    if r != 2 {
+                        let err = res.unwrap_err();
+                        assert_eq!(err.code(), hccl_adapter::HcclResult::ETimeout, "{err}");
+                    }
+                    c.recover().unwrap();
+                    assert_eq!(c.recoveries(), 2);
+                    check_allreduce(&c).unwrap();
+                })
+            })
+            .collect();
+        for t in ts {
+            t.join().unwrap();
+        }
+    });
+}

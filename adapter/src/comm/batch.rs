@@ -85,10 +85,11 @@ impl HcclComm {
                 HcclError::para("the stream belongs to another device than this communicator's"),
             ));
         }
-        let bs = self.batch.get_or_init(|| BatchStreams {
-            side: self.create_stream(),
-            fork: Notify::new(self.device()),
-            join: Notify::new(self.device()),
+        let g = self.g();
+        let bs = g.batch.get_or_init(|| BatchStreams {
+            side: g.comm.create_stream(),
+            fork: Notify::new(g.comm.device()),
+            join: Notify::new(g.comm.device()),
         });
         let marks = [(stream, stream.mark()), (&bs.side, bs.side.mark())];
         // on a capturing stream the side stream's part is recorded too, as

@@ -43,7 +43,7 @@ impl Run {
     /// buffers starts a run of its own, so a flat bucket stays adjacent).
     fn admits(&self, d: &Deferred) -> bool {
         let first = &self.ops[0];
-        std::sync::Arc::ptr_eq(&first.comm.inner, &d.comm.inner)
+        first.comm.same_as(&d.comm)
             && first.param.stream.id() == d.param.stream.id()
             && key(&first.param) == key(&d.param)
             && self.bytes + d.param.input.len() <= CAPTURE_FUSE_MAX_BYTES
@@ -58,7 +58,7 @@ impl CaptureDeferred for Run {
         FLUSHING.with(|f| f.set(true));
         let r = if self.ops.len() == 1 {
             let d = &self.ops[0];
-            d.comm.inner.exec_op(&d.param)
+            d.comm.g().comm.exec_op(&d.param)
         } else {
             fused_all_reduce(&self.ops)
         };

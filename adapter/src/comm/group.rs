@@ -139,8 +139,7 @@ fn owned(p: &OpParam<'_>) -> OpParam<'static> {
 }
 
 fn same_target(a: &Deferred, b: &Deferred) -> bool {
-    std::sync::Arc::ptr_eq(&a.comm.inner, &b.comm.inner)
-        && a.param.stream.id() == b.param.stream.id()
+    a.comm.same_as(&b.comm) && a.param.stream.id() == b.param.stream.id()
 }
 
 fn point_to_point(d: &Deferred) -> bool {
@@ -210,7 +209,7 @@ fn launch(pending: Vec<Deferred>) -> Result<()> {
         if end - i >= 2 {
             fused_all_reduce(&pending[i..end])?;
         } else {
-            d.comm.inner.exec_op(&d.param)?;
+            d.comm.g().comm.exec_op(&d.param)?;
         }
         i = end;
     }
@@ -253,7 +252,7 @@ pub(super) fn fused_all_reduce(run: &[Deferred]) -> Result<()> {
     // bars"); larger ones on scattered buffers run one by one.
     if (inputs.is_none() || output.is_none()) && total > PACK_FUSE_MAX_BYTES * run.len() {
         for d in run {
-            d.comm.inner.exec_op(&d.param)?;
+            d.comm.g().comm.exec_op(&d.param)?;
         }
         tracing::debug!(
             ops = run.len(),

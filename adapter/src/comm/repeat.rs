@@ -112,7 +112,8 @@ impl HcclComm {
         stream: &Stream,
         epoch: u64,
     ) -> Option<Result<()>> {
-        let slot = self.repeats.get(call.op_type.code() as usize)?;
+        let g = self.g();
+        let slot = g.repeats.get(call.op_type.code() as usize)?;
         // another thread issuing this op on this communicator: the full
         // path (it serialises on the framework's lock anyway)
         let guard = slot.try_lock().ok()?;
@@ -130,7 +131,7 @@ impl HcclComm {
         } else {
             &r.none
         };
-        self.inner.run_repeat(&r.op, stream, input, output)
+        g.comm.run_repeat(&r.op, stream, input, output)
     }
 
     /// Runs `param` (validated, from a call with key `key`) through the
@@ -140,10 +141,11 @@ impl HcclComm {
         param: &OpParam<'_>,
         key: Option<CallKey>,
     ) -> Result<()> {
-        let (Some(key), Some(slot)) = (key, self.repeats.get(param.op_type.code() as usize)) else {
-            return self.inner.exec_op(param);
+        let g = self.g();
+        let (Some(key), Some(slot)) = (key, g.repeats.get(param.op_type.code() as usize)) else {
+            return g.comm.exec_op(param);
         };
-        let op = self.inner.exec_op_repeatable(param)?;
+        let op = g.comm.exec_op_repeatable(param)?;
         let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
         *slot = op.map(|op| Repeat {
             key,

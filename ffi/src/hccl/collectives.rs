@@ -26,7 +26,7 @@ fn reduce_op(code: HcclReduceOp) -> Result<ReduceOp> {
 pub(super) fn target(comm: HcclComm, stream: aclrtStream) -> Result<(Arc<CommEntry>, Stream)> {
     let c = lookup(comm)?;
     c.check_active()?;
-    let s = stream_for_op(stream, c.comm.device())?;
+    let s = stream_for_op(stream, &c.comm.device())?;
     Ok((c, s))
 }
 

@@ -68,12 +68,24 @@ fn publish(comm: Comm, extras: CommExtras, out: *mut HcclComm) -> Result<()> {
     Ok(())
 }
 
+/// After `HcclRsCommRecover` made the communicator a new device: its ACL
+/// device's new streams run there, and profiling hears of it.
+pub(crate) fn rebind(entry: &CommEntry) {
+    let dev = entry.comm.device();
+    bind_device(entry.acl_device, &dev);
+    device_appeared(
+        entry.acl_device,
+        &dev,
+        Some(label(entry.acl_device, &entry.comm)),
+    );
+}
+
 /// Registers `comm`, created on ACL device `acl_device`, whose new
 /// streams then run on the communicator's platform device; returns its
 /// handle. Profiling is told after the registration, so a profiling start
 /// racing with it finds the communicator one way or the other.
 fn register(comm: Comm, acl_device: i32, extras: CommExtras) -> HcclComm {
-    bind_device(acl_device, comm.device());
+    bind_device(acl_device, &comm.device());
     let dev = comm.device().clone();
     let label = label(acl_device, &comm);
     let h = COMMS.insert(Arc::new(CommEntry {

@@ -153,7 +153,7 @@ fn run(
 ) -> Result<()> {
     let c = lookup(comm)?;
     c.check_active()?;
-    let s: Stream = stream_for_op(stream, c.comm.device())?;
+    let s: Stream = stream_for_op(stream, &c.comm.device())?;
     if s.is_capturing() {
         let e = HcclError::not_support(
             "fused ops run synchronously on the calling thread and cannot be captured into a \

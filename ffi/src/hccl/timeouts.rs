@@ -1,6 +1,7 @@
 //! hccl-rs extensions for fault tolerance (`hccl_ex.h`): per-communicator
 //! timeouts (`HcclRsCommSetExecTimeout` / `HcclRsCommGetExecTimeout`, in
-//! milliseconds) and revocation (`HcclRsCommRevoke`). HCCL's `HCCL_EXEC_TIMEOUT` and the config's
+//! milliseconds), revocation (`HcclRsCommRevoke`) and recovery after a
+//! failed op (`HcclRsCommRecover`). HCCL's `HCCL_EXEC_TIMEOUT` and the config's
 //! `hcclExecTimeOut` are whole seconds and fixed at creation; a
 //! fault-tolerant job wants a hung peer noticed in a fraction of a second,
 //! and each communicator (group) on its own terms.
@@ -54,6 +55,22 @@ pub extern "C" fn HcclRsCommRevoke(comm: HcclComm, reason: *const std::ffi::c_ch
                 .into_owned()
         };
         c.comm.revoke(&reason);
+        Ok(())
+    })
+}
+
+/// `HcclRsCommRecover`: after a failed op (a timeout, a mismatch, a peer's
+/// failure), every rank calls it and the communicator is rebuilt for the
+/// same ranks (fresh links, buffers and device, ~10 ms); the handle stays
+/// valid and its later ops run on the rebuilt one. The ACL device's
+/// streams follow to the new device at their next HCCL call. A peer lost
+/// meanwhile is an error naming it (shrink without it instead).
+#[no_mangle]
+pub extern "C" fn HcclRsCommRecover(comm: HcclComm) -> HcclResult {
+    hccl("HcclRsCommRecover", || {
+        let c = lookup(comm)?;
+        c.comm.recover()?;
+        super::comm::rebind(&c);
         Ok(())
     })
 }

@@ -140,6 +140,7 @@ fn run(mode: &str, rank: u32, size: u32, dir: &str, scenario: &str) -> hccl_adap
             );
             return c.barrier(&s).and_then(|_| s.synchronize());
         }
+        "recover" => return recover_scenario(&c, dir),
         "count_mismatch" | "op_mismatch" => {
             let n = if scenario == "count_mismatch" && rank == 1 {
                 8320
@@ -540,6 +541,73 @@ fn drill(mode: &str, rank: u32, size: u32, dir: &str) -> ! {
             other => panic!("unknown DRILL_VICTIM action {other}"),
         }
     }
+}
+
+/// The `recover` scenario (issue 32's op-level recovery): a count
+/// mismatch (rank 1 passes another count) must fail the op on every rank;
+/// every rank recovers and runs a checked AllReduce on the same handle;
+/// a stream of the old device is refused. Then a hung rank: rank 2 enters
+/// the next op 800 ms late with a 300 ms exec timeout on every rank; the
+/// others time out (rank 2 may complete or fail), all recover and run a
+/// checked AllReduce. Prints `RECOVER {json}` lines: the errors and how
+/// long each `recover` took.
+fn recover_scenario(c: &HcclComm, _dir: &str) -> hccl_adapter::Result<()> {
+    let rank = c.rank();
+    let line = |v: serde_json::Value| println!("RECOVER {v}");
+    let recover = |what: &str| -> hccl_adapter::Result<()> {
+        let t = std::time::Instant::now();
+        c.recover()?;
+        line(
+            serde_json::json!({"rank": rank, "event": "recovered", "after": what,
+            "us": t.elapsed().as_micros() as u64}),
+        );
+        Ok(())
+    };
+    let f = DataType::Fp32;
+    let s = c.create_stream();
+    let send = DeviceMem::alloc(16512 * 4)?;
+    let recv = DeviceMem::alloc(16512 * 4)?;
+    let n = if rank == 1 { 8320 } else { 16512 };
+    match c
+        .all_reduce_raw(&send, &recv, n, f, ReduceOp::Sum, &s)
+        .and_then(|_| s.synchronize())
+    {
+        Ok(()) => {
+            return Err(hccl_adapter::HcclError::internal(
+                "the mismatched AllReduce succeeded",
+            ))
+        }
+        Err(e) => line(serde_json::json!({"rank": rank, "event": "mismatch",
+            "code": e.code().code(), "message": e.to_string()})),
+    }
+    recover("mismatch")?;
+    check_allreduce(c, "after recovering from a mismatch")?;
+    match c.all_reduce_raw(&send, &recv, 16512, f, ReduceOp::Sum, &s) {
+        Err(e) if e.to_string().contains("stream belongs to device") => {}
+        other => {
+            return Err(hccl_adapter::HcclError::internal(format!(
+                "an old stream after recovering: {other:?}"
+            )))
+        }
+    }
+    c.set_exec_timeout(Some(Duration::from_millis(300)));
+    if rank == 2 {
+        std::thread::sleep(Duration::from_millis(800));
+    }
+    let s = c.create_stream();
+    let res = c
+        .all_reduce_raw(&send, &recv, 16512, f, ReduceOp::Sum, &s)
+        .and_then(|_| s.synchronize());
+    line(serde_json::json!({"rank": rank, "event": "hung",
+        "code": res.as_ref().err().map(|e| e.code().code()),
+        "message": res.as_ref().err().map(|e| e.to_string())}));
+    c.set_exec_timeout(None);
+    recover("timeout")?;
+    check_allreduce(c, "after recovering from a timeout")?;
+    line(serde_json::json!({"rank": rank, "event": "done", "recoveries": c.recoveries()}));
+    let s = c.create_stream();
+    c.barrier(&s)?;
+    s.synchronize()
 }
 
 /// Elements of the DRILL_REG buffer: element i of rank r's is r·10⁴ + i.
