@@ -622,6 +622,11 @@ struct Conn {
     stream: TcpStream,
     buf: Vec<u8>,
     said_bye: bool,
+    /// A frame arrived on it. A connection this rank made that closes
+    /// before the peer said anything was never accepted — the peer was
+    /// stopping, and its listener's close reset it — which is no sign of
+    /// the peer's death (a dead peer closes the connections it had).
+    heard: bool,
 }
 
 /// The control thread: accepts, reads, delivers.
@@ -640,6 +645,20 @@ fn run(sh: &Arc<Shared>, listener: TcpListener, mut wake_rx: UnixStream) {
                     stream,
                     buf: Vec::new(),
                     said_bye: false,
+                    heard: false,
+                });
+            }
+            // and so do connections a peer made that are still waiting to
+            // be accepted: closing the listener would reset them, and the
+            // peer, which reads the connections it made, would take the
+            // reset for this rank's death
+            while let Ok((stream, _)) = listener.accept() {
+                conns.push(Conn {
+                    rank: None,
+                    stream,
+                    buf: Vec::new(),
+                    said_bye: false,
+                    heard: false,
                 });
             }
             let bye = Msg::Bye.encode(sh.rank);
@@ -657,6 +676,7 @@ fn run(sh: &Arc<Shared>, listener: TcpListener, mut wake_rx: UnixStream) {
                 stream,
                 buf: Vec::new(),
                 said_bye: false,
+                heard: false,
             });
         }
         let mut fds = vec![
@@ -691,6 +711,7 @@ fn run(sh: &Arc<Shared>, listener: TcpListener, mut wake_rx: UnixStream) {
                     stream,
                     buf: Vec::new(),
                     said_bye: false,
+                    heard: false,
                 });
             }
         }
@@ -705,7 +726,7 @@ fn run(sh: &Arc<Shared>, listener: TcpListener, mut wake_rx: UnixStream) {
         }
         for i in closed.into_iter().rev() {
             let c = conns.swap_remove(i);
-            if let (Some(r), false) = (c.rank, c.said_bye) {
+            if let (Some(r), false, true) = (c.rank, c.said_bye, c.heard) {
                 let said = sh
                     .gone_by_bye
                     .lock()
@@ -758,25 +779,28 @@ fn run(sh: &Arc<Shared>, listener: TcpListener, mut wake_rx: UnixStream) {
 fn read_conn(control: &Control, c: &mut Conn) -> bool {
     let sh = &control.0;
     let mut chunk = [0u8; 4096];
-    loop {
+    // the frames read before the end still count: a goodbye and the close
+    // that follows it often arrive in one read
+    let open = loop {
         match c.stream.read(&mut chunk) {
-            Ok(0) => return false,
+            Ok(0) => break false,
             Ok(n) => c.buf.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => break true,
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(_) => return false,
+            Err(_) => break false,
         }
-    }
+    };
     loop {
         let (from, msg, used) = match Msg::decode(&c.buf) {
             Ok(Some(f)) => f,
-            Ok(None) => return true,
+            Ok(None) => return open,
             Err(e) => {
                 tracing::warn!(rank = sh.rank, error = %e, "dropping a control connection");
                 return false;
             }
         };
         c.buf.drain(..used);
+        c.heard = true;
         match (c.rank, msg) {
             (
                 None,
