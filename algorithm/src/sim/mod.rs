@@ -532,8 +532,11 @@ fn simulate_once(
     };
     let bases = symbolic::token_bases(&shapes);
 
-    // Per rank: executor, op param, request, buffers.
-    let mut execs = Vec::with_capacity(p as usize);
+    // Per rank: op param, request, buffers. The executor and the links it
+    // asked for are dropped here and made again just before it
+    // orchestrates: a rank's topology and transport request each hold a
+    // p-sized table, which for all ranks at once would be O(p²) memory
+    // (17 GB at 16,384 ranks).
     let mut params = Vec::with_capacity(p as usize);
     let mut reqs = Vec::with_capacity(p as usize);
     let mut endpoints = Vec::with_capacity(p as usize);
@@ -658,9 +661,12 @@ fn simulate_once(
             slaves,
             output,
         });
-        execs.push(exec);
+        drop(exec);
         params.push(param);
-        reqs.push(req);
+        reqs.push(crate::resource::AlgResourceRequest {
+            op_transport: Default::default(),
+            ..req
+        });
     }
 
     // Links, made once per unordered pair, with the plane of first use.
@@ -672,9 +678,16 @@ fn simulate_once(
         CommPlane::Level2,
         CommPlane::Combine,
     ];
-    let mut responses = Vec::with_capacity(p as usize);
     for r in 0..p as usize {
-        let mut op_transport = reqs[r].op_transport.clone();
+        let topo =
+            TopoInfo::new(r as u32, spec.rank_to_server.clone())?.with_channels(spec.channels);
+        let mut exec = registry.create(name, &topo)?;
+        // the same request as before (calc_res_request is a function of
+        // the op and the topology), now with its transport tables
+        let mut op_transport = exec
+            .calc_res_request(&params[r], &topo)
+            .map_err(|e| e.rank(r as u32))?
+            .op_transport;
         for (pi, level) in op_transport.iter_mut().enumerate() {
             for sub in level.iter_mut() {
                 for (i, t) in sub.transport_requests.iter().enumerate() {
@@ -728,7 +741,7 @@ fn simulate_once(
         let req = &reqs[r];
         let dev = &ranks[r].device;
         let main = req.notify_num / 2;
-        responses.push(AlgResourceResponse {
+        let response = AlgResourceResponse {
             ccl_input: mems[r].0.clone(),
             ccl_output: mems[r].1.clone(),
             param_input: params[r].input.clone().into_owned(),
@@ -742,11 +755,8 @@ fn simulate_once(
                 .map(|_| Notify::new(dev))
                 .collect(),
             op_transport,
-        });
-    }
-
-    // Orchestrate every rank, then drive them all on this thread.
-    for r in 0..p as usize {
+        };
+        // Orchestrate this rank; all are driven together below.
         let label = Arc::new(OpLabel {
             tag: params[r].tag.to_string(),
             algorithm: name.to_owned(),
@@ -756,8 +766,7 @@ fn simulate_once(
         for s in &ranks[r].slaves {
             s.set_label(Some(label.clone()));
         }
-        execs[r]
-            .orchestrate(&params[r], &responses[r])
+        exec.orchestrate(&params[r], &response)
             .map_err(|e| e.rank(r as u32).tag(&**params[r].tag))?;
     }
     drive(&ranks)?;

@@ -389,9 +389,15 @@ pub(crate) fn token_bases(shapes: &[Shape]) -> Vec<u64> {
         .collect()
 }
 
-/// The sum of every rank's hash: a complete contribution set.
+/// The sum of every rank's hash: a complete contribution set (computed
+/// once per rank count: every rank's check needs it).
 fn all_hash(p: u32) -> u64 {
-    (0..p).fold(0, |h, q| add_mod(h, rank_hash(q)))
+    static LAST: Mutex<(u32, u64)> = Mutex::new((0, 0));
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    if last.0 != p {
+        *last = (p, (0..p).fold(0, |h, q| add_mod(h, rank_hash(q))));
+    }
+    last.1
 }
 
 /// What rank `q`'s input element 0 holds (element k holds its successor).

@@ -91,9 +91,15 @@ impl Family {
         // this p⌈log2 p⌉ times per rank
         let pick = |who: u32| -> Vec<u32> {
             let mut v: Vec<u32> = match self {
+                // one window of c blocks from lo, ascending once unwrapped
                 Family::Nhr => {
                     let c = delta.min(p - delta);
-                    (delta..delta + c).map(|d| (who + d) % p).collect()
+                    let lo = (who + delta) % p;
+                    if lo + c <= p {
+                        (lo..lo + c).collect()
+                    } else {
+                        (0..lo + c - p).chain(lo..p).collect()
+                    }
                 }
                 Family::Nb => (0..)
                     .map(|j: u64| (2 * j + 1) << k)
@@ -101,7 +107,10 @@ impl Family {
                     .map(|d| ((who as u64 + d) % p as u64) as u32)
                     .collect(),
             };
-            v.sort_unstable();
+            if self == Family::Nb {
+                v.sort_unstable();
+            }
+            debug_assert!(v.windows(2).all(|w| w[0] < w[1]));
             debug_assert!(v.iter().all(|&b| self.sends(k, p, (b + p - who) % p)));
             v
         };
