@@ -321,54 +321,6 @@ impl VirtualMem for SymMem {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn data(t0: u64, q: u32) -> Val {
-        Val::Data {
-            t0,
-            h: rank_hash(q),
-            n: 1,
-        }
-    }
-
-    #[test]
-    fn runs_that_follow_on_merge_and_others_do_not() {
-        let m = SymMem::new(64, 4);
-        m.write(0, &[(16, data(0, 0))]);
-        m.write(16, &[(16, data(4, 0))]);
-        assert_eq!(m.runs().len(), 2, "the unwritten tail stays");
-        m.write(32, &[(32, data(8, 1))]);
-        assert_eq!(m.runs().len(), 2, "another rank's data is another run");
-        assert_eq!(m.read(20, 8), vec![(8, data(5, 0))]);
-        // a misaligned cut poisons
-        assert_eq!(m.read(2, 4), vec![(4, Val::Bad(Bad::Misaligned))]);
-    }
-
-    #[test]
-    fn reductions_add_contributions_and_catch_wrong_slices() {
-        let a = SymMem::new(32, 4);
-        let b = SymMem::new(32, 4);
-        a.write(0, &[(32, data(0, 0))]);
-        b.write(0, &[(32, data(0, 1))]);
-        a.reduce(0, &b, 0, 16, DataType::Fp32, ReduceOp::Sum)
-            .unwrap();
-        let sum = Val::Data {
-            t0: 0,
-            h: add_mod(rank_hash(0), rank_hash(1)),
-            n: 2,
-        };
-        assert_eq!(a.read(0, 32), vec![(16, sum), (16, data(4, 0))]);
-        a.reduce(16, &b, 0, 4, DataType::Fp32, ReduceOp::Sum)
-            .unwrap();
-        assert_eq!(
-            a.read(16, 4),
-            vec![(4, Val::Bad(Bad::Mixed { dst: 4, src: 0 }))]
-        );
-    }
-}
-
 // ---- inputs, references and the check --------------------------------
 
 use super::{Shape, SimFailure, SimSpec};
@@ -596,4 +548,52 @@ pub(crate) fn check(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(t0: u64, q: u32) -> Val {
+        Val::Data {
+            t0,
+            h: rank_hash(q),
+            n: 1,
+        }
+    }
+
+    #[test]
+    fn runs_that_follow_on_merge_and_others_do_not() {
+        let m = SymMem::new(64, 4);
+        m.write(0, &[(16, data(0, 0))]);
+        m.write(16, &[(16, data(4, 0))]);
+        assert_eq!(m.runs().len(), 2, "the unwritten tail stays");
+        m.write(32, &[(32, data(8, 1))]);
+        assert_eq!(m.runs().len(), 2, "another rank's data is another run");
+        assert_eq!(m.read(20, 8), vec![(8, data(5, 0))]);
+        // a misaligned cut poisons
+        assert_eq!(m.read(2, 4), vec![(4, Val::Bad(Bad::Misaligned))]);
+    }
+
+    #[test]
+    fn reductions_add_contributions_and_catch_wrong_slices() {
+        let a = SymMem::new(32, 4);
+        let b = SymMem::new(32, 4);
+        a.write(0, &[(32, data(0, 0))]);
+        b.write(0, &[(32, data(0, 1))]);
+        a.reduce(0, &b, 0, 16, DataType::Fp32, ReduceOp::Sum)
+            .unwrap();
+        let sum = Val::Data {
+            t0: 0,
+            h: add_mod(rank_hash(0), rank_hash(1)),
+            n: 2,
+        };
+        assert_eq!(a.read(0, 32), vec![(16, sum), (16, data(4, 0))]);
+        a.reduce(16, &b, 0, 4, DataType::Fp32, ReduceOp::Sum)
+            .unwrap();
+        assert_eq!(
+            a.read(16, 4),
+            vec![(4, Val::Bad(Bad::Mixed { dst: 4, src: 0 }))]
+        );
+    }
 }
