@@ -44,7 +44,7 @@ pub use error::{ErrorContext, HcclError, HcclResult, Result};
 pub use mem::cma::permitted as cross_memory_attach_permitted;
 pub use mem::{
     shm_segment_name, DeviceBuffer, DeviceMem, MemKind, PinnedMem, RegionKind, SharedCounter,
-    WeakMem, SHM_PREFIX,
+    VirtualMem, WeakMem, SHM_PREFIX,
 };
 // Shareable memory: handles peers of the host map it by, the shared
 // cache of mapped peer regions, and how peers' buffers were reached.

@@ -21,6 +21,7 @@
 
 mod data;
 mod link;
+mod symbolic;
 
 use crate::executor::ExecutorRegistry;
 use crate::op::{OpParam, OpType, VCounts, WorkflowMode};
@@ -71,7 +72,37 @@ pub struct SimSpec {
     /// (V) writes its output into this rank's block of the input, AllReduce
     /// and Reduce use one buffer. Other ops refuse it.
     pub in_place: bool,
+    /// How data is kept and checked: bytes, symbols, or chosen by size
+    /// ([`DataMode`]).
+    pub data: DataMode,
 }
+
+/// How the simulator keeps and checks the data of a plan.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DataMode {
+    /// [`DataMode::Bytes`] for small plans, [`DataMode::Symbolic`] for
+    /// large ones: more than [`SYMBOLIC_ABOVE_RANKS`] ranks, or user buffers
+    /// of more than [`SYMBOLIC_ABOVE_BYTES`] in all.
+    #[default]
+    Auto,
+    /// Every buffer holds real bytes, the result is compared byte for byte
+    /// with a reference computed by the host (exact for every data type).
+    Bytes,
+    /// Buffers hold no bytes: each element carries its identity (a token
+    /// for moved data; for reduced data its index and the set of ranks
+    /// that contributed, as a count and a hash sum modulo a prime), kept
+    /// as runs, so a whole result is one entry whatever its size. A
+    /// dropped, duplicated or misplaced contribution is still caught and
+    /// named; what is not modelled is arithmetic (the reduction's value
+    /// is not computed). Executors with AIV kernels need bytes.
+    Symbolic,
+}
+
+/// [`DataMode::Auto`] keeps symbols instead of bytes above this many ranks.
+pub const SYMBOLIC_ABOVE_RANKS: u32 = 1024;
+/// [`DataMode::Auto`] keeps symbols instead of bytes when the user buffers
+/// of all ranks together are larger than this.
+pub const SYMBOLIC_ABOVE_BYTES: u64 = 256 << 20;
 
 impl SimSpec {
     /// An op-base AllReduce of `count` elements on `ranks` ranks of one server.
@@ -90,6 +121,7 @@ impl SimSpec {
             matrix: None,
             channels: Default::default(),
             in_place: false,
+            data: DataMode::Auto,
         }
     }
 
@@ -129,6 +161,11 @@ impl SimSpec {
         }
     }
 
+    /// The same op with data kept and checked as `data` ([`DataMode`]).
+    pub fn with_data(self, data: DataMode) -> Self {
+        SimSpec { data, ..self }
+    }
+
     /// Number of ranks.
     pub fn ranks(&self) -> u32 {
         self.rank_to_server.len() as u32
@@ -163,6 +200,9 @@ pub struct SimReport {
     pub reduce_bytes: u64,
     /// Whether results were checked against a reference.
     pub checked: bool,
+    /// Whether data was kept as symbols ([`DataMode::Symbolic`]) rather
+    /// than bytes.
+    pub symbolic: bool,
 }
 
 /// One rank's stuck task in a deadlock.
@@ -197,6 +237,19 @@ pub enum SimFailure {
         /// Length of the compared output.
         len: usize,
     },
+    /// A rank's output differs from the reference in symbolic mode
+    /// ([`DataMode::Symbolic`]), with what is wrong there.
+    WrongSymbol {
+        /// The rank.
+        rank: u32,
+        /// First differing byte offset.
+        offset: usize,
+        /// Length of the compared output.
+        len: usize,
+        /// What the element there holds instead, e.g. "1 contribution
+        /// missing: rank 7's".
+        detail: String,
+    },
     /// The executor or a task returned an error.
     Error(HcclError),
 }
@@ -217,6 +270,15 @@ impl std::fmt::Display for SimFailure {
             SimFailure::WrongResult { rank, offset, len } => write!(
                 f,
                 "wrong result on rank {rank}: output differs from the reference at byte {offset} of {len}"
+            ),
+            SimFailure::WrongSymbol {
+                rank,
+                offset,
+                len,
+                detail,
+            } => write!(
+                f,
+                "wrong result on rank {rank} (symbolic check): output differs from the reference at byte {offset} of {len}: {detail}"
             ),
             SimFailure::Error(e) => write!(f, "{e}"),
         }
@@ -406,6 +468,24 @@ pub fn simulate(
     name: &str,
     spec: &SimSpec,
 ) -> Result<SimReport, SimFailure> {
+    match simulate_once(registry, name, spec) {
+        // executors that read peers' buffers by address need bytes
+        Err(SimFailure::Error(e))
+            if spec.data == DataMode::Auto
+                && e.code() == hccl_platform::HcclResult::ENotSupport
+                && e.message().contains("virtual memory") =>
+        {
+            simulate_once(registry, name, &spec.clone().with_data(DataMode::Bytes))
+        }
+        r => r,
+    }
+}
+
+fn simulate_once(
+    registry: &ExecutorRegistry,
+    name: &str,
+    spec: &SimSpec,
+) -> Result<SimReport, SimFailure> {
     let p = spec.ranks();
     let u = spec.dtype.size();
     let shapes: Vec<Shape> = (0..p).map(|r| shape(spec, r)).collect::<Result<_, _>>()?;
@@ -423,9 +503,40 @@ pub fn simulate(
         exec_timeout: None,
         ..Default::default()
     };
+    let user_bytes: u64 = shapes
+        .iter()
+        .map(|s| (s.in_elems + s.out_elems) * u as u64)
+        .sum();
+    let symbolic = match spec.data {
+        DataMode::Bytes => false,
+        DataMode::Symbolic => true,
+        // graph mode maps peers' user buffers, which needs bytes
+        DataMode::Auto => {
+            spec.mode != WorkflowMode::Graph
+                && (p > SYMBOLIC_ABOVE_RANKS || user_bytes > SYMBOLIC_ABOVE_BYTES)
+        }
+    };
+    // a buffer: symbols (no bytes) or bytes, sparse where a plan touches
+    // little of it
+    let buffer = |len: usize, sparse: bool| -> hccl_platform::Result<DeviceMem> {
+        if symbolic && len > 0 {
+            Ok(DeviceMem::alloc_virtual(
+                len,
+                Arc::new(symbolic::SymMem::new(len, u)),
+            ))
+        } else if sparse {
+            DeviceMem::alloc_sparse(len)
+        } else {
+            DeviceMem::alloc(len)
+        }
+    };
+    let bases = symbolic::token_bases(&shapes);
 
-    // Per rank: executor, op param, request, buffers.
-    let mut execs = Vec::with_capacity(p as usize);
+    // Per rank: op param, request, buffers. The executor and the links it
+    // asked for are dropped here and made again just before it
+    // orchestrates: a rank's topology and transport request each hold a
+    // p-sized table, which for all ranks at once would be O(p²) memory
+    // (17 GB at 16,384 ranks).
     let mut params = Vec::with_capacity(p as usize);
     let mut reqs = Vec::with_capacity(p as usize);
     let mut endpoints = Vec::with_capacity(p as usize);
@@ -444,8 +555,8 @@ pub fn simulate(
         // registered with the rank's device, as a captured op's are
         let graph = spec.mode == WorkflowMode::Graph;
         let user_mem = |len: usize| -> hccl_platform::Result<DeviceMem> {
-            if !graph || len == 0 {
-                return DeviceMem::alloc(len);
+            if !graph || len == 0 || symbolic {
+                return buffer(len, false);
             }
             let m = DeviceMem::alloc_shareable(len)?;
             m.register_in(device.uid())?;
@@ -474,7 +585,11 @@ pub fn simulate(
             ),
         };
         // Broadcast's non-roots start from garbage, not their pattern
-        if spec.op_type != OpType::Broadcast || r == spec.root {
+        if symbolic {
+            if spec.op_type != OpType::Broadcast || r == spec.root {
+                symbolic::fill_input(spec, &bases, r, &input)?;
+            }
+        } else if spec.op_type != OpType::Broadcast || r == spec.root {
             input.copy_from_host_bytes(&data::input(
                 spec.dtype,
                 pattern_op(spec),
@@ -500,12 +615,22 @@ pub fn simulate(
         let req = exec
             .calc_res_request(&param, &topo)
             .map_err(|e| e.rank(r))?;
+        if symbolic && req.need_aiv_buffer {
+            // AIV kernels read and write bytes
+            if spec.data == DataMode::Auto {
+                return simulate(registry, name, &spec.clone().with_data(DataMode::Bytes));
+            }
+            return Err(HcclError::para(format!(
+                "{name} runs AIV kernels, which need bytes: simulate it with DataMode::Bytes"
+            ))
+            .into());
+        }
         // sparse: most plans touch a few KiB of these (4 MiB at 1,024
         // ranks); huge pages would zero and keep 2 MiB per touched buffer
-        let ccl_in = DeviceMem::alloc_sparse(ccl)?;
-        let ccl_out = DeviceMem::alloc_sparse(ccl)?;
+        let ccl_in = buffer(ccl, true)?;
+        let ccl_out = buffer(ccl, true)?;
         let scratch = if req.scratch_mem_size > 0 {
-            DeviceMem::alloc_sparse(req.scratch_mem_size as usize)?
+            buffer(req.scratch_mem_size as usize, true)?
         } else {
             DeviceMem::null()
         };
@@ -536,9 +661,12 @@ pub fn simulate(
             slaves,
             output,
         });
-        execs.push(exec);
+        drop(exec);
         params.push(param);
-        reqs.push(req);
+        reqs.push(crate::resource::AlgResourceRequest {
+            op_transport: Default::default(),
+            ..req
+        });
     }
 
     // Links, made once per unordered pair, with the plane of first use.
@@ -550,9 +678,16 @@ pub fn simulate(
         CommPlane::Level2,
         CommPlane::Combine,
     ];
-    let mut responses = Vec::with_capacity(p as usize);
     for r in 0..p as usize {
-        let mut op_transport = reqs[r].op_transport.clone();
+        let topo =
+            TopoInfo::new(r as u32, spec.rank_to_server.clone())?.with_channels(spec.channels);
+        let mut exec = registry.create(name, &topo)?;
+        // the same request as before (calc_res_request is a function of
+        // the op and the topology), now with its transport tables
+        let mut op_transport = exec
+            .calc_res_request(&params[r], &topo)
+            .map_err(|e| e.rank(r as u32))?
+            .op_transport;
         for (pi, level) in op_transport.iter_mut().enumerate() {
             for sub in level.iter_mut() {
                 for (i, t) in sub.transport_requests.iter().enumerate() {
@@ -606,7 +741,7 @@ pub fn simulate(
         let req = &reqs[r];
         let dev = &ranks[r].device;
         let main = req.notify_num / 2;
-        responses.push(AlgResourceResponse {
+        let response = AlgResourceResponse {
             ccl_input: mems[r].0.clone(),
             ccl_output: mems[r].1.clone(),
             param_input: params[r].input.clone().into_owned(),
@@ -620,11 +755,8 @@ pub fn simulate(
                 .map(|_| Notify::new(dev))
                 .collect(),
             op_transport,
-        });
-    }
-
-    // Orchestrate every rank, then drive them all on this thread.
-    for r in 0..p as usize {
+        };
+        // Orchestrate this rank; all are driven together below.
         let label = Arc::new(OpLabel {
             tag: params[r].tag.to_string(),
             algorithm: name.to_owned(),
@@ -634,8 +766,7 @@ pub fn simulate(
         for s in &ranks[r].slaves {
             s.set_label(Some(label.clone()));
         }
-        execs[r]
-            .orchestrate(&params[r], &responses[r])
+        exec.orchestrate(&params[r], &response)
             .map_err(|e| e.rank(r as u32).tag(&**params[r].tag))?;
     }
     drive(&ranks)?;
@@ -647,7 +778,14 @@ pub fn simulate(
 
     // Results.
     let mut checked = false;
-    if spec.check {
+    if spec.check && symbolic {
+        for (r, rank) in ranks.iter().enumerate() {
+            if let Some(want) = symbolic::expected(spec, &shapes, &bases, r as u32) {
+                checked = true;
+                symbolic::check(spec, &shapes, &bases, r as u32, &rank.output, &want)?;
+            }
+        }
+    } else if spec.check {
         let inputs = all_inputs(spec)?;
         let mut shared: Option<Vec<u8>> = None;
         for (r, rank) in ranks.iter().enumerate() {
@@ -689,6 +827,7 @@ pub fn simulate(
         steps: last.total,
         plane_steps: last.planes,
         checked,
+        symbolic,
         ..Default::default()
     };
     let mut sent = vec![0u64; p as usize];
@@ -805,5 +944,7 @@ fn drive(ranks: &[SimRank]) -> Result<(), SimFailure> {
     }
 }
 
+#[cfg(test)]
+mod scale_tests;
 #[cfg(test)]
 mod tests;

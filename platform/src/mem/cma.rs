@@ -68,6 +68,13 @@ fn probe_self() -> bool {
 
 /// Copies `dst.len()` bytes from address `addr` of process `pid` into `dst`.
 pub fn read(pid: u32, addr: u64, dst: &DeviceMem) -> Result<()> {
+    if dst.virtual_contents().is_some() && !dst.is_empty() {
+        // no bytes to read into; the address names no mapping either
+        return Err(crate::error::HcclError::from_code(
+            crate::error::HcclResult::ENotSupport,
+            "reading a peer's buffer by address needs bytes, and this is virtual memory",
+        ));
+    }
     let mut done = 0usize;
     while done < dst.len() {
         let want = (dst.len() - done).min(MAX_CALL);

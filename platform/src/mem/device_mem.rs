@@ -174,6 +174,21 @@ impl DeviceMem {
         }
     }
 
+    /// `len` bytes with no backing memory, kept by `contents` instead:
+    /// copy and reduce tasks and in-process link transfers on its ranges
+    /// call `contents` (see [`VirtualMem`](crate::VirtualMem)). The host
+    /// cannot read or write it, and kernels and other transports refuse
+    /// it. What the plan simulator runs thousands of ranks on.
+    pub fn alloc_virtual(len: usize, contents: std::sync::Arc<dyn crate::VirtualMem>) -> DeviceMem {
+        Self::whole(Region::virtual_(len, contents))
+    }
+
+    /// The contents of a virtual region ([`DeviceMem::alloc_virtual`]),
+    /// `None` for memory with bytes.
+    pub fn virtual_contents(&self) -> Option<&std::sync::Arc<dyn crate::VirtualMem>> {
+        self.region.virtual_contents()
+    }
+
     /// A zero-length handle: HCCL's null pointer. Ops given it with a non-zero
     /// count fail with `HCCL_E_PTR`.
     pub fn null() -> DeviceMem {
@@ -343,6 +358,7 @@ impl DeviceMem {
     /// Copies host bytes into the start of this buffer.
     pub fn copy_from_host_bytes(&self, src: &[u8]) -> Result<()> {
         self.check_idle("write the buffer from the host")?;
+        self.check_bytes("write the buffer from the host")?;
         if src.len() > self.len {
             return Err(HcclError::para(format!(
                 "host data of {} bytes does not fit a buffer of {} bytes",
@@ -362,6 +378,7 @@ impl DeviceMem {
     /// Copies the start of this buffer into host bytes.
     pub fn copy_to_host_bytes(&self, dst: &mut [u8]) -> Result<()> {
         self.check_idle("read the buffer from the host")?;
+        self.check_bytes("read the buffer from the host")?;
         if dst.len() > self.len {
             return Err(HcclError::para(format!(
                 "cannot read {} bytes from a buffer of {} bytes",
@@ -396,12 +413,29 @@ impl DeviceMem {
     /// Sets every byte to `byte`.
     pub fn fill_bytes(&self, byte: u8) -> Result<()> {
         self.check_idle("fill the buffer")?;
+        self.check_bytes("fill the buffer")?;
         // SAFETY: range inside the region; no task uses it (check_idle).
         unsafe { std::ptr::write_bytes(self.ptr(), byte, self.len) };
         Ok(())
     }
 
+    /// Fails for a virtual region: it has no bytes for the host to touch.
+    fn check_bytes(&self, what: &str) -> Result<()> {
+        if self.region.virtual_contents().is_some() {
+            return Err(HcclError::para(format!(
+                "cannot {what}: it is virtual memory (no bytes; see DeviceMem::alloc_virtual)"
+            )));
+        }
+        Ok(())
+    }
+
     pub(crate) fn ptr(&self) -> *mut u8 {
+        // a virtual region's placeholder address must never be
+        // dereferenced; every caller of `ptr` may
+        assert!(
+            self.region.virtual_contents().is_none(),
+            "virtual memory has no address (see DeviceMem::alloc_virtual)"
+        );
         // SAFETY: offset <= region length, so the result stays inside (or one
         // past the end of) the allocation.
         unsafe { self.region.base().add(self.offset) }
@@ -411,7 +445,9 @@ impl DeviceMem {
     /// this memory by when it reads it with cross-memory attach
     /// (`cma::read`).
     pub fn addr(&self) -> u64 {
-        self.ptr() as u64
+        // a number, never dereferenced here: a virtual region's
+        // placeholder address names it as well as a real one
+        self.region.base() as u64 + self.offset as u64
     }
 
     /// Marks the region busy for the lifetime of the returned pin.
@@ -444,6 +480,7 @@ fn describe_kind(k: &RegionKind) -> &'static str {
         RegionKind::External => "memory the caller owns (not allocated by hccl-rs)",
         RegionKind::Shareable => "shareable memory",
         RegionKind::PeerMapped { .. } => "a peer's memory mapped into this process",
+        RegionKind::Virtual => "virtual memory (no bytes)",
     }
 }
 
@@ -551,6 +588,9 @@ pub(crate) fn copy_view(dst: MemView<'_>, src: MemView<'_>) -> Result<()> {
     if dst.len == 0 || dst.same_range(&src) {
         return Ok(());
     }
+    if let Some((d, s)) = virtual_pair(&dst, &src, "memcpy")? {
+        return d.copy(dst.offset, &**s, src.offset, dst.len);
+    }
     // by address, not by region: two external regions may wrap the same
     // caller memory
     let (d, s) = (dst.ptr() as usize, src.ptr() as usize);
@@ -565,6 +605,24 @@ pub(crate) fn copy_view(dst: MemView<'_>, src: MemView<'_>) -> Result<()> {
     // excluded by the algorithms' ack protocol.
     unsafe { std::ptr::copy(src.ptr(), dst.ptr(), dst.len) };
     Ok(())
+}
+
+type VirtualRef<'a> = &'a std::sync::Arc<dyn crate::VirtualMem>;
+
+/// Both operands' virtual contents when both are virtual, `None` when
+/// neither is; an error when only one is (symbolic data cannot meet bytes).
+fn virtual_pair<'a>(
+    dst: &MemView<'a>,
+    src: &MemView<'a>,
+    what: &str,
+) -> Result<Option<(VirtualRef<'a>, VirtualRef<'a>)>> {
+    match (dst.region.virtual_contents(), src.region.virtual_contents()) {
+        (None, None) => Ok(None),
+        (Some(d), Some(s)) => Ok(Some((d, s))),
+        _ => Err(HcclError::internal(format!(
+            "{what} between virtual memory and memory with bytes"
+        ))),
+    }
 }
 
 /// `dst <- dst op src`, elementwise as `dtype`.
@@ -592,6 +650,9 @@ pub(crate) fn reduce_view(
     }
     if dst.len == 0 {
         return Ok(());
+    }
+    if let Some((d, s)) = virtual_pair(&dst, &src, "reduce")? {
+        return d.reduce(dst.offset, &**s, src.offset, dst.len, dtype, op);
     }
     if dst.overlaps(&src) {
         return Err(HcclError::internal(

@@ -16,6 +16,7 @@ pub(crate) mod peer_stats;
 mod region;
 mod shareable;
 mod shm;
+mod virtual_mem;
 
 pub use counter::SharedCounter;
 pub use device_mem::{DeviceBuffer, DeviceMem, PinnedMem, WeakMem};
@@ -25,6 +26,7 @@ pub use peer_stats::{peer_access_stats, PeerAccessStats};
 pub use region::RegionKind;
 pub use shareable::registration_epoch;
 pub use shm::{shm_segment_name, SHM_PREFIX};
+pub use virtual_mem::VirtualMem;
 
 pub(crate) use device_mem::{copy_mem, copy_view, reduce_mem, reduce_view, MemView};
 pub(crate) use region::Region;

@@ -31,6 +31,9 @@ pub enum RegionKind {
         /// The memory's inode (its identity while the owner lives).
         inode: u64,
     },
+    /// No bytes: contents kept by a [`VirtualMem`](crate::VirtualMem)
+    /// ([`DeviceMem::alloc_virtual`](crate::DeviceMem::alloc_virtual)).
+    Virtual,
 }
 
 enum Backing {
@@ -40,6 +43,7 @@ enum Backing {
     External,
     Shareable(Shareable),
     PeerMapped(#[allow(dead_code)] memmap2::MmapMut),
+    Virtual(std::sync::Arc<dyn super::virtual_mem::VirtualMem>),
 }
 
 /// One allocation. Tasks access it through raw pointers; the host accesses
@@ -216,6 +220,33 @@ impl Region {
             kind: RegionKind::External,
             in_flight: AtomicUsize::new(0),
             _backing: Backing::External,
+        }
+    }
+
+    /// `len` bytes kept by `contents` (see `virtual_mem.rs`).
+    pub(crate) fn virtual_(
+        len: usize,
+        contents: std::sync::Arc<dyn super::virtual_mem::VirtualMem>,
+    ) -> Region {
+        let at = super::virtual_mem::placeholder_address(len);
+        Region {
+            // never dereferenced: every path that would checks
+            // `virtual_contents` first (see `virtual_mem.rs`)
+            ptr: NonNull::new(at as *mut u8).unwrap_or(NonNull::dangling()),
+            len,
+            kind: RegionKind::Virtual,
+            in_flight: AtomicUsize::new(0),
+            _backing: Backing::Virtual(contents),
+        }
+    }
+
+    /// The contents of a virtual region.
+    pub(crate) fn virtual_contents(
+        &self,
+    ) -> Option<&std::sync::Arc<dyn super::virtual_mem::VirtualMem>> {
+        match &self._backing {
+            Backing::Virtual(v) => Some(v),
+            _ => None,
         }
     }
 

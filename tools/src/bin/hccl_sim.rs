@@ -4,13 +4,21 @@
 //! hccl-sim --executor AllReduceRingExecutor --ranks 1024 --count 4096 --dtype fp32 --op sum
 //! ```
 //! Prints steps, traffic and reduce volume, and how long the simulation took.
+//! The op is the one the executor's name starts with (`AllGatherNHRExecutor`
+//! runs AllGather); `--data` chooses bytes or symbols (default: by size).
+//!
+//! ```text
+//! hccl-sim --scale-table            # ranks × executor: time, memory, tasks/s
+//! ```
+//! runs each row in a child process (so each row's peak memory is its own)
+//! and prints the table with a baseline measured in the same run.
 
 #![forbid(unsafe_code)]
 
 use clap::Parser;
 use hccl_adapter::{DataType, ReduceOp};
-use hccl_algorithm::sim::{simulate, SimSpec};
-use hccl_algorithm::{registry, CommPlane};
+use hccl_algorithm::sim::{simulate, DataMode, SimSpec};
+use hccl_algorithm::{registry, CommPlane, OpType};
 use std::time::Instant;
 
 #[derive(Parser, Debug)]
@@ -37,9 +45,67 @@ struct Args {
     /// CCL buffer bytes per rank (default: large enough for the op).
     #[arg(long)]
     ccl_bytes: Option<usize>,
+    /// How data is kept and checked: auto (by size), bytes or symbolic.
+    #[arg(long, default_value = "auto")]
+    data: String,
+    /// Skip the result check.
+    #[arg(long)]
+    no_check: bool,
     /// List registered executors and exit.
     #[arg(long)]
     list: bool,
+    /// Print the scale table (ranks × executor: time, peak memory, tasks
+    /// per second) instead of one run.
+    #[arg(long)]
+    scale_table: bool,
+    /// Rank counts of the scale table, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1024,4096,16384,65536")]
+    table_ranks: Vec<u32>,
+    /// Executors of the scale table, comma-separated (default: the NHR,
+    /// NB and RHD AllReduce, AllGather and ReduceScatter, and the ring
+    /// AllReduce up to 16,384 ranks).
+    #[arg(long, value_delimiter = ',')]
+    table_executors: Vec<String>,
+    /// Seconds after which a table row is stopped (reported as a timeout).
+    #[arg(long, default_value_t = 300)]
+    table_timeout: u64,
+}
+
+/// The op an executor serves, from its name (`AllGatherNHRExecutor`:
+/// AllGather); longest prefix first.
+fn op_of(name: &str) -> OpType {
+    [
+        ("ReduceScatterV", OpType::ReduceScatterV),
+        ("ReduceScatter", OpType::ReduceScatter),
+        ("AllGatherV", OpType::AllGatherV),
+        ("AllGather", OpType::AllGather),
+        ("AllToAllV", OpType::AllToAllV),
+        ("AllToAll", OpType::AllToAll),
+        ("AllReduce", OpType::AllReduce),
+        ("Broadcast", OpType::Broadcast),
+        ("Reduce", OpType::Reduce),
+        ("Scatter", OpType::Scatter),
+        ("Gather", OpType::Gather),
+        ("Send", OpType::Send),
+        ("Receive", OpType::Receive),
+    ]
+    .iter()
+    .find(|(p, _)| name.starts_with(p))
+    .map(|x| x.1)
+    .unwrap_or(OpType::AllReduce)
+}
+
+/// This process's peak resident memory (VmHWM), bytes.
+fn max_rss() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .unwrap_or(0)
+        * 1024
 }
 
 fn main() {
@@ -50,7 +116,12 @@ fn main() {
         }
         return;
     }
-    if let Err(e) = run(&args) {
+    let result = if args.scale_table {
+        scale_table(&args)
+    } else {
+        run(&args)
+    };
+    if let Err(e) = result {
         eprintln!("hccl-sim: {e}");
         std::process::exit(1);
     }
@@ -59,7 +130,15 @@ fn main() {
 fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let dtype = DataType::from_name(&args.dtype)?;
     let op = ReduceOp::from_name(&args.op)?;
-    let mut spec = SimSpec::all_reduce(args.ranks, args.count, dtype, op);
+    let collective = op_of(&args.executor);
+    let mut spec = SimSpec::op(collective, args.ranks, args.count, dtype, op);
+    spec.data = match args.data.as_str() {
+        "auto" => DataMode::Auto,
+        "bytes" => DataMode::Bytes,
+        "symbolic" => DataMode::Symbolic,
+        d => return Err(format!("--data {d}: expected auto, bytes or symbolic").into()),
+    };
+    spec.check = !args.no_check;
     if !args.servers.is_empty() {
         spec.rank_to_server = args
             .servers
@@ -72,13 +151,17 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let start = Instant::now();
     let r = simulate(registry(), &args.executor, &spec)?;
     let took = start.elapsed();
-    println!("executor:        {}", args.executor);
+    println!("executor:        {} ({collective})", args.executor);
     println!("ranks:           {}", r.ranks);
     println!("bytes per rank:  {}", args.count * dtype.size() as u64);
     println!(
         "result check:    {}",
         if r.checked {
-            "success"
+            if r.symbolic {
+                "success (symbolic)"
+            } else {
+                "success (bytes)"
+            }
         } else {
             "not checked (no reference for this op)"
         }
@@ -98,5 +181,138 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     println!("reduce bytes (γ volume, all ranks): {}", r.reduce_bytes);
     println!("tasks run:       {}", r.tasks);
     println!("simulation time: {:.3} s", took.as_secs_f64());
+    println!(
+        "tasks per second: {:.0}",
+        r.tasks as f64 / took.as_secs_f64().max(1e-9)
+    );
+    println!("max RSS:         {} MiB", max_rss() >> 20);
+    Ok(())
+}
+
+/// One row of the scale table, from a child `hccl-sim` run.
+struct Row {
+    secs: f64,
+    rss: u64,
+    tasks: u64,
+    data: &'static str,
+}
+
+/// Runs one simulation in a child process (so its peak memory is its
+/// own) and reads its report; `Err` says why there is no row.
+fn child_row(args: &Args, exe: &str, ranks: u32) -> Result<Row, String> {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(std::env::current_exe().map_err(|e| e.to_string())?)
+        .args(["--executor", exe, "--ranks", &ranks.to_string()])
+        .args(["--count", &args.count.to_string(), "--dtype", &args.dtype])
+        .args(["--op", &args.op, "--data", &args.data])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let deadline = Instant::now() + std::time::Duration::from_secs(args.table_timeout);
+    loop {
+        if child.try_wait().map_err(|e| e.to_string())?.is_some() {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("stopped after {} s", args.table_timeout));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        return Err(if err.trim().is_empty() {
+            format!("exit {} (out of memory?)", out.status)
+        } else {
+            err.trim().chars().take(120).collect()
+        });
+    }
+    let field = |key: &str| -> Option<String> {
+        text.lines()
+            .find(|l| l.starts_with(key))
+            .map(|l| l[key.len()..].trim().to_owned())
+    };
+    let num = |key: &str| -> Option<f64> { field(key)?.split_whitespace().next()?.parse().ok() };
+    Ok(Row {
+        secs: num("simulation time:").ok_or("no time in the report")?,
+        rss: num("max RSS:").ok_or("no memory in the report")? as u64,
+        tasks: num("tasks run:").ok_or("no task count")? as u64,
+        data: if field("result check:").is_some_and(|c| c.contains("symbolic")) {
+            "sym"
+        } else {
+            "bytes"
+        },
+    })
+}
+
+/// A memcpy rate of this machine now (GB/s): the table's baseline.
+fn memcpy_rate() -> f64 {
+    let src = vec![1u8; 64 << 20];
+    let mut dst = vec![0u8; 64 << 20];
+    let start = Instant::now();
+    for _ in 0..8 {
+        dst.copy_from_slice(std::hint::black_box(&src));
+        std::hint::black_box(&mut dst);
+    }
+    (8.0 * src.len() as f64) / start.elapsed().as_secs_f64() / 1e9
+}
+
+fn scale_table(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let executors: Vec<String> = if args.table_executors.is_empty() {
+        [
+            "AllReduceNHRExecutor",
+            "AllReduceNBExecutor",
+            "AllReduceRHDExecutor",
+            "AllGatherNHRExecutor",
+            "AllGatherNBExecutor",
+            "AllGatherRHDExecutor",
+            "ReduceScatterNHRExecutor",
+            "ReduceScatterNBExecutor",
+            "ReduceScatterRHDExecutor",
+            "AllReduceRingExecutor",
+        ]
+        .map(String::from)
+        .to_vec()
+    } else {
+        args.table_executors.clone()
+    };
+    let gbs = memcpy_rate();
+    println!("baseline: memcpy {gbs:.1} GB/s (64 MiB buffers, measured now)");
+    println!(
+        "count {} {} per rank, data {}; ratio = time / time of the same executor at {} ranks",
+        args.count, args.dtype, args.data, args.table_ranks[0]
+    );
+    println!(
+        "| executor | ranks | data | time (s) | max RSS (MiB) | tasks | tasks/s | time ratio |"
+    );
+    println!("|---|---:|---|---:|---:|---:|---:|---:|");
+    for exe in &executors {
+        let mut base: Option<f64> = None;
+        for &ranks in &args.table_ranks {
+            // the ring's p² tasks: its row stops at 16,384 ranks
+            if exe.contains("Ring") && ranks > 16384 {
+                continue;
+            }
+            match child_row(args, exe, ranks) {
+                Ok(row) => {
+                    let b = *base.get_or_insert(row.secs);
+                    println!(
+                        "| {exe} | {ranks} | {} | {:.2} | {} | {} | {:.2e} | {:.1} |",
+                        row.data,
+                        row.secs,
+                        row.rss,
+                        row.tasks,
+                        row.tasks as f64 / row.secs.max(1e-9),
+                        row.secs / b.max(1e-9)
+                    );
+                }
+                Err(e) => println!("| {exe} | {ranks} | — | {e} | | | | |"),
+            }
+        }
+    }
     Ok(())
 }
