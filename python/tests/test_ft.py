@@ -28,3 +28,31 @@ def test_shrink_with_a_list_and_its_errors():
 
 def test_malformed_ids_and_timeouts_are_refused():
     launch(["ft_worker.py", "bad_ids"], 1, timeout=60).check()
+
+
+def test_torchft_is_optional():
+    """hccl_rs and hccl_rs.torch import without torchft; hccl_rs.torchft
+    then raises ImportError naming the package to install."""
+    import subprocess
+    import sys
+
+    import pytest
+
+    pytest.importorskip("torch")
+    code = (
+        "import sys; sys.modules['torchft'] = None\n"
+        "import hccl_rs, hccl_rs.torch\n"
+        "try:\n"
+        "    import hccl_rs.torchft\n"
+        "except ImportError as e:\n"
+        "    assert 'torchft-nightly' in str(e), e\n"
+        "    print('refused:', e)\n"
+        "else:\n"
+        "    raise AssertionError('hccl_rs.torchft imported without torchft')\n"
+    )
+    from conftest import HERE
+
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=HERE)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "refused:" in p.stdout, p.stdout
