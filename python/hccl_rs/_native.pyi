@@ -3,7 +3,7 @@
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, Literal, Optional, Tuple, TypedDict, Union
+from typing import Any, List, Literal, Optional, Tuple, TypedDict, Union
 
 from typing_extensions import Buffer
 
@@ -116,6 +116,28 @@ class Comm:
         and refuses later ones."""
     def revoked(self) -> Optional[Tuple[int, str]]:
         """(rank, reason) of the revocation, or None."""
+    def shrink(self, exclude: Optional[Sequence[int]] = None) -> "Comm":
+        """The survivors' communicator (renumbered in order): every rank
+        not in ``exclude`` calls it, the excluded never do; None: exclude
+        the ranks the survivors agree are lost (``agree_lost``)."""
+    def agree_lost(self, timeout: Optional[Timeout] = None) -> List[int]:
+        """The lost ranks, the same sorted list on every survivor; each
+        round bounded by ``timeout`` (default: the connect timeout)."""
+    def grow_id(self) -> bytes:
+        """A single-use id for growing (one member makes it)."""
+    def grow(self, n_ranks: int, id: Optional[bytes] = None) -> "Comm":
+        """Every member: the communicator of ``n_ranks`` (members keep
+        their ranks); the id's maker passes it, the others None."""
+    @staticmethod
+    def join_grown(
+        n_ranks: int,
+        id: bytes,
+        rank: int,
+        connect_timeout: Optional[Timeout] = None,
+        exec_timeout: Optional[Timeout] = None,
+    ) -> "Comm":
+        """A new process joins the communicator being grown, as ``rank``
+        (one of ``size .. n_ranks``)."""
     def set_exec_timeout(self, timeout: Optional[Timeout]) -> None:
         """Bounds every wait of the ops from now on (None: no bound)."""
     @property

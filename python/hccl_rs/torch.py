@@ -59,10 +59,18 @@ from torch.distributed import ReduceOp
 import functools  # noqa: E402
 
 from . import _native
+from . import _reconfigure
 from . import errors as _errors
 from .errors import HcclError, NotSupportedError, ParameterError
 
-__all__ = ["HcclRsBackend", "HcclRsWork", "BACKEND_NAME", "register"]
+__all__ = [
+    "HcclRsBackend",
+    "HcclRsProcessGroup",
+    "HcclRsWork",
+    "BACKEND_NAME",
+    "agree_lost",
+    "register",
+]
 
 #: The name ``init_process_group`` takes.
 BACKEND_NAME = "hccl_rs"
@@ -465,6 +473,37 @@ def _done(result) -> HcclRsWork:
     return HcclRsWork(None, result)
 
 
+class _Unformed:
+    """The communicator of a group made with ``enable_reconfigure=True``
+    before its first ``reconfigure()``: ops are refused saying so; status
+    calls answer as for a destroyed communicator."""
+
+    destroyed = True
+    rank, size = 0, 1
+
+    def __getattr__(self, name):
+        raise ParameterError(
+            "this hccl_rs group was made with enable_reconfigure=True: its communicator is "
+            "formed by reconfigure(), which has not run yet",
+            1,
+        )
+
+    def abort(self, reason=None) -> None:
+        pass
+
+    def revoke(self, reason=None) -> None:
+        pass
+
+    def destroy(self) -> None:
+        pass
+
+    def async_error(self):
+        return None
+
+
+_UNFORMED = _Unformed()
+
+
 class _Collectives:
     """The collectives of both faces of the backend (the c10d
     :class:`HcclRsBackend` and the :class:`HcclRsProcessGroup`), over
@@ -735,10 +774,16 @@ class HcclRsBackend(_Collectives, _C10dBackend):
     Work; others return an :class:`HcclRsWork` at once.
     """
 
-    def __init__(self, store, rank: int, size: int, timeout: timedelta, comm=None) -> None:
+    def __init__(self, store, rank: int, size: int, timeout: timedelta, comm=None,
+                 reconfigure: bool = False) -> None:
         super().__init__(rank, size)
         self._rank, self._size = rank, size
-        if comm is None:
+        #: the reconfigure side (handle, plan) when made with
+        #: ``enable_reconfigure=True``: no communicator until reconfigure()
+        self._reconfigurer = _reconfigure.Reconfigurer() if reconfigure else None
+        if reconfigure:
+            comm = _UNFORMED
+        elif comm is None:
             if rank == 0:
                 store.set(_ROOT_KEY, _native.get_root_info())
             root = store.get(_ROOT_KEY)
@@ -831,13 +876,96 @@ class HcclRsBackend(_Collectives, _C10dBackend):
 
     @property
     def supports_shrinking(self) -> bool:
-        return False
+        # (Comm.shrink: multi-process communicators, which every torch
+        # group of this backend is)
+        return True
 
     @property
     def supports_reconfigure(self) -> bool:
-        # no reconfigure yet: torchft and dist._supports_reconfigure see
-        # False, and enable_reconfigure=True is refused at creation
-        return False
+        # only a group made in the reconfigure regime
+        # (enable_reconfigure=True) is formed by reconfigure(); torchft's
+        # Manager takes a native group only if this says True
+        return self._reconfigurer is not None
+
+    def rank(self) -> int:
+        """This rank in the group's current communicator (reconfigure
+        changes it; torch's C++ side keeps the value it was made with)."""
+        return self._rank
+
+    def size(self) -> int:
+        """The current communicator's size (see :meth:`rank`)."""
+        return self._size
+
+    @_dist_errors
+    def shrink(self, ranks_to_exclude, shrink_flags: int = 0, opts_override=None):
+        """torch's ``Backend.shrink`` (``dist.shrink_group``): a new
+        :class:`HcclRsBackend` over :meth:`hccl_rs.Comm.shrink` — the
+        ranks not in ``ranks_to_exclude`` (each calls it, the excluded
+        never do), renumbered in order, meeting over this communicator's
+        control plane (no store, no root info). ``SHRINK_ABORT`` revokes
+        this communicator first, ending every rank's ops in flight on it.
+        ``opts_override``'s timeout, when given, is the new group's."""
+        if shrink_flags == getattr(dist, "SHRINK_ABORT", 1):
+            self.comm.revoke("shrink_group(SHRINK_ABORT)")
+        timeout = self._timeout
+        if opts_override is not None:
+            timeout = getattr(opts_override, "_timeout", None) or timeout
+        new = self.comm.shrink([int(r) for r in ranks_to_exclude])
+        if timeout != self._timeout:
+            new.set_exec_timeout(timeout)
+        store = dist.PrefixStore(f"hccl_rs/shrunk/{new.name}/", self._store)
+        b = HcclRsBackend(store, new.rank, new.size, timeout, comm=new)
+        o = b._options
+        o.group_name = self._options.group_name
+        if opts_override is not None and getattr(opts_override, "group_name", ""):
+            o.group_name = opts_override.group_name
+        return b
+
+    def get_reconfigure_handle(self) -> str:
+        """torch's ``get_reconfigure_handle``: this group's opaque handle
+        for its peers (JSON: a random id and the address of a TCPStore
+        this group hosts; see :mod:`hccl_rs._reconfigure`)."""
+        return self._need_reconfigurer().handle()
+
+    @_dist_errors
+    def reconfigure(self, opts):
+        """torch's ``reconfigure(ReconfigureOptions)``: forms this group's
+        communicator anew for the members ``opts.handles`` lists (a list:
+        ranks by position; a set: ordered by handle), under the fresh
+        ``opts.uuid``, within ``opts.timeout`` (default the group's). When
+        the new members are the old ones minus some, plus new processes,
+        the old members shrink and grow their communicator; otherwise a
+        fresh one is made (see :mod:`hccl_rs._reconfigure`). Blocks until
+        the communicator is formed; returns a finished Work."""
+        rc = self._need_reconfigurer()
+        old = None if self.comm is _UNFORMED else self.comm
+        new = rc.run(old, opts, _comm_timeouts(self._timeout), self._timeout)
+        self._adopt(new)
+        return _FakeWork()
+
+    def _need_reconfigurer(self):
+        if self._reconfigurer is None:
+            raise NotSupportedError(
+                "reconfigure: this hccl_rs group was not made with enable_reconfigure=True "
+                "(its communicator is formed at creation)",
+                5,
+            )
+        return self._reconfigurer
+
+    def _adopt(self, comm) -> None:
+        """Makes ``comm`` this group's communicator (after reconfigure):
+        a new future thread for it, the old one ended."""
+        old_futures = self._futures
+        self.comm = comm
+        self._rank, self._size = comm.rank, comm.size
+        self._futures = _Completer()
+        old_futures.stop()
+        owner = self._owner() if self._owner is not None else None
+        if owner is not None:
+            owner.comm, owner._rank, owner._size = comm, comm.rank, comm.size
+            owner._futures = self._futures
+
+    _owner = None  # weakref to the HcclRsProcessGroup over this backend
 
     @property
     def supports_window(self) -> bool:
@@ -865,11 +993,13 @@ class HcclRsProcessGroup(_Collectives, _ProcessGroup):
     takes as "already complete".
     """
 
-    def __init__(self, store, rank: int, size: int, timeout: timedelta) -> None:
+    def __init__(self, store, rank: int, size: int, timeout: timedelta,
+                 reconfigure: bool = False) -> None:
         super().__init__(store, rank, size)
         self._rank, self._size = rank, size
-        self._backend = HcclRsBackend(store, rank, size, timeout)
+        self._backend = HcclRsBackend(store, rank, size, timeout, reconfigure=reconfigure)
         self._backend._in_process_group = True
+        self._backend._owner = weakref.ref(self)
         self.comm = self._backend.comm
         self._futures = self._backend._futures
         self._register_backend(torch.device("cpu"), _CUSTOM, self._backend)
@@ -918,6 +1048,24 @@ class HcclRsProcessGroup(_Collectives, _ProcessGroup):
     def supports_window(self) -> bool:
         return self._backend.supports_window
 
+    def get_reconfigure_handle(self) -> str:
+        """The backend's :meth:`HcclRsBackend.get_reconfigure_handle`."""
+        return self._backend.get_reconfigure_handle()
+
+    def reconfigure(self, opts):
+        """The backend's :meth:`HcclRsBackend.reconfigure` (this group's
+        communicator, rank and size change with it)."""
+        return self._backend.reconfigure(opts)
+
+    def rank(self) -> int:
+        """This rank in the current communicator (see
+        :meth:`HcclRsBackend.rank`)."""
+        return self._rank
+
+    def size(self) -> int:
+        """The current communicator's size."""
+        return self._size
+
     def __repr__(self) -> str:
         return f"HcclRsProcessGroup(rank={self._rank}, size={self._size})"
 
@@ -964,26 +1112,38 @@ def _create(opts, backend_options=None):
     :class:`HcclRsBackend` (every call then goes through torch's
     dispatcher).
 
-    ``enable_reconfigure=True`` is refused (:class:`NotSupportedError`)
-    rather than ignored: the caller expects a communicator that is only
-    formed by ``reconfigure()``, which hccl_rs does not have yet."""
-    if getattr(opts, "enable_reconfigure", False):
-        raise NotSupportedError(
-            "init_process_group(enable_reconfigure=True): reconfigure (torch's fault-tolerance "
-            "API) is not supported yet by hccl_rs; create the group without enable_reconfigure",
-            5,
-        )
+    With ``enable_reconfigure=True`` the group has no communicator until
+    ``reconfigure()`` forms one (torch's fault-tolerance regime; see
+    :meth:`HcclRsBackend.reconfigure`)."""
     store, rank, size, timeout = opts.store, opts.group_rank, opts.group_size, opts.timeout
+    rc = bool(getattr(opts, "enable_reconfigure", False))
     if os.environ.get("HCCL_RS_TORCH_PG", "1") == "0":
-        made = HcclRsBackend(store, rank, size, timeout)
+        made = HcclRsBackend(store, rank, size, timeout, reconfigure=rc)
         backend = made
     else:
-        made = HcclRsProcessGroup(store, rank, size, timeout)
+        made = HcclRsProcessGroup(store, rank, size, timeout, reconfigure=rc)
         backend = made._backend
     o = backend._options
     o.group_name = str(opts.group_id)
     o.global_ranks_in_group = list(opts.global_ranks_in_group)
     return made
+
+
+def agree_lost(group=None, timeout: timedelta | None = None) -> list[int]:
+    """The ranks of ``group`` (default: the default group) lost — dead
+    processes, destroyed communicators — as every surviving rank agrees
+    (each survivor calls it and gets the same sorted list;
+    :meth:`hccl_rs.Comm.agree_lost`): what to pass to
+    ``dist.shrink_group`` when nobody was told who died::
+
+        dist.shrink_group(hccl_rs.torch.agree_lost())
+    """
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    backend = pg._get_backend(torch.device("cpu"))
+    comm = getattr(backend, "comm", None)
+    if comm is None:
+        raise NotSupportedError(f"agree_lost: {pg!r} is not an hccl_rs group", 5)
+    return _dist_errors(comm.agree_lost)(timeout)
 
 
 def register() -> None:

@@ -8,7 +8,7 @@ use crate::shared::Shared;
 use crate::work::Work;
 use hccl_adapter::{CommConfig, HcclComm, HcclError, RootInfo, HCCL_ROOT_INFO_BYTES};
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyBytes, PyTuple};
 use std::net::ToSocketAddrs;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, RwLock};
@@ -148,15 +148,20 @@ pub struct Comm {
     rank: u32,
     size: u32,
     name: String,
+    /// The bound of its set-up, kept for what it makes later (`agree_lost`
+    /// without a timeout bounds each round by it; the adapter does not
+    /// hand a communicator's configuration back).
+    connect_timeout: Duration,
 }
 
 impl Comm {
-    fn wrap(comm: HcclComm) -> Comm {
+    fn wrap(comm: HcclComm, connect_timeout: Duration) -> Comm {
         Comm {
             rank: comm.rank(),
             size: comm.size(),
             name: comm.name().to_owned(),
             live: RwLock::new(Some(Arc::new(Shared::new(comm)))),
+            connect_timeout,
         }
     }
 
@@ -196,21 +201,13 @@ impl Comm {
         connect_timeout: Option<&Bound<'_, PyAny>>,
         exec_timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Comm> {
-        let bytes: [u8; HCCL_ROOT_INFO_BYTES] = root_info.try_into().map_err(|_| {
-            errors::para(
-                py,
-                format!(
-                    "root_info must be the {HCCL_ROOT_INFO_BYTES} bytes get_root_info() returned, got {}",
-                    root_info.len()
-                ),
-            )
-        })?;
-        let root = RootInfo(bytes);
+        let root = self::root_info(py, root_info, "root_info")?;
         let config = config(py, connect_timeout, exec_timeout)?;
+        let within = config.connect_timeout;
         let comm = set_up(py, "creating the communicator", move || {
             HcclComm::init_root_info_with(n_ranks, &root, rank, config)
         })?;
-        Ok(Comm::wrap(comm))
+        Ok(Comm::wrap(comm, within))
     }
 
     /// A communicator from the launcher's environment: torchrun (`RANK`,
@@ -231,10 +228,11 @@ impl Comm {
     ) -> PyResult<Comm> {
         meet_beside_torchrun(py)?;
         let config = config(py, connect_timeout, exec_timeout)?;
+        let within = config.connect_timeout;
         let comm = set_up(py, "creating the communicator", move || {
             HcclComm::init_from_env_with(config)
         })?;
-        Ok(Comm::wrap(comm))
+        Ok(Comm::wrap(comm, within))
     }
 
     /// This rank.
@@ -281,7 +279,108 @@ impl Comm {
         let sub = set_up(py, "splitting the communicator", move || {
             sh.comm.create_sub_comm(&ranks, id, sub_rank as u32)
         })?;
-        Ok(Some(Comm::wrap(sub)))
+        Ok(Some(Comm::wrap(sub, self.connect_timeout)))
+    }
+
+    /// NCCL's `ncclCommShrink` / ULFM's shrink: a new communicator of the
+    /// ranks not in `exclude`, renumbered in their order (rank 0, 2, 3
+    /// without 1 become 0, 1, 2). Every survivor calls it with the same
+    /// list; the excluded never do (they may be dead). With `exclude`
+    /// None the survivors first agree who is lost (`agree_lost`, each
+    /// round bounded by the connect timeout) and exclude those. No root
+    /// info: the survivors meet over this communicator's control plane,
+    /// which outlives a revocation. This communicator stays as it is:
+    /// `revoke` it first to end ops still in flight, `destroy` it after.
+    /// Survivors told different lists raise `ParameterError` ("the
+    /// survivors disagree on who is excluded"), a survivor lost meanwhile
+    /// `RemoteError` naming it; threads-as-ranks `NotSupportedError`.
+    /// Ctrl-C interrupts the wait.
+    #[pyo3(signature = (exclude = None))]
+    fn shrink(&self, py: Python<'_>, exclude: Option<Vec<u32>>) -> PyResult<Comm> {
+        let sh = self.shared(py)?;
+        let comm = set_up(py, "shrinking the communicator", move || match exclude {
+            Some(ex) => sh.comm.shrink(&ex),
+            None => sh.comm.shrink_agreed(),
+        })?;
+        Ok(Comm::wrap(comm, self.connect_timeout))
+    }
+
+    /// The ranks lost (dead processes, destroyed communicators), as every
+    /// surviving rank agrees: each survivor calls it and gets the same
+    /// sorted list, even when ranks die during the agreement. `timeout`
+    /// (seconds or a timedelta; default the connect timeout) bounds each
+    /// round's wait for a rank not known lost: a hung rank raises
+    /// `HcclTimeoutError` naming it.
+    #[pyo3(signature = (timeout = None))]
+    fn agree_lost(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<u32>> {
+        let sh = self.shared(py)?;
+        let t = match timeout.filter(|t| !t.is_none()) {
+            Some(t) => duration(t, "timeout")?
+                .ok_or_else(|| errors::para(py, "agree_lost's timeout must be finite"))?,
+            None => self.connect_timeout,
+        };
+        // (rounds over the control plane: not with the GIL)
+        py.detach(move || sh.comm.agree_lost(t))
+            .map_err(|e| errors::to_py(py, e))
+    }
+
+    /// NCCL's `ncclCommGrow`, the id: single-use bytes (picklable, send
+    /// them anywhere) for growing this communicator. One member makes it
+    /// and passes it to `grow`; the new processes pass it to
+    /// `Comm.join_grown`. Its rendezvous listens on this host for the
+    /// connect timeout.
+    fn grow_id<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let sh = self.shared(py)?;
+        let id = py
+            .detach(move || sh.comm.grow_id())
+            .map_err(|e| errors::to_py(py, e))?;
+        Ok(PyBytes::new(py, &id.0))
+    }
+
+    /// NCCL's `ncclCommGrow`, the members' side: every member of this
+    /// communicator calls it, the one that made the id (`grow_id`) passing
+    /// it and the others None (they learn it over the control plane);
+    /// with the new processes (`Comm.join_grown`) they form a communicator
+    /// of `n_ranks` in which every member keeps its rank and the new ones
+    /// take `size .. n_ranks`. This communicator stays as it is. No id, or
+    /// several, among the members: `ParameterError` on every member; a
+    /// member lost meanwhile: `RemoteError` naming it.
+    #[pyo3(signature = (n_ranks, id = None))]
+    fn grow(&self, py: Python<'_>, n_ranks: u32, id: Option<&[u8]>) -> PyResult<Comm> {
+        let sh = self.shared(py)?;
+        let id = id.map(|b| root_info(py, b, "id")).transpose()?;
+        let comm = set_up(py, "growing the communicator", move || {
+            sh.comm.grow(n_ranks, id.as_ref())
+        })?;
+        Ok(Comm::wrap(comm, self.connect_timeout))
+    }
+
+    /// NCCL's `ncclCommGrow`, a new process's side: joins the communicator
+    /// being grown to `n_ranks` as `rank` (one of the new ranks: the
+    /// members keep `0 .. size`), with the `id` a member made
+    /// (`grow_id`). Timeouts as for `Comm(...)`.
+    #[staticmethod]
+    #[pyo3(signature = (n_ranks, id, rank, connect_timeout = None, exec_timeout = None))]
+    fn join_grown(
+        py: Python<'_>,
+        n_ranks: u32,
+        id: &[u8],
+        rank: u32,
+        connect_timeout: Option<&Bound<'_, PyAny>>,
+        exec_timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Comm> {
+        let id = root_info(py, id, "id")?;
+        let config = config(py, connect_timeout, exec_timeout)?;
+        let within = config.connect_timeout;
+        // the adapter's join_grown reads its configuration from the
+        // environment; this one keeps the caller's timeouts and leaves the
+        // creating thread unpinned, as every communicator made from Python.
+        // Joining is the id's rendezvous, as in the framework's join_grown.
+        let comm = set_up(py, "joining a grown communicator", move || {
+            HcclComm::init_root_info_with(n_ranks, &id, rank, config)
+                .map_err(|e| e.during("joining a grown communicator"))
+        })?;
+        Ok(Comm::wrap(comm, within))
     }
 
     /// Aborts the communicator: ops in flight end with an error here and on
@@ -755,6 +854,26 @@ impl Comm {
     fn barrier_async(&self, py: Python<'_>) -> OpResult {
         ops::run(py, &self.shared(py)?, Op::barrier(), true)
     }
+}
+
+/// Root info (or a grow id, which is root info) from the bytes Python
+/// passed.
+fn root_info(py: Python<'_>, b: &[u8], what: &str) -> PyResult<RootInfo> {
+    let bytes: [u8; HCCL_ROOT_INFO_BYTES] = b.try_into().map_err(|_| {
+        let from = if what == "id" {
+            "grow_id()"
+        } else {
+            "get_root_info()"
+        };
+        errors::para(
+            py,
+            format!(
+                "{what} must be the {HCCL_ROOT_INFO_BYTES} bytes {from} returned, got {}",
+                b.len()
+            ),
+        )
+    })?;
+    Ok(RootInfo(bytes))
 }
 
 /// Under torchrun (whose agent serves its store at `MASTER_PORT`), and

@@ -1,5 +1,5 @@
 """The torch backend under torchft (issue 32, "Fault tolerance"):
-allreduce_coalesced, the capabilities torch probes, reconfigure refused,
+allreduce_coalesced, the capabilities torch probes, reconfigure and shrink_group,
 exception types, Ctrl-C during set-up, and which thread is pinned."""
 
 import os
@@ -28,14 +28,24 @@ def test_capabilities_torch_probes_answer(run, through):
     run(["torch_ft_worker.py", "capabilities"], 2, timeout=90, torch_env=True, env=env).check()
 
 
-def test_enable_reconfigure_is_refused(run):
-    ranks = run(["torch_ft_worker.py", "reconfigure_refused"], 2, timeout=90, torch_env=True).check()
-    import inspect
+def test_reconfigure_native_fresh_shrink_grow(run):
+    # rank 2 is killed; rank 0 starts the joiner (in its process group:
+    # killed with it however the test ends)
+    ranks = run(["torch_ft_worker.py", "reconfigure_native"], 3, timeout=120, torch_env=True)
+    assert ranks.results[2][0] == -signal.SIGKILL, ranks.results[2]
+    for r in (0, 1):
+        rc, out, err = ranks.results[r]
+        assert rc == 0, f"rank {r} exit {rc}:\n{err[-3000:]}"
+        assert f"rank {r} reconfigured: fresh, shrink, grow, shrink" in out, out
 
-    import torch.distributed as dist
 
-    if "enable_reconfigure" in inspect.signature(dist.init_process_group).parameters:
-        assert "skip" not in ranks.out(0), ranks.out(0)
+def test_shrink_group_after_a_kill(run):
+    ranks = run(["torch_ft_worker.py", "shrink_killed"], 4, timeout=120, torch_env=True)
+    assert ranks.results[3][0] == -signal.SIGKILL, ranks.results[3]
+    for r in range(3):
+        rc, out, err = ranks.results[r]
+        assert rc == 0, f"rank {r} exit {rc}:\n{err[-3000:]}"
+        assert f"rank {r} shrunk: collectives on the shrunk group correct" in out, out
 
 
 @pytest.mark.parametrize("through", ["process_group", "dispatcher"])

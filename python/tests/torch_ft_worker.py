@@ -6,6 +6,7 @@ test_torch_ft.py)."""
 import inspect
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -92,9 +93,10 @@ def capabilities():
         _probe(pg, what)
         be = pg._get_backend(torch.device("cpu"))
         _probe(be, f"{what} backend")
-        for name in ("supports_shrinking", "_supports_time_estimate", "supports_coalescing"):
+        for name in ("_supports_time_estimate", "supports_coalescing"):
             v = getattr(be, name)
             assert v is False, f"{what} backend.{name} = {v!r}"
+        assert be.supports_shrinking is True, be.supports_shrinking
         want_split = os.environ.get("HCCL_RS_TORCH_PG", "1") != "0"
         assert be.supports_splitting is want_split, be.supports_splitting
         assert be.supports_tensor_alloc(torch.device("cpu")) is False
@@ -125,21 +127,176 @@ def capabilities():
     dist.destroy_process_group()
 
 
-def reconfigure_refused():
-    """init_process_group(enable_reconfigure=True) is refused with a clear
-    error (it used to be ignored: a group that was never going to be
-    reconfigured)."""
-    if "enable_reconfigure" not in inspect.signature(dist.init_process_group).parameters:
-        print("skip: this torch has no enable_reconfigure", flush=True)
-        return
+def _sum_of(ids, salt, n=1000):
+    """The AllReduce a group of the processes ``ids`` must give."""
+    return sum(torch.arange(n, dtype=torch.float32) % 5 + 3 * q + salt for q in ids)
+
+
+def _mine(me, salt, n=1000):
+    return torch.arange(n, dtype=torch.float32) % 5 + 3 * me + salt
+
+
+def _raw_store():
+    """A client of the job's TCPStore without the default group's prefix
+    (the joiner of reconfigure_native has no default group)."""
+    return dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                         is_master=False, wait_for_workers=False)
+
+
+def _reconfigure(pg, store, phase, ids_in_order, me, uuid):
+    """Every process of ``ids_in_order`` publishes its handle under
+    ``phase``; each reconfigures ``pg`` with the handles in that order."""
+    from torch._C._distributed_c10d import ReconfigureOptions
+
+    store.set(f"{phase}/handle/{me}", pg.get_reconfigure_handle())
+    keys = [f"{phase}/handle/{q}" for q in ids_in_order]
+    store.wait(keys, timedelta(seconds=60))
+    opts = ReconfigureOptions()
+    opts.uuid = uuid
+    opts.handles = [h.decode() for h in store.multi_get(keys)]
+    opts.timeout = timedelta(seconds=30)
+    w = pg.reconfigure(opts)
+    assert w.wait()
+    return pg._get_backend(torch.device("cpu"))._reconfigurer.last_path
+
+
+def reconfigure_native():
+    """torch's reconfigure contract on init_process_group("hccl_rs",
+    enable_reconfigure=True), 3 processes: no communicator until
+    reconfigure (ops refused saying so); formed fresh from the handles;
+    rank 2 killed, the survivors reconfigure without it (a shrink); a
+    fresh process (started now by rank 0) joins with the next handles
+    (the members grow); every AllReduce checked against the sum."""
+    dist.init_process_group("hccl_rs", enable_reconfigure=True, timeout=timedelta(seconds=30))
+    me = dist.get_rank()
+    pg = dist.group.WORLD
+    assert pg.supports_reconfigure is True and dist.distributed_c10d._supports_reconfigure()
+    assert _backend(pg).supports_reconfigure is True
     try:
-        dist.init_process_group("hccl_rs", enable_reconfigure=True)
-    except NotImplementedError as e:
-        assert isinstance(e, hccl_rs.NotSupportedError), type(e).__mro__
-        assert isinstance(e, RuntimeError), type(e).__mro__
-        assert "reconfigure" in str(e) and "not supported yet by hccl_rs" in str(e), e
+        pg.allreduce([torch.ones(2)])
+    except ValueError as e:
+        assert isinstance(e, hccl_rs.ParameterError) and isinstance(e, dist.DistBackendError)
+        assert "formed by reconfigure(), which has not run yet" in str(e), e
     else:
-        raise AssertionError("enable_reconfigure=True was accepted")
+        raise AssertionError("an op ran before reconfigure")
+    store = _raw_store()
+    path = _reconfigure(pg, store, "p1", [0, 1, 2], me, 11)
+    assert path == "fresh", path
+    assert (pg.rank(), pg.size()) == (me, 3)
+    t = _mine(me, 1)
+    dist.all_reduce(t)
+    assert torch.equal(t, _sum_of([0, 1, 2], 1)), t
+    # the handle-exchange store must outlive rank 2: keys are set; now it dies
+    if me == 2:
+        store.set("p1/dead", "1")
+        os.kill(os.getpid(), signal.SIGKILL)
+    store.wait(["p1/dead"], timedelta(seconds=30))
+    try:
+        t = _mine(me, 2)
+        dist.all_reduce(t)
+        dist.all_reduce(t)
+    except RuntimeError as e:
+        assert isinstance(e, dist.DistBackendError) and isinstance(e, hccl_rs.RemoteError), type(e)
+        assert "rank 2" in str(e), e
+    else:
+        raise AssertionError("the killed rank went unnoticed")
+    path = _reconfigure(pg, store, "p2", [0, 1], me, 12)
+    assert path == "shrink", path
+    assert (pg.rank(), pg.size()) == (me, 2)
+    t = _mine(me, 3)
+    dist.all_reduce(t)
+    assert torch.equal(t, _sum_of([0, 1], 3)), t
+    joiner = None
+    if me == 0:
+        env = dict(os.environ, RANK="9")
+        joiner = subprocess.Popen([sys.executable, __file__, "reconfigure_joiner"], env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    path = _reconfigure(pg, store, "p3", [0, 1, 9], me, 13)
+    assert path == "grow", path
+    assert (pg.rank(), pg.size()) == (me, 3)
+    t = _mine(me, 4)
+    dist.all_reduce(t)
+    assert torch.equal(t, _sum_of([0, 1, 9], 4)), t
+    # the same members again under a new uuid: a new communicator without
+    # root info (what torchft does after an error left the old unusable)
+    path = _reconfigure(pg, store, "p4", [0, 1, 9], me, 14)
+    assert path == "shrink", path
+    t = _mine(me, 5)
+    dist.all_reduce(t)
+    assert torch.equal(t, _sum_of([0, 1, 9], 5)), t
+    if joiner is not None:
+        out, err = joiner.communicate(timeout=60)
+        assert joiner.returncode == 0, err[-3000:]
+        assert "rank 9 ok: reconfigure_joiner" in out, out
+    print(f"rank {me} reconfigured: fresh, shrink, grow, shrink", flush=True)
+    pg.shutdown()
+
+
+def reconfigure_joiner():
+    """The fresh process of reconfigure_native: an hccl_rs group in the
+    reconfigure regime, made without init_process_group (as torchft's
+    native test makes Gloo's), joining by the handles."""
+    from hccl_rs.torch import HcclRsProcessGroup
+
+    store = _raw_store()
+    pg = HcclRsProcessGroup(dist.HashStore(), 0, 1, timedelta(seconds=30), reconfigure=True)
+    path = _reconfigure(pg, store, "p3", [0, 1, 9], 9, 13)
+    assert path == "join", path
+    assert (pg.rank(), pg.size()) == (2, 3)
+    t = _mine(9, 4)
+    pg.allreduce([t]).wait()
+    assert torch.equal(t, _sum_of([0, 1, 9], 4)), t
+    path = _reconfigure(pg, store, "p4", [0, 1, 9], 9, 14)
+    assert path == "shrink", path
+    t = _mine(9, 5)
+    pg.allreduce([t]).wait()
+    assert torch.equal(t, _sum_of([0, 1, 9], 5)), t
+    pg.shutdown()
+
+
+def shrink_killed():
+    """dist.shrink_group on "hccl_rs" after a kill -9: 4 ranks; rank 3 is
+    killed; the survivors' op fails naming it, they agree it is lost
+    (hccl_rs.torch.agree_lost), shrink the default group, and their
+    collectives on the shrunk group are correct."""
+    dist.init_process_group("hccl_rs", timeout=timedelta(seconds=30))
+    me, p = dist.get_rank(), dist.get_world_size()
+    assert _backend(dist.group.WORLD).supports_shrinking is True
+    t = _mine(me, 0)
+    dist.all_reduce(t)
+    assert torch.equal(t, _sum_of(range(p), 0)), t
+    if me == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    try:
+        for salt in range(1, 50):
+            t = _mine(me, salt)
+            dist.all_reduce(t)
+    except RuntimeError as e:
+        assert isinstance(e, dist.DistBackendError) and isinstance(e, hccl_rs.RemoteError), type(e)
+        assert "rank 3" in str(e), e
+    else:
+        raise AssertionError("the killed rank went unnoticed")
+    lost = hccl_rs.torch.agree_lost()
+    assert lost == [3], lost
+    try:
+        dist.shrink_group([me])
+    except RuntimeError as e:
+        assert "is in the exclusion list" in str(e), e  # torch's own check
+    else:
+        raise AssertionError("shrinking without this rank was accepted")
+    new = dist.shrink_group(lost)
+    assert dist.group.WORLD is new or dist.distributed_c10d._get_default_group() is new
+    assert (dist.get_rank(), dist.get_world_size()) == (me, 3)
+    t = _mine(me, 100)
+    dist.all_reduce(t)
+    assert torch.equal(t, _sum_of([0, 1, 2], 100)), t
+    out = [torch.zeros(4) for _ in range(3)]
+    dist.all_gather(out, torch.full((4,), float(me)))
+    assert all(torch.equal(o, torch.full((4,), float(q))) for q, o in enumerate(out)), out
+    w = dist.all_reduce(_mine(me, 101), async_op=True)
+    w.wait()
+    print(f"rank {me} shrunk: collectives on the shrunk group correct", flush=True)
+    dist.destroy_process_group()
 
 
 def _is_dist_error(e, *classes):
@@ -544,7 +701,8 @@ def revoke():
 
 if __name__ == "__main__":
     scenario({"coalesced": coalesced, "capabilities": capabilities,
-              "reconfigure_refused": reconfigure_refused, "error_types": error_types,
+              "reconfigure_native": reconfigure_native,
+              "reconfigure_joiner": reconfigure_joiner, "shrink_killed": shrink_killed, "error_types": error_types,
               "affinity": affinity, "op_timeout": op_timeout, "wait_timeout": wait_timeout,
               "abandon": abandon, "futures_per_group": futures_per_group, "revoke": revoke})
     sys.stdout.flush()
