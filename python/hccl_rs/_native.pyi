@@ -116,6 +116,11 @@ class Comm:
         and refuses later ones."""
     def revoked(self) -> Optional[Tuple[int, str]]:
         """(rank, reason) of the revocation, or None."""
+    def recover(self) -> None:
+        """After a failed op, every rank calls it: the communicator is
+        rebuilt for the same ranks (~10 ms) and this object runs on."""
+    def recoveries(self) -> int:
+        """How many times ``recover`` rebuilt this communicator."""
     def shrink(self, exclude: Optional[Sequence[int]] = None) -> "Comm":
         """The survivors' communicator (renumbered in order): every rank
         not in ``exclude`` calls it, the excluded never do; None: exclude

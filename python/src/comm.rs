@@ -305,6 +305,35 @@ impl Comm {
         Ok(Comm::wrap(comm, self.connect_timeout))
     }
 
+    /// Makes the communicator usable again after a failed op (a timeout, a
+    /// mismatch between ranks, a peer's failure): every rank calls it, and
+    /// the communicator is rebuilt for the same ranks over its control
+    /// plane (fresh links, buffers and streams, ~10 ms); this object runs
+    /// its later ops there, with the same rank, size, name, exec timeout
+    /// and registered memory. Works in flight on the old one end. What to
+    /// run again is the application's choice (a rank whose part of the
+    /// failed op completed did not fail). A peer lost meanwhile raises
+    /// `RemoteError` naming it (shrink instead). Ctrl-C interrupts the
+    /// wait.
+    fn recover(&self, py: Python<'_>) -> PyResult<()> {
+        let sh = self.shared(py)?;
+        let comm = sh.comm.clone();
+        set_up(py, "recovering the communicator", move || {
+            comm.recover().map(|_| comm)
+        })?;
+        let fresh = Arc::new(Shared::renewed(&sh));
+        let mut live = self.live.write().unwrap_or_else(|p| p.into_inner());
+        if live.is_some() {
+            *live = Some(fresh);
+        }
+        Ok(())
+    }
+
+    /// How many times `recover` rebuilt this communicator.
+    fn recoveries(&self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.shared(py)?.comm.recoveries())
+    }
+
     /// The ranks lost (dead processes, destroyed communicators), as every
     /// surviving rank agrees: each survivor calls it and gets the same
     /// sorted list, even when ranks die during the agreement. `timeout`

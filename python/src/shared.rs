@@ -64,6 +64,17 @@ impl Shared {
         }
     }
 
+    /// The state after `HcclComm::recover` gave `old`'s communicator a new
+    /// device: new lanes on it (the old ones' streams are the old
+    /// device's) and new fused ops; the split counts go on, as every
+    /// member's do.
+    pub fn renewed(old: &Shared) -> Shared {
+        let fresh = Shared::new(old.comm.clone());
+        *fresh.splits.lock().unwrap_or_else(|p| p.into_inner()) =
+            old.splits.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        fresh
+    }
+
     /// At the first op launched on the communicator, pins the launching
     /// thread on the rank's CPU (`HCCL_RS_CPU_AFFINITY`). The communicator
     /// was made with `pin_creating_thread` off: the thread that creates it

@@ -132,6 +132,44 @@ def told_shrink():
     comm.destroy()
 
 
+def recover():
+    """3 ranks: a count mismatch (rank 1 passes fewer elements) fails the
+    op on every rank; all recover and AllReduce correctly on the same
+    object. Then rank 2 comes 800 ms late under a 300 ms exec timeout: the
+    others time out; all recover and AllReduce correctly again."""
+    comm = hccl_rs.Comm.from_env(exec_timeout=30)
+    r = comm.rank
+    x = np.ones(1000 if r != 1 else 900, np.float32)
+    try:
+        comm.all_reduce(x)
+    except hccl_rs.HcclError as e:
+        assert "inconsistent between ranks" in str(e), str(e)
+    else:
+        raise AssertionError("a mismatched AllReduce succeeded")
+    t = time.monotonic()
+    comm.recover()
+    print(f"rank {r} recovered after the mismatch in {(time.monotonic() - t) * 1e3:.1f} ms")
+    check_all_reduce(comm, [0, 1, 2], 1, "after recovering from a mismatch")
+    comm.set_exec_timeout(0.3)
+    if r == 2:
+        time.sleep(0.8)
+    try:
+        comm.all_reduce(mine(r, 2))
+        late_ok = True
+    except hccl_rs.HcclError as e:
+        assert "timeout" in str(e).lower(), str(e)
+        late_ok = False
+    # the late rank may find its op complete (the others left their parts)
+    assert late_ok is False or r == 2, "a rank that waited for the late one did not time out"
+    comm.set_exec_timeout(30)
+    comm.recover()
+    assert comm.recoveries() == 2
+    check_all_reduce(comm, [0, 1, 2], 3, "after recovering from a timeout")
+    comm.barrier()
+    comm.destroy()
+    print(f"rank {r} ok: recover")
+
+
 def bad_ids():
     """Arguments refused before anything waits (one rank is enough)."""
     comm = hccl_rs.Comm.from_env()
@@ -171,5 +209,6 @@ if __name__ == "__main__":
             "join": join,
             "told_shrink": told_shrink,
             "bad_ids": bad_ids,
+            "recover": recover,
         }
     )

@@ -26,6 +26,15 @@ def test_shrink_with_a_list_and_its_errors():
     launch(["ft_worker.py", "told_shrink"], 3, timeout=90).check()
 
 
+def test_recover_after_a_mismatch_and_a_timeout():
+    """Comm.recover: the same object runs on after a failed op (a count
+    mismatch, then a hung rank), every result checked."""
+    ranks = launch(["ft_worker.py", "recover"], 3, timeout=90)
+    ranks.check()
+    for r in range(3):
+        assert f"rank {r} ok: recover" in ranks.out(r), ranks.out(r)
+
+
 def test_malformed_ids_and_timeouts_are_refused():
     launch(["ft_worker.py", "bad_ids"], 1, timeout=60).check()
 
