@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Makes (or refreshes) the Python environment the Python package's tests and
 # benchmarks run in: a venv at target/pyenv (override with PYENV=DIR) with
-# numpy, pytest, pytest-timeout, maturin, torch and lightning (the sharded
-# training tests run PyTorch Lightning's DDP) from PyPI, then builds and
+# numpy, pytest, pytest-timeout, maturin, torch, lightning (the sharded
+# training tests run PyTorch Lightning's DDP) and torchft from PyPI, then builds and
 # installs ./python into it (`pip install ./python`, release, abi3 wheel).
 #
 #   bash tools/python-env.sh            # create or update, then install hccl_rs
@@ -27,9 +27,11 @@ if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi
 py="$venv/bin/python"
-want=(numpy pytest pytest-timeout "maturin>=1.5,<2" torch lightning)
+# torchft: the one nightly its tests were written against (hccl_rs.torchft
+# subclasses its process group wrapper)
+want=(numpy pytest pytest-timeout "maturin>=1.5,<2" torch lightning "torchft-nightly==2026.10.26")
 missing=()
-for pkg in numpy pytest pytest_timeout maturin torch lightning; do
+for pkg in numpy pytest pytest_timeout maturin torch lightning torchft; do
   "$py" -c "import $pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then
