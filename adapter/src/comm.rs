@@ -384,10 +384,11 @@ impl HcclComm {
         input: &DeviceMem,
         output: &DeviceMem,
     ) -> Result<WorkflowMode> {
-        if !self.g().comm.graph_capable() {
+        let g = self.g();
+        if !g.comm.graph_capable() {
             return Ok(WorkflowMode::OpBase);
         }
-        let domain = self.device().uid();
+        let domain = g.comm.device().uid();
         let registered = |m: &DeviceMem| m.is_empty() || m.is_registered_in(domain);
         if registered(input) && registered(output) {
             return Ok(WorkflowMode::Graph);

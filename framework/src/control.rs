@@ -629,6 +629,20 @@ struct Conn {
     heard: bool,
 }
 
+impl Conn {
+    /// A connection nothing has been read from yet (`rank`: known for
+    /// connections this rank made).
+    fn new(rank: Option<u32>, stream: TcpStream) -> Conn {
+        Conn {
+            rank,
+            stream,
+            buf: Vec::new(),
+            said_bye: false,
+            heard: false,
+        }
+    }
+}
+
 /// The control thread: accepts, reads, delivers.
 fn run(sh: &Arc<Shared>, listener: TcpListener, mut wake_rx: UnixStream) {
     let control = Control(sh.clone());
@@ -640,26 +654,14 @@ fn run(sh: &Arc<Shared>, listener: TcpListener, mut wake_rx: UnixStream) {
             for (peer, stream) in
                 std::mem::take(&mut *sh.fresh.lock().unwrap_or_else(|p| p.into_inner()))
             {
-                conns.push(Conn {
-                    rank: Some(peer),
-                    stream,
-                    buf: Vec::new(),
-                    said_bye: false,
-                    heard: false,
-                });
+                conns.push(Conn::new(Some(peer), stream));
             }
             // and so do connections a peer made that are still waiting to
             // be accepted: closing the listener would reset them, and the
             // peer, which reads the connections it made, would take the
             // reset for this rank's death
             while let Ok((stream, _)) = listener.accept() {
-                conns.push(Conn {
-                    rank: None,
-                    stream,
-                    buf: Vec::new(),
-                    said_bye: false,
-                    heard: false,
-                });
+                conns.push(Conn::new(None, stream));
             }
             let bye = Msg::Bye.encode(sh.rank);
             for c in &mut conns {
@@ -671,13 +673,7 @@ fn run(sh: &Arc<Shared>, listener: TcpListener, mut wake_rx: UnixStream) {
             std::mem::take(&mut *sh.fresh.lock().unwrap_or_else(|p| p.into_inner()))
         {
             let _ = stream.set_nonblocking(true);
-            conns.push(Conn {
-                rank: Some(peer),
-                stream,
-                buf: Vec::new(),
-                said_bye: false,
-                heard: false,
-            });
+            conns.push(Conn::new(Some(peer), stream));
         }
         let mut fds = vec![
             PollFd::new(wake_rx.as_fd(), PollFlags::POLLIN),
@@ -706,13 +702,7 @@ fn run(sh: &Arc<Shared>, listener: TcpListener, mut wake_rx: UnixStream) {
             while let Ok((stream, _)) = listener.accept() {
                 let _ = stream.set_nonblocking(true);
                 let _ = stream.set_nodelay(true);
-                conns.push(Conn {
-                    rank: None,
-                    stream,
-                    buf: Vec::new(),
-                    said_bye: false,
-                    heard: false,
-                });
+                conns.push(Conn::new(None, stream));
             }
         }
         let mut closed = Vec::new();

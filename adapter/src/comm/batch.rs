@@ -79,13 +79,13 @@ impl HcclComm {
                     .map_err(|e| ctx(i, e))?;
             }
         }
-        if stream.device().uid() != self.device().uid() {
+        let g = self.g();
+        if stream.device().uid() != g.comm.device().uid() {
             return Err(ctx(
                 0,
                 HcclError::para("the stream belongs to another device than this communicator's"),
             ));
         }
-        let g = self.g();
         let bs = g.batch.get_or_init(|| BatchStreams {
             side: g.comm.create_stream(),
             fork: Notify::new(g.comm.device()),

@@ -509,6 +509,23 @@ impl ExecutorRegistry {
             .clone()
     }
 
+    /// The op executor `name` serves, from its declaration: the one op
+    /// it declares, or, of several, the one its name starts with
+    /// (`AllGatherVMeshExecutor`: AllGatherV, not AllGather). `None` for
+    /// an unknown executor or one that declared nothing.
+    pub fn op_of(&self, name: &str) -> Option<OpType> {
+        let info = self.info(name)?;
+        let ops = info.ops();
+        if let [one] = ops {
+            return Some(*one);
+        }
+        ops.iter()
+            .copied()
+            .filter(|op| name.starts_with(&format!("{op:?}")))
+            .max_by_key(|op| format!("{op:?}").len())
+            .or_else(|| ops.first().copied())
+    }
+
     /// How many registrations the registry has seen: a choice worked out
     /// from its declarations holds while this stays the same.
     pub fn generation(&self) -> u64 {

@@ -7,33 +7,18 @@ use crate::executor::CollExecutor;
 use crate::registry;
 use crate::resource::AlgResourceRequest;
 
-/// Registered executors and the op each serves, by name prefix (longest
-/// first, so `AllGatherV...` is not taken for `AllGather...`).
+/// Registered executors and the op each serves.
 fn executors_by_op() -> Vec<(String, OpType)> {
-    let prefixes = [
-        ("ReduceScatterV", OpType::ReduceScatterV),
-        ("ReduceScatter", OpType::ReduceScatter),
-        ("AllGatherV", OpType::AllGatherV),
-        ("AllGather", OpType::AllGather),
-        ("AllToAllV", OpType::AllToAllV),
-        ("AllToAll", OpType::AllToAll),
-        ("AllReduce", OpType::AllReduce),
-        ("Broadcast", OpType::Broadcast),
-        ("Reduce", OpType::Reduce),
-        ("Scatter", OpType::Scatter),
-        ("Gather", OpType::Gather),
-    ];
-    registry()
-        .names()
+    let reg = registry();
+    reg.names()
         .into_iter()
-        .filter_map(|n| {
-            let op = prefixes.iter().find(|(p, _)| n.starts_with(p))?.1;
-            Some((n, op))
-        })
+        .filter_map(|n| Some((n.clone(), reg.op_of(&n)?)))
         .collect()
 }
 
-fn spec_for(op: OpType, hosts: &[u32], count: u64) -> SimSpec {
+/// `op` of `count` elements on hosts of `hosts` ranks: root in the middle,
+/// uneven V blocks and an uneven AllToAllV matrix (empty ones included).
+pub(super) fn spec_for(op: OpType, hosts: &[u32], count: u64) -> SimSpec {
     let p: u32 = hosts.iter().sum();
     let mut spec = SimSpec::op(op, p, count, DataType::Fp32, ReduceOp::Sum).on_hosts(hosts);
     spec.root = p / 2;

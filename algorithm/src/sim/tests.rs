@@ -194,23 +194,8 @@ fn every_executor_every_rank_count() {
     for (name, op) in cases {
         for p in 1..=33u32 {
             for count in [0u64, 1, 7, (p as u64).saturating_sub(1), 300] {
-                let mut spec = SimSpec::op(op, p, count, DataType::Fp32, ReduceOp::Sum);
-                spec.root = p / 2;
-                // uneven V blocks, including empty ones
-                spec.v_counts = Some(
-                    (0..p as u64)
-                        .map(|r| (count + r * 3) % (count + 5))
-                        .collect(),
-                );
-                spec.matrix = Some(
-                    (0..p as u64)
-                        .map(|r| {
-                            (0..p as u64)
-                                .map(|q| (count + r * 5 + q * 3) % (count + 4))
-                                .collect()
-                        })
-                        .collect(),
-                );
+                // root in the middle; uneven V blocks, including empty ones
+                let spec = super::scale_tests::spec_for(op, &[p], count);
                 let r = simulate(registry(), name, &spec)
                     .unwrap_or_else(|e| panic!("{name} p={p} count={count}: {e}"));
                 assert!(

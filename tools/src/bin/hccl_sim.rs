@@ -71,28 +71,10 @@ struct Args {
     table_timeout: u64,
 }
 
-/// The op an executor serves, from its name (`AllGatherNHRExecutor`:
-/// AllGather); longest prefix first.
+/// The op an executor serves (its declaration; AllReduce for one that
+/// declared nothing).
 fn op_of(name: &str) -> OpType {
-    [
-        ("ReduceScatterV", OpType::ReduceScatterV),
-        ("ReduceScatter", OpType::ReduceScatter),
-        ("AllGatherV", OpType::AllGatherV),
-        ("AllGather", OpType::AllGather),
-        ("AllToAllV", OpType::AllToAllV),
-        ("AllToAll", OpType::AllToAll),
-        ("AllReduce", OpType::AllReduce),
-        ("Broadcast", OpType::Broadcast),
-        ("Reduce", OpType::Reduce),
-        ("Scatter", OpType::Scatter),
-        ("Gather", OpType::Gather),
-        ("Send", OpType::Send),
-        ("Receive", OpType::Receive),
-    ]
-    .iter()
-    .find(|(p, _)| name.starts_with(p))
-    .map(|x| x.1)
-    .unwrap_or(OpType::AllReduce)
+    registry().op_of(name).unwrap_or(OpType::AllReduce)
 }
 
 /// This process's peak resident memory (VmHWM), bytes.
