@@ -11,7 +11,8 @@
 //! shrink machinery with nobody excluded: an exchange over the control
 //! plane, or the in-process group's table for threads), in ~10 ms, and the
 //! handle's later calls go to the new communicator. The old generation is
-//! revoked, so anything still queued on it ends.
+//! retired (not revoked: the peers' new generations are untouched), so
+//! anything still waiting on it ends.
 //!
 //! The fast path pays one atomic load per call for this: a handle that
 //! never recovered reads its root communicator directly.
@@ -92,8 +93,9 @@ impl HcclComm {
     /// exec timeout and registered memory; streams made with
     /// [`create_stream`](Self::create_stream) before belong to the old
     /// device and are refused (make new ones; the C API moves its streams
-    /// itself). Ops still queued on the old generation end with
-    /// `HCCL_E_SUSPENDING` ("revoked ... recovered"). A peer lost
+    /// itself). The old generation is retired: its later ops are refused
+    /// and waits still on its links end ("the communicator was
+    /// recovered"). A peer lost
     /// meanwhile is an error naming it: shrink without it instead. The
     /// application decides what to run again: a rank whose op completed
     /// before a peer failed does not run it again by itself.
