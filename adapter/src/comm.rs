@@ -17,6 +17,7 @@ mod recover;
 pub use recover::CommRef;
 use recover::Successor;
 mod repeat;
+mod retry;
 pub use batch::{SendRecvItem, SendRecvKind};
 pub use capture_fuse::CAPTURE_FUSE_MAX_BYTES;
 pub use group::{
@@ -43,6 +44,9 @@ pub struct HcclComm {
     /// small op repeated in a loop should not format a string per call.
     /// (A recovered communicator keeps its name, so its tags too.)
     tags: Arc<[TagSlot; OpType::CODES]>,
+    /// Collectives run under op retry so far (`comm/retry.rs`): the
+    /// ranks compare it to know they stopped in the same op.
+    retry_seq: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// One generation of a communicator (`comm/recover.rs`): the framework
@@ -54,6 +58,12 @@ pub(crate) struct Generation {
     batch: std::sync::OnceLock<batch::BatchStreams>,
     /// The last repeatable call of each op code (`comm/repeat.rs`).
     repeats: repeat::RepeatSlots,
+    /// A stream of this generation's device, for ops under op retry
+    /// whose caller's stream belongs to an earlier generation.
+    stand_in: std::sync::OnceLock<Stream>,
+    /// The error of this generation's op retry agreement, once it failed
+    /// (`comm/retry.rs`): one agreement per generation.
+    retry_spent: std::sync::OnceLock<HcclError>,
 }
 
 impl Generation {
@@ -62,7 +72,15 @@ impl Generation {
             comm,
             batch: Default::default(),
             repeats: Default::default(),
+            stand_in: Default::default(),
+            retry_spent: Default::default(),
         }
+    }
+
+    /// The stream ops under op retry run on when the caller's belongs to
+    /// an earlier generation's device.
+    fn stand_in(&self) -> &Stream {
+        self.stand_in.get_or_init(|| self.comm.create_stream())
     }
 }
 
@@ -73,6 +91,7 @@ impl HcclComm {
             next: Arc::default(),
             barrier_buf: Arc::default(),
             tags: Arc::default(),
+            retry_seq: Arc::default(),
         }
     }
 
@@ -422,9 +441,18 @@ impl HcclComm {
         Ok(WorkflowMode::Graph)
     }
 
-    /// Validates a call and hands it to the framework. Nothing is enqueued
-    /// unless every check passes.
+    /// Validates a call and hands it to the framework (under op retry:
+    /// runs it to its end, again if a link fails; `comm/retry.rs`).
+    /// Nothing is enqueued unless every check passes.
     fn submit(&self, call: Call<'_>, stream: &Stream) -> Result<()> {
+        match self.retry_for(&call, stream) {
+            Some(policy) => self.submit_retrying(call, stream, policy),
+            None => self.submit_once(call, stream),
+        }
+    }
+
+    /// [`submit`](Self::submit) without op retry: validates and enqueues.
+    fn submit_once(&self, call: Call<'_>, stream: &Stream) -> Result<()> {
         // read before anything is decided from registrations (the mode)
         let epoch = hccl_platform::registration_epoch();
         if let Some(r) = self.try_repeat(&call, stream, epoch) {
@@ -1295,6 +1323,7 @@ fn describe_memory(m: &DeviceMem) -> &'static str {
 static NULL: std::sync::LazyLock<DeviceMem> = std::sync::LazyLock::new(DeviceMem::null);
 
 /// One op call before validation.
+#[derive(Clone)]
 struct Call<'a> {
     api: &'static str,
     op_type: OpType,

@@ -151,6 +151,10 @@ pub struct CommConfig {
     /// unset maximum means). Every rank of a communicator must use the
     /// same values.
     pub channels: hccl_algorithm::rings::ChannelLimits,
+    /// HCCL's op retry (`HCCL_OP_RETRY_ENABLE`, `HCCL_OP_RETRY_PARAMS`;
+    /// per communicator `hcclRetryEnable`, `hcclRetryParams`): see
+    /// `op_retry.rs`. Off by default.
+    pub op_retry: crate::OpRetry,
 }
 
 /// HCCL's deterministic-computation setting (`HCCL_DETERMINISTIC`:
@@ -240,6 +244,7 @@ impl Default for CommConfig {
             cpu_affinity: Default::default(),
             pin_creating_thread: true,
             channels: Default::default(),
+            op_retry: Default::default(),
         }
     }
 }
@@ -284,6 +289,14 @@ impl CommConfig {
                 .filter(|b| *b <= isize::MAX as u64)
                 .ok_or_else(|| bad("HCCL_BUFFSIZE", &v, "too large"))?;
             c.buffer_size = bytes as usize;
+        }
+        if let Some(v) = env.get("HCCL_OP_RETRY_ENABLE") {
+            c.op_retry
+                .set_enable(&v, "environment variable HCCL_OP_RETRY_ENABLE")?;
+        }
+        if let Some(v) = env.get("HCCL_OP_RETRY_PARAMS") {
+            c.op_retry
+                .set_params(&v, "environment variable HCCL_OP_RETRY_PARAMS")?;
         }
         if let Some(v) = env.get("HCCL_EXEC_TIMEOUT") {
             let s = parse_u64("HCCL_EXEC_TIMEOUT", &v)?;

@@ -35,6 +35,7 @@ mod flight_signal;
 mod internal_ops;
 mod json_file;
 mod multi_process;
+mod op_retry;
 mod registration;
 mod resource_manager;
 mod revoke;
@@ -60,6 +61,7 @@ pub use flight::{
 // Memory peers address: registrations (`Communicator::register_mem`,
 // `exchange_mem`) and symmetric windows (`Communicator::sym_win_register`).
 pub use comm_memory::MemRegistration;
+pub use op_retry::{LinkLevel, OpRetry, RetryVote, RETRY_MARK};
 pub use sym_window::SymWindow;
 
 // Configuration: from the environment (`HCCL_*`, `HCCL_RS_*`) or any

@@ -16,6 +16,7 @@ const COMPONENT_VARS: &[&str] = &[
     "HCCL_RS_IB_GID_INDEX",
     "HCCL_RS_IB_TIMEOUT",
     "HCCL_RS_IB_RETRY_CNT",
+    "HCCL_RS_TCP_LINK_TIMEOUT_MS",
     // a component that would change how drivers wait leaves a user's
     // explicit choice alone
     "HCCL_RS_SPIN_US",

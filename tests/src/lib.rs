@@ -210,3 +210,20 @@ pub fn assert_worker_ranks_ok(
         );
     }
 }
+
+/// Whether network namespace hosts can be made here. If not, the calling
+/// test fails with the reason, unless `HCCL_RS_SKIP_NETNS=1` (then it is
+/// skipped: false).
+pub fn netns_or_skip(what: &str) -> bool {
+    match hccl_tools::netns::available() {
+        Ok(()) => true,
+        Err(e) if std::env::var("HCCL_RS_SKIP_NETNS").as_deref() == Ok("1") => {
+            eprintln!("{what}: skipped (HCCL_RS_SKIP_NETNS=1): {e}");
+            false
+        }
+        Err(e) => panic!(
+            "{what}: cannot make network namespace hosts: {e}. Run the tests as root with \
+             iproute2 installed, or set HCCL_RS_SKIP_NETNS=1 to skip the namespace tests"
+        ),
+    }
+}

@@ -13,7 +13,7 @@
 //! the tests run side by side, and a guard removes them even when a test
 //! fails (and a later run's sweep, if this process is killed).
 
-use hccl_tests::{segments_of, Ranks};
+use hccl_tests::{netns_or_skip, segments_of, Ranks};
 use hccl_tools::netns::{self, Layout, NetnsHosts};
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -73,22 +73,6 @@ fn repo() -> PathBuf {
         .parent()
         .expect("workspace root")
         .to_path_buf()
-}
-
-/// Whether namespace hosts can be made here. If not, the test fails with
-/// the reason, unless HCCL_RS_SKIP_NETNS=1 (then it is skipped: false).
-fn netns_or_skip(what: &str) -> bool {
-    match netns::available() {
-        Ok(()) => true,
-        Err(e) if std::env::var("HCCL_RS_SKIP_NETNS").as_deref() == Ok("1") => {
-            eprintln!("{what}: skipped (HCCL_RS_SKIP_NETNS=1): {e}");
-            false
-        }
-        Err(e) => panic!(
-            "{what}: cannot make network namespace hosts: {e}. Run the tests as root with \
-             iproute2 installed, or set HCCL_RS_SKIP_NETNS=1 to skip the namespace tests"
-        ),
-    }
 }
 
 /// A tag of this test: `prefix` and this process's id (swept if it dies).

@@ -37,9 +37,9 @@ pub(crate) struct CommExtras {
     pub job_id: u64,
     /// `aclGraphZeroCopyEnable`.
     pub acl_graph_zero_copy: bool,
-    /// `hcclRetryEnable` (no op retry here).
+    /// `hcclRetryEnable` as given (applied to the config's `op_retry`).
     pub retry_enable: String,
-    /// `hcclRetryParams`.
+    /// `hcclRetryParams` as given (applied likewise).
     pub retry_params: String,
     /// `hcclBufferName` (CCL buffers are never shared between
     /// communicators here).
@@ -196,11 +196,20 @@ pub(crate) fn comm_config(cfg: *const HcclCommConfig) -> Result<(CommConfig, Com
         out.algo = AlgoConfig::parse(&algo)
             .map_err(|e| HcclError::para(format!("config hcclAlgo '{algo}' is invalid: {e}")))?;
     }
+    // HCCL's per-communicator op retry settings override the environment's
     if has!(hcclRetryEnable) {
         extras.retry_enable = text(&c.hcclRetryEnable, "hcclRetryEnable")?;
+        if !extras.retry_enable.trim().is_empty() {
+            out.op_retry
+                .set_enable(&extras.retry_enable, "config hcclRetryEnable")?;
+        }
     }
     if has!(hcclRetryParams) {
         extras.retry_params = text(&c.hcclRetryParams, "hcclRetryParams")?;
+        if !extras.retry_params.trim().is_empty() {
+            out.op_retry
+                .set_params(&extras.retry_params, "config hcclRetryParams")?;
+        }
     }
     if has!(hcclBufferName) {
         extras.buffer_name = text(&c.hcclBufferName, "hcclBufferName")?;

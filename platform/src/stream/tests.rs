@@ -302,6 +302,7 @@ mod tcp {
         let options = crate::link::TcpOptions {
             io_timeout: Duration::from_secs(10),
             sockets_per_link: sockets,
+            ..Default::default()
         };
         let n = TcpNode::start_with(
             rank,

@@ -41,9 +41,14 @@
 //! victim prints one with `"event"` when it leaves. Exits 2 after an error,
 //! `DRILL_LINGER_MS` (default 0) later: a survivor that lingers is not
 //! itself taken for a lost peer by slower survivors.
+//!
+//! Scenario `flap` (op retry over a link that goes down and up): see
+//! `mp_worker/flap.rs`.
 
 #![forbid(unsafe_code)]
 
+#[path = "mp_worker/flap.rs"]
+mod flap;
 #[path = "mp_worker/fused.rs"]
 mod fused;
 #[path = "mp_worker/memory.rs"]
@@ -70,6 +75,9 @@ fn main() {
     let scenario = args.get(5).map(String::as_str).unwrap_or("collectives");
     if scenario == "drill" {
         drill(mode, rank, size, dir);
+    }
+    if scenario == "flap" {
+        flap::run(comm(mode, rank, size, dir), rank, size, dir);
     }
     match run(mode, rank, size, dir, scenario) {
         Ok(()) => println!("OK"),

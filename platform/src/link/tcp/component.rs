@@ -47,6 +47,7 @@ impl Transport for TcpTransport {
         let options = TcpOptions {
             io_timeout: setup.io_timeout,
             sockets_per_link: setup.sockets_per_link,
+            link_timeout: link_timeout(&setup.params)?,
         };
         let node = TcpNode::start_with(
             setup.rank,
@@ -119,4 +120,20 @@ impl TransportContext for TcpContext {
     fn listener(&self) -> Option<SocketAddr> {
         Some(self.node.addr())
     }
+}
+
+/// `HCCL_RS_TCP_LINK_TIMEOUT_MS`: milliseconds data may stay
+/// unacknowledged before a link counts as dropped (0: the kernel's
+/// default); unset: [`DEFAULT_LINK_TIMEOUT`](super::DEFAULT_LINK_TIMEOUT).
+fn link_timeout(params: &crate::transport::TransportParams) -> Result<Option<Duration>> {
+    const VAR: &str = "HCCL_RS_TCP_LINK_TIMEOUT_MS";
+    let Some(v) = params.get(VAR) else {
+        return Ok(Some(super::DEFAULT_LINK_TIMEOUT));
+    };
+    let ms: u64 = v.trim().parse().map_err(|_| {
+        HcclError::para(format!(
+            "environment variable {VAR}='{v}' is invalid: expected milliseconds (0 = the kernel's default)"
+        ))
+    })?;
+    Ok((ms > 0).then(|| Duration::from_millis(ms)))
 }

@@ -27,6 +27,7 @@ use std::io::IoSlice;
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::task::Poll;
+use std::time::Duration;
 
 /// Bytes of each socket's staging buffer: small frames arrive many to a
 /// read; a transfer's payload larger than [`DIRECT_MIN`] skips it.
@@ -67,6 +68,9 @@ pub(super) struct Inbox {
     pub closed: AtomicBool,
     /// The connection ended without a goodbye: the peer is gone.
     pub lost: AtomicBool,
+    /// The kernel dropped the connection (`ETIMEDOUT`): the link failed,
+    /// the peer process may live on.
+    pub dropped: AtomicBool,
     /// The peer's process id (its first frame; 0 until then).
     pub pid: AtomicU32,
     /// The peer's host, for messages.
@@ -233,6 +237,24 @@ pub(super) struct Conn {
     pub dead: AtomicBool,
     /// Gathered frames wait in the out-buffer.
     pub has_out: AtomicBool,
+    /// The link's `TCP_USER_TIMEOUT`, for messages.
+    pub link_timeout: Option<Duration>,
+}
+
+/// Whether a socket error says the network failed rather than the peer
+/// process: the kernel gave up retransmitting (`ETIMEDOUT`, reported as
+/// the last soft error when there was one, e.g. no route while an
+/// interface was down).
+fn link_failed(e: nix::errno::Errno) -> bool {
+    use nix::errno::Errno;
+    matches!(
+        e,
+        Errno::ETIMEDOUT
+            | Errno::EHOSTUNREACH
+            | Errno::ENETUNREACH
+            | Errno::ENETDOWN
+            | Errno::EHOSTDOWN
+    )
 }
 
 fn would_block(e: nix::errno::Errno) -> bool {
@@ -241,7 +263,7 @@ fn would_block(e: nix::errno::Errno) -> bool {
 
 impl Conn {
     /// A connection over `socks` (non-blocking, set up), socket 0 first.
-    pub fn new(peer: u32, socks: Vec<TcpStream>) -> Conn {
+    pub fn new(peer: u32, socks: Vec<TcpStream>, link_timeout: Option<Duration>) -> Conn {
         let n = socks.len();
         Conn {
             peer,
@@ -267,6 +289,7 @@ impl Conn {
             want_write: AtomicBool::new(false),
             dead: AtomicBool::new(false),
             has_out: AtomicBool::new(false),
+            link_timeout,
         }
     }
 
@@ -615,10 +638,32 @@ impl Conn {
     }
 
     fn broken(&self, e: nix::errno::Errno) -> HcclError {
+        if link_failed(e) {
+            return self.dropped(e);
+        }
         HcclError::tcp_transfer(format!(
             "peer rank {} closed or broke the link: {e}",
             self.peer
         ))
+    }
+
+    /// The kernel gave up on the connection ([`link_failed`]: data went
+    /// unacknowledged past the link timeout, or keep-alive probes went
+    /// unanswered): the network or the peer's host failed, which says
+    /// nothing of the peer process, so it is not marked lost.
+    fn dropped(&self, e: nix::errno::Errno) -> HcclError {
+        self.inbox.dropped.store(true, Ordering::Release);
+        let waited = match self.link_timeout {
+            Some(t) => format!(
+                "data sent on it went unacknowledged for {} ms (HCCL_RS_TCP_LINK_TIMEOUT_MS)",
+                t.as_millis()
+            ),
+            None => "the kernel gave up retransmitting".to_owned(),
+        };
+        HcclError::tcp_transfer(format!(
+            "{waited}: the network between the hosts or the peer's host stopped answering ({e})"
+        ))
+        .peer(self.peer)
     }
 
     /// Sends one frame for the verb whose progress is `ticket` (`None` on
@@ -901,6 +946,9 @@ impl Conn {
 
     fn send_failed(&self, e: nix::errno::Errno) -> HcclError {
         use nix::errno::Errno;
+        if link_failed(e) {
+            return self.dropped(e);
+        }
         let inbox = &self.inbox;
         if matches!(e, Errno::EPIPE | Errno::ECONNRESET | Errno::ECONNABORTED)
             || inbox.lost.load(Ordering::Acquire)

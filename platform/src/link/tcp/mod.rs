@@ -63,6 +63,12 @@ use wire::{kind_code, Frame, Header, Hello};
 pub const KEEPALIVE_IDLE: u32 = 1;
 const KEEPALIVE_INTERVAL: u32 = 1;
 const KEEPALIVE_COUNT: u32 = 2;
+/// Default [`TcpOptions::link_timeout`]: long enough that a link shaped
+/// to 100 Mbit/s with a full queue (about 1 MiB per socket, 84 ms) never
+/// trips it, short enough that a dropped link is named within a second
+/// and before the control plane's keep-alive (about 3 s of silence)
+/// takes the peer for lost.
+pub const DEFAULT_LINK_TIMEOUT: Duration = Duration::from_millis(1000);
 /// Most sockets a link may stripe over (`HCCL_RS_SOCKETS_PER_LINK`).
 pub const MAX_SOCKETS: usize = 16;
 /// While a verb waits on one peer, the driver reads that peer's sockets
@@ -80,6 +86,14 @@ pub struct TcpOptions {
     /// transfers of [`TcpOptions::STRIPE_MIN`] bytes or more are striped
     /// over them); links from lower ranks use what those chose.
     pub sockets_per_link: usize,
+    /// Longest data sent on a link may stay unacknowledged before the
+    /// link counts as dropped (`TCP_USER_TIMEOUT`,
+    /// `HCCL_RS_TCP_LINK_TIMEOUT_MS`); `None`: the kernel's default
+    /// (retransmissions for many minutes). A flap shorter than this is
+    /// absorbed by TCP (the op finishes late); a longer one fails the
+    /// link's waits with an error naming the link, which op retry
+    /// (`HCCL_OP_RETRY_ENABLE`) can recover from.
+    pub link_timeout: Option<Duration>,
 }
 
 impl TcpOptions {
@@ -92,6 +106,7 @@ impl Default for TcpOptions {
         TcpOptions {
             io_timeout: Duration::from_secs(30),
             sockets_per_link: 1,
+            link_timeout: Some(DEFAULT_LINK_TIMEOUT),
         }
     }
 }
@@ -212,6 +227,15 @@ impl Shared {
         let reason = if inbox.closed.load(Ordering::Acquire) {
             tracing::debug!(rank = self.rank, peer = conn.peer, "peer closed the link");
             e.message().to_owned()
+        } else if inbox.dropped.load(Ordering::Acquire) {
+            let reason = format!(
+                "the TCP link between rank {} and {} dropped: {}",
+                self.rank,
+                inbox.describe(conn.peer),
+                e.message()
+            );
+            tracing::warn!(rank = self.rank, peer = conn.peer, reason, "link dropped");
+            reason
         } else {
             let lost = inbox.lost_error(
                 conn.peer,
@@ -434,7 +458,7 @@ impl TcpNode {
             })?;
             socks.push(s);
         }
-        let conn = new_conn(peer, socks, sh.options.io_timeout)?;
+        let conn = new_conn(peer, socks, &sh.options)?;
         sh.add_conn(conn.clone());
         Ok(conn)
     }
@@ -513,13 +537,16 @@ fn connect_retrying(
 
 /// Sets up the introduced sockets of a link to `peer` (no delay, keep-alive,
 /// this process's id as the first frame on socket 0, then non-blocking).
-fn new_conn(peer: u32, mut socks: Vec<TcpStream>, io_timeout: Duration) -> Result<Arc<Conn>> {
+fn new_conn(peer: u32, mut socks: Vec<TcpStream>, options: &TcpOptions) -> Result<Arc<Conn>> {
     let io = |e| HcclError::from_io("configuring a link socket", e);
     for s in socks.iter_mut() {
         s.set_nonblocking(false).map_err(io)?;
         s.set_nodelay(true).map_err(io)?;
-        s.set_write_timeout(Some(io_timeout)).map_err(io)?;
+        s.set_write_timeout(Some(options.io_timeout)).map_err(io)?;
         keep_alive(s);
+        if let Some(t) = options.link_timeout {
+            user_timeout(s, t);
+        }
     }
     let ident = Header {
         off: u64::from(crate::mem::cma::own_pid()),
@@ -531,7 +558,17 @@ fn new_conn(peer: u32, mut socks: Vec<TcpStream>, io_timeout: Duration) -> Resul
     for s in &socks {
         s.set_nonblocking(true).map_err(io)?;
     }
-    Ok(Arc::new(Conn::new(peer, socks)))
+    Ok(Arc::new(Conn::new(peer, socks, options.link_timeout)))
+}
+
+/// Sets `TCP_USER_TIMEOUT`: data unacknowledged for `t` breaks the
+/// connection with `ETIMEDOUT` (see [`TcpOptions::link_timeout`]).
+fn user_timeout(stream: &TcpStream, t: Duration) {
+    use nix::sys::socket::{setsockopt, sockopt};
+    let ms = u32::try_from(t.as_millis()).unwrap_or(u32::MAX).max(1);
+    if let Err(e) = setsockopt(stream, sockopt::TcpUserTimeout, &ms) {
+        tracing::debug!(error = %e, "TCP_USER_TIMEOUT not set on a link socket");
+    }
 }
 
 /// Turns on TCP keep-alive with short intervals (see [`KEEPALIVE_IDLE`]);

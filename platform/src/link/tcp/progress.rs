@@ -76,7 +76,7 @@ pub(super) fn run(sh: Arc<Shared>, listener: TcpListener, wake_rx: OwnedFd) {
         }
         if !in_lobby.is_empty() || lobby.waiting() > 0 {
             for (peer, socks) in lobby.read_ready(&in_lobby, &sh.unique_id, sh.rank) {
-                match super::new_conn(peer, socks, sh.options.io_timeout) {
+                match super::new_conn(peer, socks, &sh.options) {
                     Ok(c) => sh.add_conn(c),
                     Err(e) => {
                         tracing::warn!(rank = sh.rank, peer, error = %e, "could not set up an accepted link")

@@ -1,0 +1,264 @@
+//! Op retry (HCCL's `HCCL_OP_RETRY_ENABLE`): a collective whose link
+//! failed while every process lived on runs again, whole, on rebuilt
+//! links, and the caller sees it complete.
+//!
+//! With retry on (framework `op_retry.rs`), each collective runs to its
+//! end inside its call: the call enqueues it, drives its stream, and on
+//! a link failure (a TCP link dropped or reset, or a revocation by a peer
+//! retrying) it
+//!
+//! 1. revokes the communicator with a `[OpRetry]` reason, so every rank's
+//!    op ends — also those waiting on healthy links for a rank that
+//!    failed — and each joins the retry;
+//! 2. waits `HoldTime` (later attempts: `IntervalTime`);
+//! 3. agrees with every rank over the control plane that all stopped in
+//!    the same op and none refuses (`Communicator::agree_retry`) — the
+//!    control connections ride out a short outage, so the votes arrive
+//!    once the network is back;
+//! 4. rebuilds the communicator (`HcclComm::recover`: fresh links and
+//!    buffers for the same ranks), and runs the op again from its
+//!    untouched input, up to `MaxCnt` times.
+//!
+//! HCCL's conditions hold: an op in place (its input is overwritten as it
+//! runs) is not run again, nor one captured in a graph (those never take
+//! this path), and nor is an op some rank had already completed (the
+//! ranks then stopped in different ops); each ends with
+//! `HCCL_E_OPRETRY_FAIL` saying why, on every rank, and the communicator
+//! stays revoked until `recover`. Collectives are numbered per handle,
+//! so the ranks can tell whether they stopped in the same one. Point to
+//! point ops, batches and ops in a group run as without retry.
+
+use super::{Call, HcclComm};
+use hccl_algorithm::OpType;
+use hccl_framework::{Communicator, LinkLevel, OpRetry, RetryVote, RETRY_MARK};
+use hccl_platform::{HcclError, HcclResult, Result, Stream};
+use std::borrow::Cow;
+use std::time::Instant;
+
+impl HcclComm {
+    /// The retry settings `call` on `stream` runs under, if it runs under
+    /// op retry (see the module docs).
+    pub(super) fn retry_for(&self, call: &Call<'_>, stream: &Stream) -> Option<OpRetry> {
+        let g = self.g();
+        let r = *g.comm.op_retry()?;
+        let eligible = !matches!(call.op_type, OpType::Send | OpType::Receive)
+            && !super::group::active()
+            && !stream.is_capturing();
+        eligible.then_some(r)
+    }
+
+    /// Runs `call` to its end under op retry `policy`.
+    pub(super) fn submit_retrying(
+        &self,
+        call: Call<'_>,
+        stream: &Stream,
+        policy: OpRetry,
+    ) -> Result<()> {
+        let seq = self
+            .retry_seq
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        let started = Instant::now();
+        let mut attempt = 0u32;
+        loop {
+            let g = self.g();
+            if let Some(e) = g.retry_spent.get() {
+                // this communicator's one agreement failed: it stays
+                // revoked until recover
+                return Err(e.clone());
+            }
+            // a stream of an earlier generation's device (the caller's,
+            // after a retry rebuilt the communicator): the generation's
+            // own stream stands in, as every op here ends in its call
+            let own = stream.device().uid() == g.comm.device().uid();
+            let s: Cow<'_, Stream> = if own {
+                Cow::Borrowed(stream)
+            } else {
+                Cow::Owned(g.stand_in().clone())
+            };
+            // earlier work on the stream first: its error is not this op's
+            s.synchronize()?;
+            let e = match self
+                .submit_once(call.clone(), &s)
+                .and_then(|()| s.synchronize())
+            {
+                Ok(()) => {
+                    if attempt > 0 {
+                        tracing::warn!(
+                            rank = self.rank(),
+                            op = call.api,
+                            seq,
+                            attempt,
+                            ms = started.elapsed().as_millis() as u64,
+                            "{RETRY_MARK} op completed after a retry"
+                        );
+                    }
+                    return Ok(());
+                }
+                Err(e) => e,
+            };
+            let Some(peer) = Communicator::retry_cause(&e) else {
+                return Err(e);
+            };
+            attempt += 1;
+            let refusal = self.refusal(&call, &g.comm, peer, &policy, attempt);
+            tracing::warn!(
+                rank = self.rank(),
+                op = call.api,
+                seq,
+                attempt,
+                error = %e,
+                refusal = refusal.as_deref().unwrap_or("none"),
+                "{RETRY_MARK} op failed on a link"
+            );
+            // every rank's op ends and each joins the agreement; the first
+            // revocation wins, later ones change nothing
+            g.comm.revoke(&format!(
+                "{RETRY_MARK} op {seq} {} failed on rank {}: {}",
+                call.api,
+                self.rank(),
+                e.message()
+            ));
+            std::thread::sleep(if attempt == 1 {
+                policy.hold_time
+            } else {
+                policy.interval_time
+            });
+            let vote = RetryVote {
+                seq,
+                op: call.api.to_owned(),
+                attempt,
+                refusal,
+            };
+            if let Err(why) = g.comm.agree_retry(&vote) {
+                let out = if why.code() == HcclResult::EOpretryFail {
+                    why.tag(format!("first error: {e}"))
+                } else {
+                    // a rank lost meanwhile: the op cannot run again
+                    // without it (its error names it)
+                    why
+                };
+                let _ = g.retry_spent.set(out.clone());
+                tracing::error!(rank = self.rank(), op = call.api, seq, error = %out,
+                    "{RETRY_MARK} the op is not retried");
+                return Err(out);
+            }
+            tracing::warn!(
+                rank = self.rank(),
+                op = call.api,
+                seq,
+                attempt,
+                "{RETRY_MARK} every rank stopped in this op: rebuilding the links and running it again"
+            );
+            if let Err(re) = self.recover() {
+                let out = HcclError::opretry_fail(format!(
+                    "{RETRY_MARK} op {seq} {} was not run again: rebuilding the communicator failed: {re}",
+                    call.api
+                ))
+                .rank(self.rank());
+                let _ = g.retry_spent.set(out.clone());
+                return Err(out);
+            }
+        }
+    }
+
+    /// Why this rank cannot run `call` again after a failure on its link
+    /// to `peer` (if named), or `None` if it can.
+    fn refusal(
+        &self,
+        call: &Call<'_>,
+        comm: &Communicator,
+        peer: Option<u32>,
+        policy: &OpRetry,
+        attempt: u32,
+    ) -> Option<String> {
+        if attempt > policy.max_cnt {
+            return Some(format!(
+                "it was run again {} times already (HCCL_OP_RETRY_PARAMS MaxCnt:{})",
+                policy.max_cnt, policy.max_cnt
+            ));
+        }
+        if let Some(p) = peer {
+            let level = comm.link_level(p);
+            if !policy.covers(level) {
+                let (l, what) = match level {
+                    LinkLevel::L0 => ("L0", "within a host"),
+                    LinkLevel::L1 => ("L1", "between hosts"),
+                };
+                return Some(format!(
+                    "its link to rank {p} failed, and op retry is off for links {what} \
+                     (HCCL_OP_RETRY_ENABLE {l}:0)"
+                ));
+            }
+        }
+        let overlap = call.send_elems > 0
+            && call.recv_elems > 0
+            && call.op_type != OpType::Broadcast
+            && call.send.overlaps(call.recv);
+        if overlap {
+            return Some(
+                "the op runs in place: its input was overwritten as it ran \
+                 (HCCL runs again only ops whose input is untouched)"
+                    .to_owned(),
+            );
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hccl_platform::{DataType, DeviceMem};
+
+    #[test]
+    fn in_place_ops_and_levels_off_are_refused_with_the_reason() {
+        let comms = HcclComm::init_all(2).unwrap();
+        let c = &comms[0];
+        let comm = c.communicator();
+        let buf = DeviceMem::alloc(64).unwrap();
+        let other = DeviceMem::alloc(64).unwrap();
+        let call = |send, recv| {
+            Call::new(
+                "HcclAllReduce",
+                OpType::AllReduce,
+                send,
+                16,
+                recv,
+                16,
+                16,
+                DataType::Fp32,
+            )
+        };
+        let mut on = OpRetry::default();
+        on.set_enable("L0:1,L1:1", "t").unwrap();
+        assert_eq!(c.refusal(&call(&buf, &other), &comm, Some(1), &on, 1), None);
+        let why = c
+            .refusal(&call(&buf, &buf), &comm, Some(1), &on, 1)
+            .unwrap();
+        assert!(why.contains("in place"), "{why}");
+        // a broadcast's one buffer is input on the root, output elsewhere
+        let bc = Call::new(
+            "HcclBroadcast",
+            OpType::Broadcast,
+            &buf,
+            16,
+            &buf,
+            16,
+            16,
+            DataType::Fp32,
+        );
+        assert_eq!(c.refusal(&bc, &comm, Some(1), &on, 1), None);
+        let why = c
+            .refusal(&call(&buf, &other), &comm, Some(1), &on, 2)
+            .unwrap();
+        assert!(why.contains("MaxCnt:1"), "{why}");
+        let mut l1 = OpRetry::default();
+        l1.set_enable("L1:1", "t").unwrap();
+        // threads of one process share a host: their links are L0
+        let why = c
+            .refusal(&call(&buf, &other), &comm, Some(1), &l1, 1)
+            .unwrap();
+        assert!(why.contains("HCCL_OP_RETRY_ENABLE L0:0"), "{why}");
+    }
+}
