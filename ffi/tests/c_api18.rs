@@ -335,7 +335,7 @@ fn version_11_config_layout_checks_and_effects() {
 
     // bad values: HCCL_E_PARA naming the field, before any connection
     type Edit = fn(&mut HcclCommConfig);
-    let bad: [(&str, Edit); 9] = [
+    let bad: [(&str, Edit); 11] = [
         ("hcclDeterministic", |c| c.hcclDeterministic = 3),
         ("hcclOpExpansionMode", |c| c.hcclOpExpansionMode = 7),
         ("aclGraphZeroCopyEnable", |c| c.aclGraphZeroCopyEnable = 2),
@@ -350,6 +350,13 @@ fn version_11_config_layout_checks_and_effects() {
         }),
         ("hcclRetryParams", |c| {
             c.hcclRetryParams = [b'a' as c_char; 128]
+        }),
+        // HCCL's op retry strings are read, not only stored
+        ("hcclRetryEnable", |c| {
+            set_text(&mut c.hcclRetryEnable, "L1:2")
+        }),
+        ("hcclRetryParams", |c| {
+            set_text(&mut c.hcclRetryParams, "MaxCnt:11")
         }),
     ];
     for (field, f) in bad {
@@ -370,6 +377,11 @@ fn version_11_config_layout_checks_and_effects() {
         ..Default::default()
     };
     set_text(&mut c.hcclAlgo, "level0:NA;level1:ring");
+    set_text(&mut c.hcclRetryEnable, "L0:0,L1:1,L2:1");
+    set_text(
+        &mut c.hcclRetryParams,
+        "MaxCnt:3,HoldTime:0,IntervalTime:1000",
+    );
     let code = init_code(&c);
     assert!(
         !last_error_message().unwrap().contains("config"),

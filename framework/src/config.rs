@@ -732,6 +732,31 @@ mod tests {
     }
 
     #[test]
+    fn op_retry_from_the_environment() {
+        let c = CommConfig::from_source(&[][..]).unwrap();
+        assert!(!c.op_retry.any(), "HCCL's default: off at every level");
+        let env = [
+            ("HCCL_OP_RETRY_ENABLE", "L0:0, L1:1, L2:1"),
+            (
+                "HCCL_OP_RETRY_PARAMS",
+                "MaxCnt:4,HoldTime:200,IntervalTime:50",
+            ),
+        ];
+        let c = CommConfig::from_source(&env[..]).unwrap();
+        assert_eq!(c.op_retry.levels, [false, true, true]);
+        assert_eq!(c.op_retry.max_cnt, 4);
+        assert_eq!(c.op_retry.hold_time, Duration::from_millis(200));
+        assert_eq!(c.op_retry.interval_time, Duration::from_millis(50));
+        let e = CommConfig::from_source(&[("HCCL_OP_RETRY_PARAMS", "MaxCnt:0")][..]).unwrap_err();
+        assert_eq!(e.code(), HcclResult::EPara);
+        assert!(
+            e.message()
+                .contains("environment variable HCCL_OP_RETRY_PARAMS='MaxCnt:0' is invalid"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn buffsize_in_mb() {
         let c = CommConfig::from_source(&[("HCCL_BUFFSIZE", "3")][..]).unwrap();
         assert_eq!(c.buffer_size, 3 << 20);
