@@ -11,6 +11,7 @@
 
 pub mod alltoallvc;
 pub mod capture;
+pub mod drill;
 pub mod fp8;
 pub mod guide_executor;
 pub mod in_place;

@@ -8,28 +8,15 @@
 //! and print what they measured. `tools/fault-drill.sh` runs the full
 //! matrix of ops, victims and transports.
 
+use hccl_tests::drill::{drill_env, json_lines, tempdir, unix_ns, wait_ready};
 use hccl_tests::{segments_of, Ranks};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_hccl-mp-worker");
 const RANKS: u32 = 4;
 /// The bound a survivor must meet (the aim is 1 s).
 const BOUND: Duration = Duration::from_secs(3);
-
-fn unix_ns() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-}
-
-fn tempdir(tag: &str) -> String {
-    let d = std::env::temp_dir().join(format!("hccl-dead-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d.to_string_lossy().into_owned()
-}
 
 /// Starts `RANKS` drill workers looping `op` on `bytes`, with `env` on top.
 fn spawn(dir: &str, op: &str, bytes: usize, env: &[(&str, String)]) -> Ranks {
@@ -56,53 +43,13 @@ fn spawn_n(n: u32, dir: &str, op: &str, bytes: usize, env: &[(&str, String)]) ->
 fn worker(args: [&str; 5], op: &str, bytes: usize, env: &[(&str, String)]) -> Child {
     let mut cmd = Command::new(WORKER);
     cmd.args(args);
-    for v in [
-        "RANK",
-        "WORLD_SIZE",
-        "HCCL_RS_EXECUTOR",
-        "HCCL_RS_HOST_ID",
-        "HCCL_RS_TRANSPORT",
-        "HCCL_ALGO",
-    ] {
-        cmd.env_remove(v);
-    }
-    cmd.env("HCCL_BUFFSIZE", "4")
-        .env("HCCL_EXEC_TIMEOUT", "20")
-        .env("HCCL_CONNECT_TIMEOUT", "20")
-        .env("HCCL_IF_IP", "127.0.0.1")
-        .env("DRILL_OP", op)
-        .env("DRILL_BYTES", bytes.to_string())
-        .env("DRILL_LINGER_MS", "1500");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn worker")
-}
-
-/// Waits until every rank has run its op once.
-fn wait_ready(dir: &str, ranks: &mut Ranks) {
-    let n = ranks.0.len();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while (0..n).any(|r| !std::path::Path::new(&format!("{dir}/ready.{r}")).exists()) {
-        for (r, c) in ranks.0.iter_mut().enumerate() {
-            if let Ok(Some(st)) = c.try_wait() {
-                panic!("rank {r} ended before the loop ran: {st}");
-            }
-        }
-        assert!(Instant::now() < deadline, "ranks never all started");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    drill_env(&mut cmd, op, bytes, env);
+    cmd.spawn().expect("spawn worker")
 }
 
 /// One rank's `DRILL {json}` lines.
 fn drill_lines(out: &str) -> Vec<serde_json::Value> {
-    out.lines()
-        .filter_map(|l| l.strip_prefix("DRILL "))
-        .map(|j| serde_json::from_str(j).expect("a drill line is JSON"))
-        .collect()
+    json_lines(out, "DRILL ")
 }
 
 /// Waits (bounded) for every rank to end; returns each one's stdout.

@@ -9,8 +9,10 @@
 //! stops after the op during which `<dir>/stop` appeared. It prints one
 //! line `FLAP {json}`: `{"rank", "ops", "recoveries", "max_ms", "p50_ms"}`
 //! when every op completed with the right sum, or `{"rank", "ops", "code",
-//! "message"}` on the first error (then exits 2). `recoveries` counts the
-//! communicator's rebuilds: op retries, when `HCCL_OP_RETRY_ENABLE` is on.
+//! "message"}` on the first error (then exits 2, 1.5 s later, so a peer
+//! still failing sees the link's error, not this process's exit).
+//! `recoveries` counts the communicator's rebuilds: op retries, when
+//! `HCCL_OP_RETRY_ENABLE` is on.
 
 use hccl_adapter::{DataType, DeviceMem, HcclComm, HcclError, ReduceOp, Result};
 use std::path::Path;
@@ -34,6 +36,9 @@ pub fn run(c: Result<HcclComm>, rank: u32, size: u32, dir: &str) -> ! {
         line(serde_json::json!({
             "rank": rank, "ops": ops, "code": e.code().code(), "message": e.to_string(),
         }));
+        // a process that lives on, as a real one would: its exit must not
+        // be what a slower peer reports instead of the link
+        std::thread::sleep(std::time::Duration::from_millis(1500));
         std::process::exit(2)
     };
     let c = c.unwrap_or_else(|e| fail(0, e));
