@@ -144,8 +144,8 @@ typedef struct HcclCommConfigDef {
     uint8_t aclGraphZeroCopyEnable;  /**< 0 or 1; recorded */
     int32_t hcclExecTimeOut;         /**< s, like HCCL_EXEC_TIMEOUT (takes effect) */
     char hcclAlgo[HCCL_COMM_ALGO_MAX_LENGTH]; /**< HCCL_ALGO form (takes effect) */
-    char hcclRetryEnable[HCCL_COMM_RETRY_ENABLE_MAX_LENGTH]; /**< recorded */
-    char hcclRetryParams[HCCL_COMM_RETRY_PARAMS_MAX_LENGTH]; /**< recorded */
+    char hcclRetryEnable[HCCL_COMM_RETRY_ENABLE_MAX_LENGTH]; /**< op retry levels, "L0:0,L1:1" */
+    char hcclRetryParams[HCCL_COMM_RETRY_PARAMS_MAX_LENGTH]; /**< "MaxCnt:3,HoldTime:5000,IntervalTime:1000" */
     char hcclBufferName[BUFFER_NAME_MAX_LENGTH];             /**< recorded */
     uint32_t hcclQos;                          /**< 0..7; recorded */
     uint64_t hcclSymWinMaxMemSizePerRank;      /**< GB; bounds HcclCommSymWinRegister */

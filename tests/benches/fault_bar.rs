@@ -167,7 +167,8 @@ fn flap(hosts: &NetnsHosts, retry: bool) -> Result<Option<Duration>, String> {
         let mut slowest: f64 = 0.0;
         for (r, l) in t.lines.iter().enumerate() {
             if l.get("code").is_some() {
-                return Err(format!("rank {r} failed: {}", l["message"]));
+                let all: Vec<String> = t.lines.iter().map(|l| l.to_string()).collect();
+                return Err(format!("rank {r} failed; every rank: {}", all.join("\n  ")));
             }
             if l["recoveries"].as_u64() < Some(1) {
                 return Err(format!("rank {r} never retried: {l}"));
@@ -178,7 +179,9 @@ fn flap(hosts: &NetnsHosts, retry: bool) -> Result<Option<Duration>, String> {
     } else {
         for (r, l) in t.lines.iter().enumerate() {
             let msg = l["message"].as_str().unwrap_or_default();
-            if !(msg.contains("the TCP link between rank") && msg.contains("dropped")) {
+            if !(msg.contains("the TCP link between rank")
+                && (msg.contains("dropped") || msg.contains("reset")))
+            {
                 return Err(format!("rank {r} did not name the link: {l}"));
             }
         }

@@ -79,6 +79,9 @@ pub fn json_lines(out: &str, prefix: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Flap trials run by this process (names their logs).
+static TRIALS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 /// What one link-flap trial saw: each rank's `FLAP` line and pid.
 pub struct FlapTrial {
     /// By rank.
@@ -102,6 +105,7 @@ pub fn flap_trial(
 ) -> FlapTrial {
     let dir = tempdir(&format!("flap-{}", hosts.tag()));
     let n = 2 * per_host;
+    let trial = TRIALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut ranks = Ranks(
         (0..n)
             .map(|r| {
@@ -113,6 +117,16 @@ pub fn flap_trial(
                     .env("HCCL_IF_IP", hosts.addr(h).to_string())
                     .env("HCCL_RS_TCP_LINK_TIMEOUT_MS", "100")
                     .envs(env.iter().copied());
+                // FLAP_LOG_DIR: each rank's log (HCCL_RS_LOG, default
+                // warn) to DIR/flap-<trial>-<rank>.log
+                if let Ok(logs) = std::env::var("FLAP_LOG_DIR") {
+                    let f = std::fs::File::create(format!("{logs}/flap-{trial}-{r}.log"))
+                        .expect("log file");
+                    if std::env::var("HCCL_RS_LOG").is_err() {
+                        cmd.env("HCCL_RS_LOG", "warn");
+                    }
+                    cmd.stderr(f);
+                }
                 cmd.spawn().expect("spawn worker")
             })
             .collect(),

@@ -237,10 +237,22 @@ impl Shared {
             tracing::warn!(rank = self.rank, peer = conn.peer, reason, "link dropped");
             reason
         } else {
-            let lost = inbox.lost_error(
-                conn.peer,
-                &format!("closed its connection without a goodbye ({})", e.message()),
-            );
+            // a reset comes from a dead process's kernel, or from a live
+            // peer whose end of the link timed out while the network was
+            // down (its kernel then answers our retransmissions with a
+            // reset): name the link, and both
+            let how = if e.message().contains("ECONNRESET") {
+                format!(
+                    "reset the TCP link between rank {} and rank {} ({}): its process died, or \
+                     its end dropped the link while the network between the hosts was down",
+                    self.rank,
+                    conn.peer,
+                    e.message()
+                )
+            } else {
+                format!("closed its connection without a goodbye ({})", e.message())
+            };
+            let lost = inbox.lost_error(conn.peer, &how);
             tracing::warn!(rank = self.rank, peer = conn.peer, error = %lost, "link to peer lost");
             inbox.lost.store(true, Ordering::Release);
             lost.message().to_owned()
