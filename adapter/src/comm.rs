@@ -47,6 +47,8 @@ pub struct HcclComm {
     /// Collectives run under op retry so far (`comm/retry.rs`): the
     /// ranks compare it to know they stopped in the same op.
     retry_seq: Arc<std::sync::atomic::AtomicU64>,
+    /// The last collective completed under op retry, with its input kept.
+    retry_kept: Arc<std::sync::Mutex<Option<retry::Kept>>>,
 }
 
 /// One generation of a communicator (`comm/recover.rs`): the framework
@@ -92,6 +94,7 @@ impl HcclComm {
             barrier_buf: Arc::default(),
             tags: Arc::default(),
             retry_seq: Arc::default(),
+            retry_kept: Arc::default(),
         }
     }
 

@@ -61,7 +61,7 @@ pub use flight::{
 // Memory peers address: registrations (`Communicator::register_mem`,
 // `exchange_mem`) and symmetric windows (`Communicator::sym_win_register`).
 pub use comm_memory::MemRegistration;
-pub use op_retry::{LinkLevel, OpRetry, RetryVote, RETRY_MARK};
+pub use op_retry::{LinkLevel, OpRetry, RetryPlan, RetryVote, RETRY_MARK};
 pub use sym_window::SymWindow;
 
 // Configuration: from the environment (`HCCL_*`, `HCCL_RS_*`) or any

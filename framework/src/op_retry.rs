@@ -167,6 +167,26 @@ pub struct RetryVote {
     pub attempt: u32,
     /// Why this rank cannot run the op again, if it cannot.
     pub refusal: Option<String>,
+    /// The op whose input this rank kept after completing it (its
+    /// previous collective), if any: it can run that op again for ranks
+    /// still stopped in it.
+    pub kept: Option<u64>,
+}
+
+/// What the ranks agreed ([`Communicator::agree_retry`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RetryPlan {
+    /// Every rank stopped in the same op: each runs it again.
+    Same,
+    /// Some ranks completed op `behind` and stopped in the next; the
+    /// others stopped in `behind`. The ranks ahead first run `behind`
+    /// again from the input they kept (their result of it stands: the
+    /// run only gives the others their part), then every rank runs the op
+    /// it stopped in.
+    CatchUp {
+        /// The op the ranks behind stopped in.
+        behind: u64,
+    },
 }
 
 impl Communicator {
@@ -205,14 +225,16 @@ impl Communicator {
     /// Op retry's agreement: every rank of the communicator brings its
     /// vote (over the control plane, which outlives the op's links: a
     /// link that is down delays the votes until it is back); the retry
-    /// runs only if every rank stopped in the same op and none refuses.
+    /// runs if every rank stopped in the same op, or — [`RetryPlan::CatchUp`]
+    /// — in that op and the next, the ranks ahead having kept the earlier
+    /// op's input; and none refuses.
     /// Otherwise an `HCCL_E_OPRETRY_FAIL` error saying why, alike on every
     /// rank; a rank lost meanwhile is an error naming it (the op cannot
     /// run again without it: shrink instead). At most one agreement per
     /// communicator: a retry goes on with a rebuilt communicator, a
     /// refused one leaves this one revoked. (So the tag names no op: ranks
     /// stopped in different ops still meet, and learn it.)
-    pub fn agree_retry(&self, vote: &RetryVote) -> Result<()> {
+    pub fn agree_retry(&self, vote: &RetryVote) -> Result<RetryPlan> {
         let rank = self.rank();
         let ctx = |e: HcclError| e.rank(rank).during("agreeing on an op retry");
         let control = self.control_for("op retry").map_err(ctx)?;
@@ -239,23 +261,36 @@ impl Communicator {
 }
 
 /// The agreement's outcome from every rank's vote (by rank).
-fn decide(votes: &[RetryVote]) -> Result<()> {
-    let first = &votes[0];
-    if let Some((r, v)) = votes
-        .iter()
-        .enumerate()
-        .find(|(_, v)| v.seq != first.seq || v.attempt != first.attempt)
-    {
-        let (late, early) = if v.seq > first.seq {
-            ((r, v), (0, first))
+fn decide(votes: &[RetryVote]) -> Result<RetryPlan> {
+    let lo = votes.iter().map(|v| v.seq).min().unwrap_or(0);
+    let hi = votes.iter().map(|v| v.seq).max().unwrap_or(0);
+    let (r_lo, v_lo) = votes.iter().enumerate().find(|(_, v)| v.seq == lo).unwrap();
+    let (r_hi, v_hi) = votes.iter().enumerate().find(|(_, v)| v.seq == hi).unwrap();
+    let plan = if lo == hi {
+        RetryPlan::Same
+    } else if hi == lo + 1 && votes.iter().all(|v| v.seq == lo || v.kept == Some(lo)) {
+        RetryPlan::CatchUp { behind: lo }
+    } else {
+        let why = if hi == lo + 1 {
+            "a rank ahead kept no input of the earlier op"
         } else {
-            ((0, first), (r, v))
+            "more than one op apart"
         };
         return Err(HcclError::opretry_fail(format!(
             "{RETRY_MARK} the op cannot run again: the ranks stopped in different ops \
-             (rank {} in op {} {}, rank {} in op {} {}: its earlier op had completed), \
-             so the inputs are not those of one op; call recover on every rank to go on",
-            early.0, early.1.seq, early.1.op, late.0, late.1.seq, late.1.op
+             (rank {r_lo} in op {lo} {}, rank {r_hi} in op {hi} {}: {why}), so the inputs \
+             are not those of one op; call recover on every rank to go on",
+            v_lo.op, v_hi.op
+        )));
+    };
+    if let Some(v) = votes
+        .iter()
+        .find(|v| v.attempt != v_lo.attempt && v.seq == lo)
+    {
+        return Err(HcclError::opretry_fail(format!(
+            "{RETRY_MARK} op {lo} cannot run again: the ranks are at different retries of it \
+             ({} and {})",
+            v_lo.attempt, v.attempt
         )));
     }
     if let Some((r, v)) = votes.iter().enumerate().find(|(_, v)| v.refusal.is_some()) {
@@ -266,7 +301,7 @@ fn decide(votes: &[RetryVote]) -> Result<()> {
             v.refusal.as_deref().unwrap_or_default()
         )));
     }
-    Ok(())
+    Ok(plan)
 }
 
 #[cfg(test)]
@@ -328,19 +363,34 @@ mod tests {
             op: "HcclAllReduce".into(),
             attempt: 1,
             refusal: refusal.map(str::to_owned),
+            kept: seq.checked_sub(1),
         }
     }
 
     #[test]
     fn the_ranks_retry_only_the_same_op_and_only_if_none_refuses() {
-        decide(&[vote(7, None), vote(7, None), vote(7, None)]).unwrap();
-        let e = decide(&[vote(7, None), vote(8, None), vote(7, None)]).unwrap_err();
+        assert_eq!(
+            decide(&[vote(7, None), vote(7, None), vote(7, None)]).unwrap(),
+            RetryPlan::Same
+        );
+        // a rank one op ahead that kept the earlier op's input catches up
+        assert_eq!(
+            decide(&[vote(7, None), vote(8, None), vote(7, None)]).unwrap(),
+            RetryPlan::CatchUp { behind: 7 }
+        );
+        // one that kept none cannot
+        let mut ahead = vote(8, None);
+        ahead.kept = None;
+        let e = decide(&[vote(7, None), ahead, vote(7, None)]).unwrap_err();
         assert_eq!(e.code(), HcclResult::EOpretryFail);
         assert!(
-            e.message()
-                .contains("rank 0 in op 7 HcclAllReduce, rank 1 in op 8 HcclAllReduce"),
+            e.message().contains(
+                "rank 0 in op 7 HcclAllReduce, rank 1 in op 8 HcclAllReduce: a rank ahead kept no input"
+            ),
             "{e}"
         );
+        let e = decide(&[vote(7, None), vote(9, None)]).unwrap_err();
+        assert!(e.message().contains("more than one op apart"), "{e}");
         let e = decide(&[vote(7, None), vote(7, Some("the op runs in place"))]).unwrap_err();
         assert_eq!(e.code(), HcclResult::EOpretryFail);
         assert!(

@@ -137,8 +137,10 @@ fn kill_trial(place: &Place<'_>) -> Result<(Duration, Duration), String> {
     Ok((shrink, grow))
 }
 
-/// One flap trial; the slowest op's time when it passed.
-fn flap(hosts: &NetnsHosts, retry: bool) -> Result<Option<Duration>, String> {
+/// One flap trial; when it passed with retry on, the slowest op's time
+/// and whether a retry ran (a flap that caught no data in flight is
+/// ridden out by TCP: every op correct, none retried).
+fn flap(hosts: &NetnsHosts, retry: bool) -> Result<Option<(Duration, bool)>, String> {
     let what = if retry { "flap-on" } else { "flap-off" };
     let env: &[(&str, &str)] = if retry {
         &[
@@ -165,17 +167,16 @@ fn flap(hosts: &NetnsHosts, retry: bool) -> Result<Option<Duration>, String> {
     }
     if retry {
         let mut slowest: f64 = 0.0;
+        let mut retried = false;
         for (r, l) in t.lines.iter().enumerate() {
             if l.get("code").is_some() {
                 let all: Vec<String> = t.lines.iter().map(|l| l.to_string()).collect();
                 return Err(format!("rank {r} failed; every rank: {}", all.join("\n  ")));
             }
-            if l["recoveries"].as_u64() < Some(1) {
-                return Err(format!("rank {r} never retried: {l}"));
-            }
+            retried |= l["recoveries"].as_u64() >= Some(1);
             slowest = slowest.max(l["max_ms"].as_f64().unwrap_or(0.0));
         }
-        Ok(Some(Duration::from_secs_f64(slowest / 1e3)))
+        Ok(Some((Duration::from_secs_f64(slowest / 1e3), retried)))
     } else {
         for (r, l) in t.lines.iter().enumerate() {
             let msg = l["message"].as_str().unwrap_or_default();
@@ -268,9 +269,12 @@ fn main() {
             "flap-on" | "flap-off" => {
                 let hosts = NetnsHosts::up(&format!("fb{}", std::process::id()), 2, None).unwrap();
                 let mut times = Vec::new();
+                let mut retried = 0;
                 for t in 0..trials {
                     match flap(&hosts, item == "flap-on") {
                         Ok(d) => {
+                            retried += usize::from(d.is_some_and(|d| d.1));
+                            let d = d.map(|d| d.0);
                             println!(
                                 "{item} trial {t}: passed{}",
                                 d.map_or(String::new(), |d| format!(
@@ -288,9 +292,11 @@ fn main() {
                     format!(
                         "{item}: 300 ms flap of a host's interface during 16 MiB AllReduces{}",
                         if item == "flap-on" {
-                            " (slowest op, the retried one)"
+                            format!(
+                                " (every op checked; {retried} trials needed a retry, the others' flap caught no data in flight; slowest op)"
+                            )
                         } else {
-                            " (every rank's error names the dropped link)"
+                            " (every rank's error names the dropped link)".to_owned()
                         }
                     ),
                     times,

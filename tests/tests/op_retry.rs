@@ -42,32 +42,47 @@ fn with_retry_on_every_op_completes_across_a_300ms_link_flap() {
     if !netns_or_skip(what) {
         return;
     }
-    let t = trial(
-        what,
-        2,
-        &[
-            ("HCCL_OP_RETRY_ENABLE", "L0:0,L1:1"),
-            (
-                "HCCL_OP_RETRY_PARAMS",
-                "MaxCnt:3,HoldTime:0,IntervalTime:100",
-            ),
-        ],
-    );
-    for (r, l) in t.lines.iter().enumerate() {
-        println!("{what}: rank {r}: {l}");
-        assert!(
-            l.get("code").is_none(),
-            "{what}: rank {r} failed: {}",
-            l["message"]
+    // a flap that caught no data in flight (every rank between ops, on
+    // a loaded machine) is ridden out by TCP and retries nothing: such a
+    // trial must still be all correct, and up to 3 are run until one
+    // retried, so the retry itself is tested
+    for attempt in 1..=3 {
+        let t = trial(
+            what,
+            2,
+            &[
+                ("HCCL_OP_RETRY_ENABLE", "L0:0,L1:1"),
+                (
+                    "HCCL_OP_RETRY_PARAMS",
+                    "MaxCnt:3,HoldTime:0,IntervalTime:100",
+                ),
+            ],
         );
-        assert!(l["ops"].as_u64().unwrap() >= 2, "{what}: rank {r}: {l}");
-        // the flap must have dropped the links: else this tested nothing
+        for (r, l) in t.lines.iter().enumerate() {
+            println!("{what}: trial {attempt}, rank {r}: {l}");
+            assert!(
+                l.get("code").is_none(),
+                "{what}: rank {r} failed: {}",
+                l["message"]
+            );
+            assert!(l["ops"].as_u64().unwrap() >= 2, "{what}: rank {r}: {l}");
+        }
+        assert!(segments_of(&t.pids).is_empty(), "{what}: segments left");
+        let retried: Vec<bool> = t
+            .lines
+            .iter()
+            .map(|l| l["recoveries"].as_u64().unwrap() >= 1)
+            .collect();
+        // the ranks retry together or not at all
         assert!(
-            l["recoveries"].as_u64().unwrap() >= 1,
-            "{what}: rank {r} never retried (did the flap cut the traffic?): {l}"
+            retried.iter().all(|&r| r == retried[0]),
+            "{what}: some ranks retried, others not: {retried:?}"
         );
+        if retried[0] {
+            return;
+        }
     }
-    assert!(segments_of(&t.pids).is_empty(), "{what}: segments left");
+    panic!("{what}: no trial's flap dropped the links (3 tried)");
 }
 
 /// Retry off: the ranks on the dropped link fail with an error naming

@@ -19,10 +19,17 @@
 //!    buffers for the same ranks), and runs the op again from its
 //!    untouched input, up to `MaxCnt` times.
 //!
+//! A rank may complete an op whose link then fails for a peer (its last
+//! bytes were in flight): it stops in the next op while the others are
+//! still in that one. So each rank keeps a copy of its last completed
+//! op's input (a copy per op with retry on), and such a rank first runs
+//! that op again from the copy — into a scratch buffer, its own result
+//! stands — so the others get their part; then all go on (`RetryPlan::CatchUp`).
+//!
 //! HCCL's conditions hold: an op in place (its input is overwritten as it
 //! runs) is not run again, nor one captured in a graph (those never take
-//! this path), and nor is an op some rank had already completed (the
-//! ranks then stopped in different ops); each ends with
+//! this path), and nor an op when the ranks stopped more than one op
+//! apart; each ends with
 //! `HCCL_E_OPRETRY_FAIL` saying why, on every rank, and the communicator
 //! stays revoked until `recover`. Collectives are numbered per handle,
 //! so the ranks can tell whether they stopped in the same one. Point to
@@ -30,12 +37,135 @@
 
 use super::{Call, HcclComm};
 use hccl_algorithm::OpType;
-use hccl_framework::{Communicator, LinkLevel, OpRetry, RetryVote, RETRY_MARK};
-use hccl_platform::{HcclError, HcclResult, Result, Stream};
+use hccl_algorithm::VCounts;
+use hccl_framework::{Communicator, LinkLevel, OpRetry, RetryPlan, RetryVote, RETRY_MARK};
+use hccl_platform::{DataType, DeviceMem, HcclError, HcclResult, ReduceOp, Result, Stream};
 use std::borrow::Cow;
 use std::time::Instant;
 
+/// The last collective a handle completed under op retry, with a copy of
+/// its input, so that it can run again for ranks still stopped in it.
+#[derive(Debug)]
+pub(super) struct Kept {
+    seq: u64,
+    api: &'static str,
+    op_type: OpType,
+    /// The input's copy (for a broadcast, its one buffer).
+    send: DeviceMem,
+    /// Where the run again writes (its result is dropped).
+    recv: DeviceMem,
+    send_elems: u64,
+    recv_elems: u64,
+    count: u64,
+    dtype: DataType,
+    op: ReduceOp,
+    root: u32,
+    send_v: Option<VCounts>,
+    recv_v: Option<VCounts>,
+    participate: bool,
+}
+
+impl Kept {
+    fn call(&self) -> Call<'_> {
+        let mut c = Call::new(
+            self.api,
+            self.op_type,
+            &self.send,
+            self.send_elems,
+            &self.recv,
+            self.recv_elems,
+            self.count,
+            self.dtype,
+        )
+        .reduce(self.op);
+        c.root = self.root;
+        c.send_v = self.send_v.clone();
+        c.recv_v = self.recv_v.clone();
+        c.participate = self.participate;
+        c.in_place = self.op_type == OpType::Broadcast;
+        c
+    }
+}
+
+/// `len` bytes of `old` if it has room, else a fresh allocation.
+fn room(old: Option<DeviceMem>, len: usize) -> Result<DeviceMem> {
+    match old {
+        Some(m) if m.len() >= len => m.range(0, len),
+        _ => DeviceMem::alloc(len.max(1))?.range(0, len),
+    }
+}
+
 impl HcclComm {
+    /// Keeps `call`'s input (op `seq`, completed on `s`) for a run again.
+    fn keep(&self, seq: u64, call: &Call<'_>, s: &Stream) -> Result<()> {
+        let size = call.dtype.size() as u64;
+        let send_bytes = (call.send_elems * size) as usize;
+        let recv_bytes = (call.recv_elems * size) as usize;
+        let mut slot = self.retry_kept.lock().unwrap_or_else(|p| p.into_inner());
+        let old = slot.take();
+        if call.send_elems > 0
+            && call.recv_elems > 0
+            && call.op_type != OpType::Broadcast
+            && call.send.overlaps(call.recv)
+        {
+            // in place: the input is gone, nothing to keep
+            return Ok(());
+        }
+        let (old_send, old_recv) = match old {
+            Some(k) => (Some(k.send), Some(k.recv)),
+            None => (None, None),
+        };
+        let send = room(old_send, send_bytes)?;
+        if send_bytes > 0 {
+            s.memcpy_async(&send, &call.send.range(0, send_bytes)?)?;
+            s.synchronize()?;
+        }
+        let recv = if call.op_type == OpType::Broadcast {
+            send.clone()
+        } else {
+            room(old_recv, recv_bytes)?
+        };
+        *slot = Some(Kept {
+            seq,
+            api: call.api,
+            op_type: call.op_type,
+            send,
+            recv,
+            send_elems: call.send_elems,
+            recv_elems: call.recv_elems,
+            count: call.count,
+            dtype: call.dtype,
+            op: call.op,
+            root: call.root,
+            send_v: call.send_v.clone(),
+            recv_v: call.recv_v.clone(),
+            participate: call.participate,
+        });
+        Ok(())
+    }
+
+    /// The op whose input this handle kept, if any.
+    fn kept_seq(&self) -> Option<u64> {
+        self.retry_kept
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|k| k.seq)
+    }
+
+    /// Runs the kept op `seq` again on the current generation (for the
+    /// ranks still stopped in it).
+    fn run_kept_again(&self, seq: u64) -> Result<()> {
+        let slot = self.retry_kept.lock().unwrap_or_else(|p| p.into_inner());
+        let k = slot
+            .as_ref()
+            .filter(|k| k.seq == seq)
+            .ok_or_else(|| HcclError::internal(format!("op {seq}'s input was not kept")))?;
+        let g = self.g();
+        let s = g.stand_in();
+        self.submit_once(k.call(), s).and_then(|()| s.synchronize())
+    }
+
     /// The retry settings `call` on `stream` runs under, if it runs under
     /// op retry (see the module docs).
     pub(super) fn retry_for(&self, call: &Call<'_>, stream: &Stream) -> Option<OpRetry> {
@@ -83,6 +213,9 @@ impl HcclComm {
                 .and_then(|()| s.synchronize())
             {
                 Ok(()) => {
+                    // its input, for the ranks that may still need this op
+                    // run again (when a link fails at the very end)
+                    self.keep(seq, &call, &s)?;
                     if attempt > 0 {
                         tracing::warn!(
                             rank = self.rank(),
@@ -129,8 +262,10 @@ impl HcclComm {
                 op: call.api.to_owned(),
                 attempt,
                 refusal,
+                kept: self.kept_seq(),
             };
-            if let Err(why) = g.comm.agree_retry(&vote) {
+            let plan = g.comm.agree_retry(&vote);
+            if let Err(why) = plan {
                 let out = if why.code() == HcclResult::EOpretryFail {
                     why.tag(format!("first error: {e}"))
                 } else {
@@ -150,7 +285,15 @@ impl HcclComm {
                 attempt,
                 "{RETRY_MARK} every rank stopped in this op: rebuilding the links and running it again"
             );
-            if let Err(re) = self.recover() {
+            let again = self.recover().and_then(|()| match plan {
+                Ok(RetryPlan::CatchUp { behind }) if behind < seq => {
+                    tracing::warn!(rank = self.rank(), seq, behind,
+                        "{RETRY_MARK} this rank had completed op {behind}: running it again from its kept input for the ranks stopped in it");
+                    self.run_kept_again(behind)
+                }
+                _ => Ok(()),
+            });
+            if let Err(re) = again {
                 let out = HcclError::opretry_fail(format!(
                     "{RETRY_MARK} op {seq} {} was not run again: rebuilding the communicator failed: {re}",
                     call.api

@@ -5,8 +5,9 @@
 //! Each op sums `FLAP_BYTES` (default 16 MiB) of f32 whose values change
 //! with the op's number (`(rank + 1) * (op % 7 + 1)` plus the element's
 //! index mod 5), so an op that returned a stale or partial result is
-//! caught. After its first op a rank creates `<dir>/ready.<rank>`; it
-//! stops after the op during which `<dir>/stop` appeared. It prints one
+//! caught. After its first op a rank creates `<dir>/ready.<rank>`; the
+//! ranks stop together after the op before which some rank saw
+//! `<dir>/stop` (a one-element AllReduce of the flags decides). It prints one
 //! line `FLAP {json}`: `{"rank", "ops", "recoveries", "max_ms", "p50_ms"}`
 //! when every op completed with the right sum, or `{"rank", "ops", "code",
 //! "message"}` on the first error (then exits 2, 1.5 s later, so a peer
@@ -53,8 +54,20 @@ pub fn run(c: Result<HcclComm>, rank: u32, size: u32, dir: &str) -> ! {
     let mut host = vec![0f32; n];
     let mut times = Vec::new();
     let stop = Path::new(dir).join("stop");
+    let flag = DeviceMem::alloc(4).unwrap_or_else(|e| fail(0, e));
+    let any = DeviceMem::alloc(4).unwrap_or_else(|e| fail(0, e));
     loop {
-        let stopping = stop.exists();
+        // every rank stops after the same op: the one during which some
+        // rank saw the stop file (a one-element sum decides)
+        flag.copy_from_host(&[if stop.exists() { 1f32 } else { 0.0 }])
+            .unwrap_or_else(|e| fail(ops, e));
+        if let Err(e) = c
+            .all_reduce_raw(&flag, &any, 1, DataType::Fp32, ReduceOp::Sum, &s)
+            .and_then(|()| s.synchronize())
+        {
+            fail(ops, e);
+        }
+        let stopping = any.to_vec::<f32>(1).unwrap_or_else(|e| fail(ops, e))[0] > 0.0;
         for (i, v) in host.iter_mut().enumerate() {
             *v = value(rank, ops, i);
         }
