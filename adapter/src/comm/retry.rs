@@ -234,6 +234,9 @@ impl HcclComm {
                 return Err(e);
             };
             attempt += 1;
+            // a peer's failure relayed over a healthy link ("peer rank 0
+            // failed: <its link error>") says nothing of this link's level
+            let peer = peer.filter(|p| !e.message().contains(&format!("peer rank {p} failed:")));
             let refusal = self.refusal(&call, &g.comm, peer, &policy, attempt);
             tracing::warn!(
                 rank = self.rank(),
@@ -305,8 +308,9 @@ impl HcclComm {
         }
     }
 
-    /// Why this rank cannot run `call` again after a failure on its link
-    /// to `peer` (if named), or `None` if it can.
+    /// Why this rank cannot run `call` again after a failure on its own
+    /// link to `peer` (`None`: a failure relayed by a peer, or a
+    /// revocation), or `None` if it can.
     fn refusal(
         &self,
         call: &Call<'_>,
