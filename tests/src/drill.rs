@@ -24,24 +24,33 @@ pub fn tempdir(tag: &str) -> String {
     d.to_string_lossy().into_owned()
 }
 
+/// Variables of a test's own environment that would change what its rank
+/// processes do (their rank, placement, executor, transport, retry).
+pub const WORKER_CLEARED: &[&str] = &[
+    "RANK",
+    "WORLD_SIZE",
+    "HCCL_RS_EXECUTOR",
+    "HCCL_RS_HOST_ID",
+    "HCCL_RS_TRANSPORT",
+    "HCCL_ALGO",
+    "HCCL_SOCKET_IFNAME",
+    "HCCL_OP_RETRY_ENABLE",
+    "HCCL_OP_RETRY_PARAMS",
+];
+
+/// Removes [`WORKER_CLEARED`] from a rank process's environment.
+pub fn clear_worker_env(cmd: &mut Command) {
+    for v in WORKER_CLEARED {
+        cmd.env_remove(v);
+    }
+}
+
 /// Sets a drill worker's environment on `cmd`: the variables of the
 /// parent that would change placement removed, short timeouts, the op
 /// looped (`op`, `bytes`), then `env` on top. Output: stdout piped,
 /// stderr dropped.
 pub fn drill_env(cmd: &mut Command, op: &str, bytes: usize, env: &[(&str, String)]) {
-    for v in [
-        "RANK",
-        "WORLD_SIZE",
-        "HCCL_RS_EXECUTOR",
-        "HCCL_RS_HOST_ID",
-        "HCCL_RS_TRANSPORT",
-        "HCCL_ALGO",
-        "HCCL_SOCKET_IFNAME",
-        "HCCL_OP_RETRY_ENABLE",
-        "HCCL_OP_RETRY_PARAMS",
-    ] {
-        cmd.env_remove(v);
-    }
+    clear_worker_env(cmd);
     cmd.env("HCCL_BUFFSIZE", "4")
         .env("HCCL_EXEC_TIMEOUT", "20")
         .env("HCCL_CONNECT_TIMEOUT", "20")

@@ -13,6 +13,7 @@
 //! the tests run side by side, and a guard removes them even when a test
 //! fails (and a later run's sweep, if this process is killed).
 
+use hccl_tests::drill::drill_env;
 use hccl_tests::{netns_or_skip, segments_of, Ranks};
 use hccl_tools::netns::{self, Layout, NetnsHosts};
 use std::io::{BufRead, BufReader};
@@ -458,26 +459,8 @@ fn a_rank_killed_in_another_namespace_is_named_by_the_survivors() {
                 let h = host_of(r);
                 let mut cmd = hosts.command(h, WORKER);
                 cmd.args(["root_info", &r.to_string(), &n.to_string(), &d, "drill"]);
-                for v in [
-                    "RANK",
-                    "WORLD_SIZE",
-                    "HCCL_RS_EXECUTOR",
-                    "HCCL_RS_HOST_ID",
-                    "HCCL_RS_TRANSPORT",
-                    "HCCL_ALGO",
-                    "HCCL_SOCKET_IFNAME",
-                ] {
-                    cmd.env_remove(v);
-                }
+                drill_env(&mut cmd, "allreduce", 1 << 20, &[]);
                 cmd.env("HCCL_IF_IP", hosts.addr(h).to_string())
-                    .env("HCCL_BUFFSIZE", "4")
-                    .env("HCCL_EXEC_TIMEOUT", "20")
-                    .env("HCCL_CONNECT_TIMEOUT", "20")
-                    .env("DRILL_OP", "allreduce")
-                    .env("DRILL_BYTES", (1 << 20).to_string())
-                    .env("DRILL_LINGER_MS", "1500")
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::null())
                     .spawn()
                     .expect("spawn worker")
             })

@@ -39,16 +39,7 @@ fn soak_mixed_ops_stay_flat() {
             .map(|r| {
                 let mut cmd = Command::new(WORKER);
                 cmd.args(["root_info", &r.to_string(), &RANKS.to_string(), &d, "soak"]);
-                for v in [
-                    "RANK",
-                    "WORLD_SIZE",
-                    "HCCL_RS_EXECUTOR",
-                    "HCCL_RS_HOST_ID",
-                    "HCCL_RS_TRANSPORT",
-                    "HCCL_ALGO",
-                ] {
-                    cmd.env_remove(v);
-                }
+                hccl_tests::drill::clear_worker_env(&mut cmd);
                 let err = std::fs::File::create(dir.join(format!("stderr.{r}"))).unwrap();
                 cmd.env("HCCL_BUFFSIZE", "1")
                     .env("HCCL_EXEC_TIMEOUT", "60")
