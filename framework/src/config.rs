@@ -298,6 +298,19 @@ impl CommConfig {
             c.op_retry
                 .set_params(&v, "environment variable HCCL_OP_RETRY_PARAMS")?;
         }
+        if let Some(v) = env.get("HCCL_RS_OP_RETRY_KEEP") {
+            c.op_retry.keep_input = match v.trim() {
+                "1" => true,
+                "0" => false,
+                _ => {
+                    return Err(bad(
+                        "HCCL_RS_OP_RETRY_KEEP",
+                        &v,
+                        "expected 1 (keep each op's input for a retry) or 0",
+                    ))
+                }
+            };
+        }
         if let Some(v) = env.get("HCCL_EXEC_TIMEOUT") {
             let s = parse_u64("HCCL_EXEC_TIMEOUT", &v)?;
             c.exec_timeout = (s > 0).then(|| Duration::from_secs(s));
@@ -747,6 +760,9 @@ mod tests {
         assert_eq!(c.op_retry.max_cnt, 4);
         assert_eq!(c.op_retry.hold_time, Duration::from_millis(200));
         assert_eq!(c.op_retry.interval_time, Duration::from_millis(50));
+        assert!(c.op_retry.keep_input);
+        let c = CommConfig::from_source(&[("HCCL_RS_OP_RETRY_KEEP", "0")][..]).unwrap();
+        assert!(!c.op_retry.keep_input);
         let e = CommConfig::from_source(&[("HCCL_OP_RETRY_PARAMS", "MaxCnt:0")][..]).unwrap_err();
         assert_eq!(e.code(), HcclResult::EPara);
         assert!(

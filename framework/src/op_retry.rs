@@ -32,6 +32,11 @@ pub struct OpRetry {
     pub hold_time: Duration,
     /// Wait between later retries (`IntervalTime`, as `HoldTime`).
     pub interval_time: Duration,
+    /// Keep a copy of each completed collective's input, so a rank that
+    /// completed an op whose link then failed for its peers can run it
+    /// again for them (`HCCL_RS_OP_RETRY_KEEP`, default on). Off: HCCL's
+    /// behaviour, no copy per op, and such a failure is not retried.
+    pub keep_input: bool,
 }
 
 impl Default for OpRetry {
@@ -41,6 +46,7 @@ impl Default for OpRetry {
             max_cnt: 1,
             hold_time: Duration::from_millis(5000),
             interval_time: Duration::from_millis(1000),
+            keep_input: true,
         }
     }
 }

@@ -215,7 +215,9 @@ impl HcclComm {
                 Ok(()) => {
                     // its input, for the ranks that may still need this op
                     // run again (when a link fails at the very end)
-                    self.keep(seq, &call, &s)?;
+                    if policy.keep_input {
+                        self.keep(seq, &call, &s)?;
+                    }
                     if attempt > 0 {
                         tracing::warn!(
                             rank = self.rank(),
