@@ -219,10 +219,14 @@ impl Communicator {
     /// (a lost or dropped link) or a revocation made by op retry on
     /// another rank. `None` for anything else; else the peer, if named.
     pub fn retry_cause(e: &HcclError) -> Option<Option<u32>> {
+        // a peer's failure relayed to this rank ("peer rank 2 failed:
+        // <its error>") carries the peer's reason: a link failure is
+        // retried, a mismatch or a timeout found by the peer is not
+        let m = e.message();
+        let link = m.contains("TCP link between rank") || m.contains("lost peer rank");
         match e.code() {
-            HcclResult::ERemote | HcclResult::ETcpTransfer | HcclResult::ERoceTransfer => {
-                e.context().peer.map(Some)
-            }
+            HcclResult::ERoceTransfer => e.context().peer.map(Some),
+            HcclResult::ERemote | HcclResult::ETcpTransfer if link => e.context().peer.map(Some),
             HcclResult::ESuspending if e.message().contains(RETRY_MARK) => Some(None),
             _ => None,
         }
@@ -408,10 +412,21 @@ mod tests {
 
     #[test]
     fn link_and_retry_errors_are_retry_causes_others_are_not() {
-        let lost = HcclError::remote("lost peer rank 2").peer(2);
+        let lost = HcclError::remote("lost peer rank 2 (process 9 on host h)").peer(2);
         assert_eq!(Communicator::retry_cause(&lost), Some(Some(2)));
-        let dropped = HcclError::tcp_transfer("the TCP link dropped").peer(1);
+        let dropped =
+            HcclError::tcp_transfer("the TCP link between rank 0 and rank 1 dropped").peer(1);
         assert_eq!(Communicator::retry_cause(&dropped), Some(Some(1)));
+        let relayed =
+            HcclError::remote("peer rank 3 failed: the TCP link between rank 3 and rank 1 dropped")
+                .peer(3);
+        assert_eq!(Communicator::retry_cause(&relayed), Some(Some(3)));
+        // a mismatch or a timeout a peer found, relayed, is not a link failure
+        let mismatch = HcclError::remote(
+            "peer rank 0 failed: The arguments for collective communication are inconsistent",
+        )
+        .peer(0);
+        assert_eq!(Communicator::retry_cause(&mismatch), None);
         let theirs = HcclError::suspending(format!("revoked by rank 3: {RETRY_MARK} link"));
         assert_eq!(Communicator::retry_cause(&theirs), Some(None));
         let users = HcclError::suspending("revoked by rank 3: the application gave up");
