@@ -56,11 +56,19 @@ impl SingleSubCommTransport {
                 "rank {me} is not in its own sub-communicator {ranks:?}"
             ))
         })? as u32;
+        // a mask rather than `wanted.contains` per entry: a mesh wants
+        // every peer, which made this O(p²) per rank
+        let mut want = vec![false; ranks.len()];
+        for &w in wanted {
+            if let Some(slot) = want.get_mut(w as usize) {
+                *slot = true;
+            }
+        }
         let transport_requests = ranks
             .iter()
-            .enumerate()
-            .map(|(i, &peer)| TransportRequest {
-                is_valid: peer != me && wanted.contains(&(i as u32)),
+            .zip(want)
+            .map(|(&peer, wanted)| TransportRequest {
+                is_valid: peer != me && wanted,
                 local_user_rank: me,
                 remote_user_rank: peer,
                 input_mem_type,

@@ -104,9 +104,10 @@ impl FlatExecutor for AllReduceRhdExecutor {
 /// Where block b of p (each `wb` bytes) sits in the group-major layout of
 /// core size m: group b mod m, second within its group if b ≥ m.
 fn group_layout(p: u32, m: u32, wb: usize) -> (Groups, impl Fn(u32) -> usize) {
-    let groups = Groups::from_sizes((0..m).map(|g| if g + m < p { 2 * wb } else { wb }));
-    let starts: Vec<usize> = (0..m).map(|g| groups.start(g)).collect();
-    let at = move |b: u32| starts[(b % m) as usize] + if b >= m { wb } else { 0 };
+    // groups g < p − m hold two blocks (g and g + m), the others one
+    let groups = Groups::two_sizes(m, p - m, (2 * wb, wb), p as usize * wb);
+    let starts = groups.clone();
+    let at = move |b: u32| starts.start(b % m) + if b >= m { wb } else { 0 };
     (groups, at)
 }
 

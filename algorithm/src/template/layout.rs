@@ -32,7 +32,7 @@ impl Slice {
     /// (the tail slices may be shorter or empty).
     pub fn split(bytes: usize, parts: usize) -> Vec<Slice> {
         let parts = parts.max(1);
-        let per = bytes.div_ceil(parts).div_ceil(SLICE_ALIGN) * SLICE_ALIGN;
+        let per = split_size(bytes, parts);
         (0..parts)
             .map(|i| {
                 let offset = (i * per).min(bytes);
@@ -50,6 +50,11 @@ impl Slice {
     }
 }
 
+/// The size of each of `parts` (at least 1) slices of [`Slice::split`].
+fn split_size(bytes: usize, parts: usize) -> usize {
+    bytes.div_ceil(parts).div_ceil(SLICE_ALIGN) * SLICE_ALIGN
+}
+
 /// Slot slices for a round: p slots of `w` elements of `u` bytes each.
 pub fn slots(p: u64, w: u64, u: u64) -> Vec<Slice> {
     (0..p)
@@ -62,8 +67,28 @@ pub fn slots(p: u64, w: u64, u: u64) -> Vec<Slice> {
 
 /// Consecutive groups of bytes of a buffer: group g is bytes
 /// `[b[g], b[g + 1])` (the core groups of RHD, the blocks of NHR/NB).
+///
+/// The layouts the executors cut a buffer into (equal slices, equal
+/// slots, RHD's groups of two sizes) compute a group's offset instead of
+/// tabulating all of them: a rank of a p-rank plan asks for O(log p)
+/// ranges, and a p-entry table per rank was O(p²) work for the simulator.
 #[derive(Clone, Debug)]
-pub struct Groups(Vec<usize>);
+pub struct Groups(Bounds);
+
+#[derive(Clone, Debug)]
+enum Bounds {
+    /// Any sizes: the boundaries, tabulated.
+    Table(Vec<usize>),
+    /// `n` groups, the first `big` of `a` bytes and the rest of `b`,
+    /// every boundary capped at `total`.
+    Formula {
+        n: u32,
+        big: u32,
+        a: usize,
+        b: usize,
+        total: usize,
+    },
+}
 
 impl Groups {
     /// Groups from consecutive slices.
@@ -77,18 +102,62 @@ impl Groups {
         for len in sizes {
             b.push(b[b.len() - 1] + len);
         }
-        Groups(b)
+        Groups(Bounds::Table(b))
+    }
+
+    /// The groups of [`Slice::split`]`(bytes, parts)`, computed.
+    pub fn split(bytes: usize, parts: usize) -> Self {
+        let parts = parts.max(1);
+        let per = split_size(bytes, parts);
+        Self::two_sizes(parts as u32, 0, (per, per), bytes)
+    }
+
+    /// The groups of [`slots`]`(p, w, u)`: p groups of `w · u` bytes, computed.
+    pub fn slots(p: u64, w: u64, u: u64) -> Self {
+        let len = (w * u) as usize;
+        Self::two_sizes(p as u32, 0, (len, len), len * p as usize)
+    }
+
+    /// `n` groups, the first `big` of `a` bytes and the others of `b`
+    /// (RHD's group-major layout), computed.
+    pub fn two_sizes(n: u32, big: u32, (a, b): (usize, usize), total: usize) -> Self {
+        Groups(Bounds::Formula {
+            n,
+            big: big.min(n),
+            a,
+            b,
+            total,
+        })
+    }
+
+    /// The boundary before group `g` (`g == n`: the end).
+    fn bound(&self, g: u32) -> usize {
+        match &self.0 {
+            Bounds::Table(t) => t[g as usize],
+            &Bounds::Formula {
+                n,
+                big,
+                a,
+                b,
+                total,
+            } => {
+                // out of range panics, as the table's index does
+                assert!(g <= n, "group {g} of {n}");
+                let small = g.saturating_sub(big) as usize;
+                (g.min(big) as usize * a + small * b).min(total)
+            }
+        }
     }
 
     /// Offset and length of groups `lo..hi`.
     pub fn range(&self, lo: u32, hi: u32) -> (usize, usize) {
-        let (a, b) = (self.0[lo as usize], self.0[hi as usize]);
+        let (a, b) = (self.bound(lo), self.bound(hi));
         (a, b - a)
     }
 
     /// Offset of group `g`.
     pub fn start(&self, g: u32) -> usize {
-        self.0[g as usize]
+        self.bound(g)
     }
 }
 
@@ -230,6 +299,33 @@ mod tests {
                     next += sl.len;
                 }
             }
+        }
+    }
+
+    /// The computed layouts are the tabulated ones, boundary for boundary.
+    #[test]
+    fn computed_groups_match_their_tables() {
+        let same = |g: &Groups, t: &Groups, n: u32| {
+            for lo in 0..=n {
+                for hi in lo..=n {
+                    assert_eq!(g.range(lo, hi), t.range(lo, hi), "{g:?} {lo}..{hi}");
+                }
+            }
+        };
+        for bytes in [0usize, 1, 28, 128, 129, 1000, 4097 * 4] {
+            for parts in 1..=9 {
+                let t = Groups::from_slices(&Slice::split(bytes, parts));
+                same(&Groups::split(bytes, parts), &t, parts as u32);
+            }
+        }
+        for (p, w, u) in [(1u64, 3u64, 4u64), (5, 1, 2), (7, 16, 4), (3, 0, 4)] {
+            let t = Groups::from_slices(&slots(p, w, u));
+            same(&Groups::slots(p, w, u), &t, p as u32);
+        }
+        for (n, big, a, b) in [(4u32, 0u32, 8usize, 4usize), (4, 3, 8, 4), (8, 8, 2, 1)] {
+            let t = Groups::from_sizes((0..n).map(|g| if g < big { a } else { b }));
+            let total = big as usize * a + (n - big) as usize * b;
+            same(&Groups::two_sizes(n, big, (a, b), total), &t, n);
         }
     }
 

@@ -26,7 +26,7 @@
 //! so it sends exactly what the reduce-scatter received.
 
 use crate::prim::{self, Piece, Rx, Tx};
-use crate::template::layout::{Groups, Slice};
+use crate::template::layout::Groups;
 use crate::topo::SubCommInfo;
 use hccl_platform::{DataType, DeviceMem, MemKind, ReduceOp, Result, Stream};
 
@@ -82,36 +82,50 @@ impl Family {
     }
 
     /// Blocks rank `x` sends (to x + δ) and receives (from x − δ) at
-    /// reduce-scatter step `k`, ascending.
-    fn blocks(self, k: u32, p: u32, x: u32) -> (Vec<u32>, Vec<u32>) {
+    /// reduce-scatter step `k`, as ascending, disjoint ranges of block
+    /// indices.
+    fn blocks(self, k: u32, p: u32, x: u32) -> (Blocks, Blocks) {
         let delta = self.delta(k, p);
         let from = (x + p - delta) % p;
         // the blocks at the offsets `sends` picks, enumerated directly
-        // rather than by testing all p offsets: a 65,536-rank plan calls
-        // this p⌈log2 p⌉ times per rank
-        let pick = |who: u32| -> Vec<u32> {
-            let mut v: Vec<u32> = match self {
-                // one window of c blocks from lo, ascending once unwrapped
+        // rather than by testing all p offsets, and as ranges: an NHR
+        // window is at most two ranges, where a list of its blocks cost
+        // O(p) per step (a 65,536-rank plan calls this p⌈log2 p⌉ times)
+        let pick = |who: u32| -> Blocks {
+            let v: Blocks = match self {
+                // one window of c blocks from lo, unwrapped: the wrapped
+                // part [0, lo + c − p) comes first
                 Family::Nhr => {
                     let c = delta.min(p - delta);
                     let lo = (who + delta) % p;
                     if lo + c <= p {
-                        (lo..lo + c).collect()
+                        vec![lo..lo + c]
                     } else {
-                        (0..lo + c - p).chain(lo..p).collect()
+                        vec![0..lo + c - p, lo..p]
                     }
                 }
-                Family::Nb => (0..)
-                    .map(|j: u64| (2 * j + 1) << k)
-                    .take_while(|&d| d < p as u64)
-                    .map(|d| ((who as u64 + d) % p as u64) as u32)
-                    .collect(),
+                // offsets d = (2j + 1)·2^k; the blocks who + d that wrap
+                // (d ≥ p − who) are below who, so listing them first keeps
+                // the blocks ascending without a sort
+                Family::Nb => {
+                    let offs = (0..)
+                        .map(|j: u64| (2 * j + 1) << k)
+                        .take_while(|&d| d < p as u64);
+                    let (who, p) = (who as u64, p as u64);
+                    let wrapped = offs.clone().filter(|&d| who + d >= p).map(|d| who + d - p);
+                    let straight = offs.filter(|&d| who + d < p).map(|d| who + d);
+                    wrapped
+                        .chain(straight)
+                        .map(|b| b as u32..b as u32 + 1)
+                        .collect()
+                }
             };
-            if self == Family::Nb {
-                v.sort_unstable();
-            }
-            debug_assert!(v.windows(2).all(|w| w[0] < w[1]));
-            debug_assert!(v.iter().all(|&b| self.sends(k, p, (b + p - who) % p)));
+            debug_assert!(v.windows(2).all(|w| w[0].end <= w[1].start));
+            debug_assert!(v.iter().flat_map(Clone::clone).all(|b| self.sends(
+                k,
+                p,
+                (b + p - who) % p
+            )));
             v
         };
         (pick(x), pick(from))
@@ -144,30 +158,47 @@ impl Family {
     }
 }
 
-/// Byte ranges of `blocks` (ascending) in the layout `groups`: runs of
-/// consecutive blocks merge into one range, empty ranges are dropped (the
-/// peer computes the same list, so both sides agree on the count).
-fn ranges(groups: &Groups, blocks: &[u32]) -> Vec<(usize, usize)> {
+/// Ascending, disjoint ranges of block indices.
+type Blocks = Vec<std::ops::Range<u32>>;
+
+/// Byte ranges of `blocks` (ascending, disjoint) in the layout `groups`:
+/// adjacent block ranges merge into one byte range, empty ranges are
+/// dropped (the peer computes the same blocks, so both sides agree on the
+/// count).
+fn ranges(groups: &Groups, blocks: &[std::ops::Range<u32>]) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
-    let mut i = 0;
-    while i < blocks.len() {
-        let mut j = i + 1;
-        while j < blocks.len() && blocks[j] == blocks[j - 1] + 1 {
-            j += 1;
-        }
-        let (off, len) = groups.range(blocks[i], blocks[j - 1] + 1);
+    let mut run: Option<std::ops::Range<u32>> = None;
+    let mut flush = |r: std::ops::Range<u32>| {
+        let (off, len) = groups.range(r.start, r.end);
         if len > 0 {
             out.push((off, len));
         }
-        i = j;
+    };
+    for b in blocks.iter().filter(|b| !b.is_empty()) {
+        run = match run {
+            Some(r) if r.end == b.start => Some(r.start..b.end),
+            Some(r) => {
+                flush(r);
+                Some(b.clone())
+            }
+            None => Some(b.clone()),
+        };
+    }
+    if let Some(r) = run {
+        flush(r);
     }
     out
+}
+
+/// Blocks one at a time, as [`Blocks`].
+fn singles(blocks: Vec<u32>) -> Blocks {
+    blocks.into_iter().map(|b| b..b + 1).collect()
 }
 
 /// One step of a plan: the ring distance, whether data flows to x + δ
 /// (reduce-scatter, scatter) or to x − δ (allgather), the blocks sent and
 /// the blocks received.
-type PlanStep = (u32, bool, Vec<u32>, Vec<u32>);
+type PlanStep = (u32, bool, Blocks, Blocks);
 
 /// Where peers write: their `kind` buffer at `base` plus the offset the
 /// data has in `w` (every rank keeps `w` at the same place).
@@ -294,7 +325,7 @@ pub fn all_reduce_in(
     how: (DataType, ReduceOp),
 ) -> Result<()> {
     let p = comm.local_rank_size;
-    let groups = Groups::from_slices(&Slice::split(w.len(), p as usize));
+    let groups = Groups::split(w.len(), p as usize);
     reduce_scatter(s, comm, fam, &groups, w, (landing, landing_at), how, 0)?;
     all_gather(s, comm, fam, &groups, w, w_at, steps(p))
 }
@@ -316,7 +347,7 @@ pub fn scatter(
     let (r, p) = (comm.local_rank, comm.local_rank_size);
     let plan = (0..)
         .zip(fam.scatter_blocks(p, root, r))
-        .map(|(k, (send, recv))| (fam.delta(k, p), true, send, recv));
+        .map(|(k, (send, recv))| (fam.delta(k, p), true, singles(send), singles(recv)));
     run_plan(s, comm, groups, w, at, first, plan, |_| Ok(()))
 }
 
@@ -335,13 +366,14 @@ mod tests {
                 let mut total = 0;
                 for k in 0..n {
                     let (send, recv) = fam.blocks(k, p, 0);
-                    assert_eq!(send.len(), recv.len(), "{fam:?} p={p} k={k}");
-                    assert!(!send.is_empty(), "{fam:?} p={p} k={k}: an idle step");
+                    let count = |b: &Blocks| b.iter().map(|r| r.len() as u32).sum::<u32>();
+                    assert_eq!(count(&send), count(&recv), "{fam:?} p={p} k={k}");
+                    assert!(count(&send) > 0, "{fam:?} p={p} k={k}: an idle step");
                     if fam == Family::Nb {
                         let want = (p - 1 + (1 << k)) / (1 << (k + 1));
-                        assert_eq!(send.len() as u32, want, "NB p={p} k={k}");
+                        assert_eq!(count(&send), want, "NB p={p} k={k}");
                     }
-                    total += send.len() as u32;
+                    total += count(&send);
                 }
                 assert_eq!(total, p - 1, "{fam:?} p={p}");
                 // the path of every offset from 0 reaches it
@@ -378,7 +410,42 @@ mod tests {
     #[test]
     fn ranges_merge_runs_and_drop_empties() {
         let g = Groups::from_sizes([4, 4, 0, 4]);
-        assert_eq!(ranges(&g, &[0, 1, 3]), vec![(0, 8), (8, 4)]);
-        assert_eq!(ranges(&g, &[2]), vec![]);
+        assert_eq!(ranges(&g, &singles(vec![0, 1, 3])), vec![(0, 8), (8, 4)]);
+        assert_eq!(ranges(&g, &[0..2, 3..4]), vec![(0, 8), (8, 4)]);
+        assert_eq!(ranges(&g, &[0..1, 1..2, 2..2, 3..4]), vec![(0, 8), (8, 4)]);
+        assert_eq!(ranges(&g, &[2..3]), vec![]);
+        assert_eq!(ranges(&g, &[]), vec![]);
+    }
+
+    /// The block ranges of every step are exactly the blocks `sends`
+    /// picks (the definition), ascending: what each rank sends and
+    /// receives, hence every transfer, is what testing all p offsets gave.
+    #[test]
+    fn block_ranges_are_the_blocks_sends_picks() {
+        for p in 2..=70u32 {
+            for fam in [Family::Nhr, Family::Nb] {
+                for k in 0..steps(p) {
+                    let delta = fam.delta(k, p);
+                    let want = |who: u32| -> Vec<u32> {
+                        (0..p)
+                            .filter(|&b| fam.sends(k, p, (b + p - who) % p))
+                            .collect()
+                    };
+                    for x in 0..p {
+                        let (send, recv) = fam.blocks(k, p, x);
+                        let flat = |b: &Blocks| b.iter().flat_map(Clone::clone).collect::<Vec<_>>();
+                        assert_eq!(flat(&send), want(x), "{fam:?} p={p} k={k} x={x}");
+                        assert_eq!(
+                            flat(&recv),
+                            want((x + p - delta) % p),
+                            "{fam:?} p={p} k={k} x={x}"
+                        );
+                        // and the byte ranges are those of the block lists
+                        let g = Groups::split(p as usize * 256 - 300, p as usize);
+                        assert_eq!(ranges(&g, &send), ranges(&g, &singles(want(x))));
+                    }
+                }
+            }
+        }
     }
 }
