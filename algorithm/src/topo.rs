@@ -86,6 +86,8 @@ pub struct TopoInfo {
     /// (`HCCL_RS_MIN_CHANNELS` / `HCCL_RS_MAX_CHANNELS`; see
     /// [`crate::rings`]). The same on every rank of a communicator.
     pub channels: ChannelLimits,
+    /// 0..p, the flat plane's rank list, shared like `rank_to_server`.
+    all_ranks: Arc<[u32]>,
 }
 
 impl TopoInfo {
@@ -121,6 +123,7 @@ impl TopoInfo {
             user_rank_size: size,
             rank_to_server,
             channels: ChannelLimits::default(),
+            all_ranks: (0..size).collect(),
         }
         .for_rank(user_rank)
     }
@@ -137,8 +140,15 @@ impl TopoInfo {
         Ok(TopoInfo {
             user_rank,
             rank_to_server: Arc::clone(&self.rank_to_server),
+            all_ranks: Arc::clone(&self.all_ranks),
             ..*self
         })
+    }
+
+    /// Every rank in order (the [`CommPlane::Combine`] group), shared by
+    /// every view of this communicator rather than made per call.
+    pub fn flat_ranks(&self) -> Arc<[u32]> {
+        Arc::clone(&self.all_ranks)
     }
 
     /// The same topology with the multi-channel executors limited to
@@ -184,25 +194,25 @@ impl TopoInfo {
 }
 
 /// One rank's view of a sub-communicator: its index, the group size, and
-/// the established links indexed by sub-comm rank (`None` for itself and
-/// for peers it asked no link to).
+/// the established links by sub-comm rank (only the peers it asked a link
+/// to: a p-entry table per rank is O(p²) for a simulation of p ranks).
 #[derive(Clone, Debug)]
 pub struct SubCommInfo {
     /// This rank's index in the sub-communicator.
     pub local_rank: u32,
     /// Number of ranks in the sub-communicator.
     pub local_rank_size: u32,
-    /// Links by sub-comm rank.
-    pub links: Vec<Option<LinkHandle>>,
+    /// Links as (sub-comm rank, link), ascending by sub-comm rank.
+    pub links: Vec<(u32, LinkHandle)>,
 }
 
 impl SubCommInfo {
     /// The link to sub-comm rank `r`, or an internal error naming it.
     pub fn link(&self, r: u32) -> Result<&LinkHandle> {
         self.links
-            .get(r as usize)
-            .and_then(Option::as_ref)
-            .ok_or_else(|| {
+            .binary_search_by_key(&r, |(q, _)| *q)
+            .map(|i| &self.links[i].1)
+            .map_err(|_| {
                 HcclError::internal(format!(
                     "no link from sub-comm rank {} to sub-comm rank {r} was granted",
                     self.local_rank
@@ -242,6 +252,8 @@ mod tests {
         let t = TopoInfo::new(0, vec![0, 0, 1]).unwrap();
         let u = t.for_rank(2).unwrap();
         assert!(Arc::ptr_eq(&t.rank_to_server, &u.rank_to_server));
+        assert!(Arc::ptr_eq(&t.flat_ranks(), &u.flat_ranks()));
+        assert_eq!(*u.flat_ranks(), u.plane_ranks(CommPlane::Combine)[..]);
         assert_eq!(u, TopoInfo::new(2, vec![0, 0, 1]).unwrap());
         assert_eq!(u.server_index(), 1);
         assert!(t.for_rank(3).is_err());
