@@ -15,7 +15,7 @@ use super::flat::{input_to_output, is_graph, share_user_buffers, FlatExecutor, N
 use crate::op::{OpParam, OpType};
 use crate::resource::AlgResourceResponse;
 use crate::template::layout::{
-    copy_through, round_capacity, run_op_base_loop, run_per_rank_rounds, Groups,
+    copy_blocks, copy_through, round_capacity, run_op_base_loop, run_per_rank_rounds, Groups,
 };
 use crate::template::nhr_nb::{
     all_gather, all_reduce, all_reduce_in, peers, reduce_scatter, scatter, steps, Family,
@@ -85,15 +85,14 @@ impl NonuniformExecutor {
             let (e0, w) = (win.first, win.len);
             let groups = Groups::slots(p as u64, w, u);
             let all = b(p as u64 * w);
-            // rank q's window in a user buffer of p blocks, and in the CCL buffer
-            let user = |mem: &DeviceMem, q: u32| mem.range(b(q as u64 * c + e0), b(w));
+            // the ranks' windows in a user buffer of p blocks (rank q's at
+            // q·c + e0), and rank q's in the CCL buffer (slot q of w)
+            let (ub, us) = (b(e0), b(c));
             let slot = |mem: &DeviceMem, q: u32| mem.range(groups.start(q), b(w));
             match self.named.op {
                 OpType::ReduceScatter => {
                     let wbuf = res.ccl_input.range(0, all)?;
-                    for q in 0..p {
-                        s.memcpy_async(&slot(&wbuf, q)?, &user(&param.input, q)?)?;
-                    }
+                    copy_blocks(s, p, b(w), (&wbuf, 0, b(w)), (&*param.input, ub, us))?;
                     let landing = (&res.ccl_output, (MemKind::CclOutput, 0));
                     let how = (param.dtype, param.reduce_op);
                     reduce_scatter(s, comm, self.fam, &groups, &wbuf, landing, how, 0)?;
@@ -111,17 +110,13 @@ impl NonuniformExecutor {
                         (MemKind::CclOutput, 0),
                         0,
                     )?;
-                    for q in 0..p {
-                        s.memcpy_async(&user(&param.output, q)?, &slot(&wbuf, q)?)?;
-                    }
+                    copy_blocks(s, p, b(w), (&*param.output, ub, us), (&wbuf, 0, b(w)))?;
                 }
                 _ => {
                     let wbuf = res.ccl_output.range(0, all)?;
                     let root = param.root;
                     if r == root {
-                        for q in 0..p {
-                            s.memcpy_async(&slot(&wbuf, q)?, &user(&param.input, q)?)?;
-                        }
+                        copy_blocks(s, p, b(w), (&wbuf, 0, b(w)), (&*param.input, ub, us))?;
                     }
                     scatter(
                         s,

@@ -5,7 +5,7 @@
 
 use crate::op::OpParam;
 use crate::resource::AlgResourceResponse;
-use hccl_platform::{DeviceMem, HcclError, Result};
+use hccl_platform::{DeviceMem, HcclError, Result, Stream};
 
 /// Slice boundaries are multiples of this many bytes (a multiple of every
 /// element size, and the cache-line pair size that keeps peers' writes apart).
@@ -263,6 +263,37 @@ pub fn run_per_rank_rounds(
             first,
             len: n.min(count - first),
         })?;
+    }
+    Ok(())
+}
+
+/// Where block i of a run sits in a buffer: `base + i · stride` bytes.
+pub type Strided<'a> = (&'a DeviceMem, usize, usize);
+
+/// Enqueues the copies of `n` blocks of `len` bytes, block i from `src`
+/// to `dst` (each [`Strided`]). When both strides are `len` the blocks are
+/// one contiguous run on both sides and move in one copy (an op-base
+/// AllGather or ReduceScatter whose round holds whole rank blocks: one
+/// task instead of p, the same bytes); otherwise one copy per block.
+pub fn copy_blocks(
+    s: &Stream,
+    n: u32,
+    len: usize,
+    (dst, dst_base, dst_stride): Strided<'_>,
+    (src, src_base, src_stride): Strided<'_>,
+) -> Result<()> {
+    if n == 0 || len == 0 {
+        return Ok(());
+    }
+    if dst_stride == len && src_stride == len {
+        let all = n as usize * len;
+        return s.memcpy_async(&dst.range(dst_base, all)?, &src.range(src_base, all)?);
+    }
+    for i in 0..n as usize {
+        s.memcpy_async(
+            &dst.range(dst_base + i * dst_stride, len)?,
+            &src.range(src_base + i * src_stride, len)?,
+        )?;
     }
     Ok(())
 }
