@@ -131,30 +131,86 @@ impl Family {
         (pick(x), pick(from))
     }
 
-    /// Per reduce-scatter step, the blocks rank `x` sends and receives when
-    /// a scatter from `root` follows the reduce-scatter trees backwards:
-    /// block b travels from the root along the path the reduce-scatter
-    /// takes from the root to b, so it moves once per hop and the root
-    /// sends each other block once.
-    fn scatter_blocks(self, p: u32, root: u32, x: u32) -> Vec<(Vec<u32>, Vec<u32>)> {
-        let n = steps(p);
-        let mut out = vec![(Vec::new(), Vec::new()); n as usize];
-        for b in 0..p {
-            let mut holder = root;
-            for k in 0..n {
-                if self.sends(k, p, (b + p - holder) % p) {
-                    let next = (holder + self.delta(k, p)) % p;
-                    if holder == x {
-                        out[k as usize].0.push(b);
+    /// The blocks rank `x` sends and receives at reduce-scatter step `k`
+    /// when a scatter from `root` follows the reduce-scatter trees
+    /// backwards: block b travels from the root along the path the
+    /// reduce-scatter takes from the root to b, so it moves once per hop
+    /// and the root sends each other block once.
+    ///
+    /// Block b's path depends only on its offset D = b − root (mod p):
+    /// NHR strips D's bits from the top (at step k the holder is D with
+    /// its bits below 2δ cleared, and moves when bit δ is set), NB from
+    /// the bottom (the holder is D mod δ, and moves when bit δ is set). So
+    /// the rank at offset e from the root holds, at step k, the offsets
+    /// whose prefix is e: NHR one range of them, NB one stride. Computed
+    /// from e, a rank's blocks cost O(its blocks) per step, where walking
+    /// every block's path was O(p log p) per rank.
+    fn scatter_step(self, k: u32, p: u32, root: u32, x: u32) -> (Blocks, Blocks) {
+        let delta = self.delta(k, p);
+        let e = (x + p - root) % p;
+        // offsets sent (by the holder at offset e) and received (by the
+        // rank at offset e, from the holder at e − δ), as sequences of D
+        let (send, recv): (Vec<(u32, u32, u32)>, Vec<(u32, u32, u32)>) = match self {
+            // (first D, last D + 1, stride): one range each
+            Family::Nhr => {
+                let span = 2 * delta;
+                let send = if e % span == 0 && e + delta < p {
+                    vec![(e + delta, (e + span).min(p), 1)]
+                } else {
+                    vec![]
+                };
+                let recv = if e % span == delta {
+                    vec![(e, (e + delta).min(p), 1)]
+                } else {
+                    vec![]
+                };
+                (send, recv)
+            }
+            Family::Nb => {
+                let span = 2 * delta;
+                let send = if e < delta && e + delta < p {
+                    vec![(e + delta, p, span)]
+                } else {
+                    vec![]
+                };
+                let recv = if (delta..span).contains(&e) {
+                    vec![(e, p, span)]
+                } else {
+                    vec![]
+                };
+                (send, recv)
+            }
+        };
+        let blocks = |seqs: Vec<(u32, u32, u32)>| -> Blocks {
+            // block b = root + D (mod p); those that wrap (D ≥ p − root)
+            // are the lower blocks, so they come first
+            let mut out = Blocks::new();
+            for wrapped in [true, false] {
+                for &(lo, hi, stride) in &seqs {
+                    let cut = p - root; // D ≥ cut wraps
+                    let (a, z) = if wrapped {
+                        (lo.max(cut), hi)
+                    } else {
+                        (lo, hi.min(cut))
+                    };
+                    if a >= z {
+                        continue;
                     }
-                    if next == x {
-                        out[k as usize].1.push(b);
+                    // first D ≥ a on the stride from lo
+                    let a = lo + (a - lo).div_ceil(stride) * stride;
+                    let b = |d: u32| if wrapped { d - cut } else { d + root };
+                    if stride == 1 {
+                        if a < z {
+                            out.push(b(a)..b(z - 1) + 1);
+                        }
+                    } else {
+                        out.extend((a..z).step_by(stride as usize).map(|d| b(d)..b(d) + 1));
                     }
-                    holder = next;
                 }
             }
-        }
-        out
+            out
+        };
+        (blocks(send), blocks(recv))
     }
 }
 
@@ -190,7 +246,8 @@ fn ranges(groups: &Groups, blocks: &[std::ops::Range<u32>]) -> Vec<(usize, usize
     out
 }
 
-/// Blocks one at a time, as [`Blocks`].
+/// Blocks one at a time, as [`Blocks`] (the tests' reference lists).
+#[cfg(test)]
 fn singles(blocks: Vec<u32>) -> Blocks {
     blocks.into_iter().map(|b| b..b + 1).collect()
 }
@@ -345,9 +402,10 @@ pub fn scatter(
     first: u32,
 ) -> Result<()> {
     let (r, p) = (comm.local_rank, comm.local_rank_size);
-    let plan = (0..)
-        .zip(fam.scatter_blocks(p, root, r))
-        .map(|(k, (send, recv))| (fam.delta(k, p), true, singles(send), singles(recv)));
+    let plan = (0..steps(p)).map(|k| {
+        let (send, recv) = fam.scatter_step(k, p, root, r);
+        (fam.delta(k, p), true, send, recv)
+    });
     run_plan(s, comm, groups, w, at, first, plan, |_| Ok(()))
 }
 
@@ -415,6 +473,49 @@ mod tests {
         assert_eq!(ranges(&g, &[0..1, 1..2, 2..2, 3..4]), vec![(0, 8), (8, 4)]);
         assert_eq!(ranges(&g, &singles(vec![2])), vec![]);
         assert_eq!(ranges(&g, &[]), vec![]);
+    }
+
+    /// The scatter's blocks per step are those of walking every block's
+    /// path from the root (the definition), for every p ≤ 40, root, rank
+    /// and step.
+    #[test]
+    fn scatter_steps_are_the_walked_paths() {
+        for p in 2..=40u32 {
+            for fam in [Family::Nhr, Family::Nb] {
+                let n = steps(p);
+                for root in 0..p {
+                    for x in 0..p {
+                        let mut want = vec![(Vec::new(), Vec::new()); n as usize];
+                        for b in 0..p {
+                            let mut holder = root;
+                            for k in 0..n {
+                                if fam.sends(k, p, (b + p - holder) % p) {
+                                    let next = (holder + fam.delta(k, p)) % p;
+                                    if holder == x {
+                                        want[k as usize].0.push(b);
+                                    }
+                                    if next == x {
+                                        want[k as usize].1.push(b);
+                                    }
+                                    holder = next;
+                                }
+                            }
+                        }
+                        for k in 0..n {
+                            let (send, recv) = fam.scatter_step(k, p, root, x);
+                            let (ws, wr) = &want[k as usize];
+                            let g = Groups::split(p as usize * 256 - 300, p as usize);
+                            let at = format!("{fam:?} p={p} root={root} x={x} k={k}");
+                            let flat =
+                                |b: &Blocks| b.iter().flat_map(Clone::clone).collect::<Vec<_>>();
+                            assert_eq!(flat(&send), *ws, "send {at}");
+                            assert_eq!(flat(&recv), *wr, "recv {at}");
+                            assert_eq!(ranges(&g, &send), ranges(&g, &singles(ws.clone())), "{at}");
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// The block ranges of every step are exactly the blocks `sends`
