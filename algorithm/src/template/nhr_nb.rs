@@ -149,63 +149,46 @@ impl Family {
         let delta = self.delta(k, p);
         let e = (x + p - root) % p;
         // offsets sent (by the holder at offset e) and received (by the
-        // rank at offset e, from the holder at e − δ), as sequences of D
-        let (send, recv): (Vec<(u32, u32, u32)>, Vec<(u32, u32, u32)>) = match self {
-            // (first D, last D + 1, stride): one range each
-            Family::Nhr => {
-                let span = 2 * delta;
-                let send = if e % span == 0 && e + delta < p {
-                    vec![(e + delta, (e + span).min(p), 1)]
-                } else {
-                    vec![]
-                };
-                let recv = if e % span == delta {
-                    vec![(e, (e + delta).min(p), 1)]
-                } else {
-                    vec![]
-                };
-                (send, recv)
-            }
-            Family::Nb => {
-                let span = 2 * delta;
-                let send = if e < delta && e + delta < p {
-                    vec![(e + delta, p, span)]
-                } else {
-                    vec![]
-                };
-                let recv = if (delta..span).contains(&e) {
-                    vec![(e, p, span)]
-                } else {
-                    vec![]
-                };
-                (send, recv)
-            }
+        // rank at offset e, from the holder at e − δ): at most one
+        // sequence of D each, (first, end, stride)
+        type Seq = Option<(u32, u32, u32)>;
+        let span = 2 * delta;
+        let (send, recv): (Seq, Seq) = match self {
+            // one range each
+            Family::Nhr => (
+                (e % span == 0 && e + delta < p).then(|| (e + delta, (e + span).min(p), 1)),
+                (e % span == delta).then(|| (e, (e + delta).min(p), 1)),
+            ),
+            // one stride each
+            Family::Nb => (
+                (e < delta && e + delta < p).then_some((e + delta, p, span)),
+                (delta..span).contains(&e).then_some((e, p, span)),
+            ),
         };
-        let blocks = |seqs: Vec<(u32, u32, u32)>| -> Blocks {
-            // block b = root + D (mod p); those that wrap (D ≥ p − root)
-            // are the lower blocks, so they come first
+        let blocks = |seq: Seq| -> Blocks {
+            let Some((lo, hi, stride)) = seq else {
+                return Blocks::new();
+            };
+            // block b = root + D (mod p); those that wrap (D ≥ cut) are
+            // the lower blocks, so they come first
+            let cut = p - root;
             let mut out = Blocks::new();
             for wrapped in [true, false] {
-                for &(lo, hi, stride) in &seqs {
-                    let cut = p - root; // D ≥ cut wraps
-                    let (a, z) = if wrapped {
-                        (lo.max(cut), hi)
-                    } else {
-                        (lo, hi.min(cut))
-                    };
-                    if a >= z {
-                        continue;
-                    }
-                    // first D ≥ a on the stride from lo
-                    let a = lo + (a - lo).div_ceil(stride) * stride;
-                    let b = |d: u32| if wrapped { d - cut } else { d + root };
-                    if stride == 1 {
-                        if a < z {
-                            out.push(b(a)..b(z - 1) + 1);
-                        }
-                    } else {
-                        out.extend((a..z).step_by(stride as usize).map(|d| b(d)..b(d) + 1));
-                    }
+                let (a, z) = if wrapped {
+                    (lo.max(cut), hi)
+                } else {
+                    (lo, hi.min(cut))
+                };
+                if a >= z {
+                    continue;
+                }
+                // first D ≥ a on the stride from lo
+                let a = lo + (a - lo).div_ceil(stride) * stride;
+                let b = |d: u32| if wrapped { d - cut } else { d + root };
+                if stride == 1 {
+                    out.push(b(a)..b(z - 1) + 1);
+                } else {
+                    out.extend((a..z).step_by(stride as usize).map(|d| b(d)..b(d) + 1));
                 }
             }
             out
