@@ -8,6 +8,7 @@
 
 use crate::topo::{CommPlane, SubCommInfo};
 use hccl_platform::{DeviceMem, HcclError, LinkHandle, MemKind, Notify, Result, Stream};
+use std::sync::Arc;
 
 /// One wanted link (HCCL's `TransportRequest`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -18,6 +19,8 @@ pub struct TransportRequest {
     pub local_user_rank: u32,
     /// The peer (user rank).
     pub remote_user_rank: u32,
+    /// The peer's rank in the sub-communicator.
+    pub remote_sub_rank: u32,
     /// Which peer buffer the link's "input" side addresses.
     pub input_mem_type: MemKind,
     /// Which peer buffer the link's "output" side addresses.
@@ -29,57 +32,84 @@ pub struct TransportRequest {
 }
 
 /// The links of one sub-communicator (HCCL's `SingleSubCommTransport`).
+///
+/// Unlike HCCL's, the requests list only the peers wanted, not an entry
+/// per sub-comm rank, and the rank list is shared: a rank of a p-rank
+/// communicator asks for O(log p) links in the NHR, NB and RHD plans, and
+/// p-entry tables per rank made a simulation of p ranks O(p²) (the
+/// simulator at 65,536 ranks: 4.3 G entries).
 #[derive(Clone, Debug, Default)]
 pub struct SingleSubCommTransport {
-    /// Wanted links, indexed by sub-comm rank (invalid entries for unused peers).
+    /// Wanted links, one per peer asked for, ascending by sub-comm rank
+    /// ([`TransportRequest::remote_sub_rank`]).
     pub transport_requests: Vec<TransportRequest>,
     /// Established links, filled by the framework, indexed like the requests.
     pub links: Vec<Option<LinkHandle>>,
     /// User rank of each sub-comm rank.
-    pub sub_comm_rank_to_user_rank: Vec<u32>,
+    pub sub_comm_rank_to_user_rank: Arc<[u32]>,
     /// This rank's index in the sub-communicator.
     pub local_rank: u32,
 }
 
 impl SingleSubCommTransport {
     /// Requests links from `me` to the sub-comm peers `wanted` (sub-comm
-    /// ranks) of the group `ranks` (user ranks in sub-comm order).
+    /// ranks) of the group `ranks` (user ranks in sub-comm order). Peers
+    /// out of range, repeated, or `me` itself are not asked for.
     pub fn new(
-        ranks: Vec<u32>,
+        ranks: impl Into<Arc<[u32]>>,
         me: u32,
         wanted: &[u32],
         input_mem_type: MemKind,
         output_mem_type: MemKind,
     ) -> Result<Self> {
-        let local_rank = ranks.iter().position(|&r| r == me).ok_or_else(|| {
+        let ranks: Arc<[u32]> = ranks.into();
+        // O(1) where sub-comm ranks are user ranks (the flat plane)
+        let local_rank = if ranks.get(me as usize) == Some(&me) {
+            Some(me as usize)
+        } else {
+            ranks.iter().position(|&r| r == me)
+        }
+        .ok_or_else(|| {
             HcclError::internal(format!(
                 "rank {me} is not in its own sub-communicator {ranks:?}"
             ))
         })? as u32;
-        let transport_requests = ranks
+        let mut peers: Vec<u32> = wanted
             .iter()
-            .enumerate()
-            .map(|(i, &peer)| TransportRequest {
-                is_valid: peer != me && wanted.contains(&(i as u32)),
+            .copied()
+            .filter(|&i| (i as usize) < ranks.len() && ranks[i as usize] != me)
+            .collect();
+        peers.sort_unstable();
+        peers.dedup();
+        let transport_requests: Vec<TransportRequest> = peers
+            .into_iter()
+            .map(|i| TransportRequest {
+                is_valid: true,
                 local_user_rank: me,
-                remote_user_rank: peer,
+                remote_user_rank: ranks[i as usize],
+                remote_sub_rank: i,
                 input_mem_type,
                 output_mem_type,
                 is_used_rdma: false,
                 notify_num: 0,
             })
-            .collect::<Vec<_>>();
-        let n = ranks.len();
+            .collect();
         Ok(SingleSubCommTransport {
+            links: vec![None; transport_requests.len()],
             transport_requests,
-            links: vec![None; n],
             sub_comm_rank_to_user_rank: ranks,
             local_rank,
         })
     }
 
     /// Links to the ring neighbours (left and right) of `me` in `ranks`.
-    pub fn ring(ranks: Vec<u32>, me: u32, input: MemKind, output: MemKind) -> Result<Self> {
+    pub fn ring(
+        ranks: impl Into<Arc<[u32]>>,
+        me: u32,
+        input: MemKind,
+        output: MemKind,
+    ) -> Result<Self> {
+        let ranks: Arc<[u32]> = ranks.into();
         let n = ranks.len() as u32;
         let pos = ranks.iter().position(|&r| r == me).unwrap_or(0) as u32;
         let wanted = [(pos + n - 1) % n.max(1), (pos + 1) % n.max(1)];
@@ -87,7 +117,13 @@ impl SingleSubCommTransport {
     }
 
     /// Links to every other rank of `ranks`.
-    pub fn mesh(ranks: Vec<u32>, me: u32, input: MemKind, output: MemKind) -> Result<Self> {
+    pub fn mesh(
+        ranks: impl Into<Arc<[u32]>>,
+        me: u32,
+        input: MemKind,
+        output: MemKind,
+    ) -> Result<Self> {
+        let ranks: Arc<[u32]> = ranks.into();
         let all: Vec<u32> = (0..ranks.len() as u32).collect();
         Self::new(ranks, me, &all, input, output)
     }
@@ -97,7 +133,12 @@ impl SingleSubCommTransport {
         SubCommInfo {
             local_rank: self.local_rank,
             local_rank_size: self.sub_comm_rank_to_user_rank.len() as u32,
-            links: self.links.clone(),
+            links: self
+                .transport_requests
+                .iter()
+                .zip(&self.links)
+                .filter_map(|(t, l)| Some((t.remote_sub_rank, l.clone()?)))
+                .collect(),
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use hccl_platform::LinkHandle;
 use hccl_platform::{HcclError, Result};
+use std::sync::Arc;
 
 /// Most channels a communicator uses (NCCL's `MAXCHANNELS` before 2.12).
 pub const MAX_CHANNELS: u32 = 32;
@@ -77,12 +78,16 @@ pub struct TopoInfo {
     pub user_rank: u32,
     /// Ranks in the communicator.
     pub user_rank_size: u32,
-    /// Server (host) index of every rank.
-    pub rank_to_server: Vec<u32>,
+    /// Server (host) index of every rank, shared by every rank's view of
+    /// one communicator: a copy per rank would be O(p²) for p ranks in one
+    /// process (the simulator: 17 GB at 16,384 ranks).
+    pub rank_to_server: Arc<[u32]>,
     /// How many channels (rings) the multi-ring executors may use
     /// (`HCCL_RS_MIN_CHANNELS` / `HCCL_RS_MAX_CHANNELS`; see
     /// [`crate::rings`]). The same on every rank of a communicator.
     pub channels: ChannelLimits,
+    /// 0..p, the flat plane's rank list, shared like `rank_to_server`.
+    all_ranks: Arc<[u32]>,
 }
 
 impl TopoInfo {
@@ -94,27 +99,56 @@ impl TopoInfo {
     /// A topology from each rank's server index. Servers must be numbered
     /// 0..n without gaps.
     pub fn new(user_rank: u32, rank_to_server: Vec<u32>) -> Result<TopoInfo> {
+        Self::shared(user_rank, rank_to_server.into())
+    }
+
+    /// [`TopoInfo::new`] over a table other ranks' views may share.
+    pub fn shared(user_rank: u32, rank_to_server: Arc<[u32]>) -> Result<TopoInfo> {
         let size = rank_to_server.len() as u32;
         if size == 0 {
             return Err(HcclError::para("a topology needs at least one rank"));
         }
-        if user_rank >= size {
-            return Err(HcclError::para(format!(
-                "rank {user_rank} is out of range for {size} ranks"
-            )));
-        }
+        // one pass: testing each server index with `contains` was
+        // O(servers × p)
         let servers = rank_to_server.iter().max().map_or(0, |m| m + 1);
-        for s in 0..servers {
-            if !rank_to_server.contains(&s) {
-                return Err(HcclError::para(format!("server index {s} has no rank")));
-            }
+        let mut seen = vec![false; servers as usize];
+        for &s in rank_to_server.iter() {
+            seen[s as usize] = true;
         }
-        Ok(TopoInfo {
-            user_rank,
+        if let Some(s) = seen.iter().position(|&x| !x) {
+            return Err(HcclError::para(format!("server index {s} has no rank")));
+        }
+        TopoInfo {
+            user_rank: 0,
             user_rank_size: size,
             rank_to_server,
             channels: ChannelLimits::default(),
+            all_ranks: (0..size).collect(),
+        }
+        .for_rank(user_rank)
+    }
+
+    /// The same communicator seen from `user_rank`: the rank table is
+    /// shared, not copied or checked again (O(1)).
+    pub fn for_rank(&self, user_rank: u32) -> Result<TopoInfo> {
+        if user_rank >= self.user_rank_size {
+            return Err(HcclError::para(format!(
+                "rank {user_rank} is out of range for {} ranks",
+                self.user_rank_size
+            )));
+        }
+        Ok(TopoInfo {
+            user_rank,
+            rank_to_server: Arc::clone(&self.rank_to_server),
+            all_ranks: Arc::clone(&self.all_ranks),
+            ..*self
         })
+    }
+
+    /// Every rank in order (the [`CommPlane::Combine`] group), shared by
+    /// every view of this communicator rather than made per call.
+    pub fn flat_ranks(&self) -> Arc<[u32]> {
+        Arc::clone(&self.all_ranks)
     }
 
     /// The same topology with the multi-channel executors limited to
@@ -160,25 +194,25 @@ impl TopoInfo {
 }
 
 /// One rank's view of a sub-communicator: its index, the group size, and
-/// the established links indexed by sub-comm rank (`None` for itself and
-/// for peers it asked no link to).
+/// the established links by sub-comm rank (only the peers it asked a link
+/// to: a p-entry table per rank is O(p²) for a simulation of p ranks).
 #[derive(Clone, Debug)]
 pub struct SubCommInfo {
     /// This rank's index in the sub-communicator.
     pub local_rank: u32,
     /// Number of ranks in the sub-communicator.
     pub local_rank_size: u32,
-    /// Links by sub-comm rank.
-    pub links: Vec<Option<LinkHandle>>,
+    /// Links as (sub-comm rank, link), ascending by sub-comm rank.
+    pub links: Vec<(u32, LinkHandle)>,
 }
 
 impl SubCommInfo {
     /// The link to sub-comm rank `r`, or an internal error naming it.
     pub fn link(&self, r: u32) -> Result<&LinkHandle> {
         self.links
-            .get(r as usize)
-            .and_then(Option::as_ref)
-            .ok_or_else(|| {
+            .binary_search_by_key(&r, |(q, _)| *q)
+            .map(|i| &self.links[i].1)
+            .map_err(|_| {
                 HcclError::internal(format!(
                     "no link from sub-comm rank {} to sub-comm rank {r} was granted",
                     self.local_rank
@@ -209,5 +243,19 @@ mod tests {
         assert!(TopoInfo::new(0, vec![]).is_err());
         let e = TopoInfo::new(0, vec![0, 2]).unwrap_err();
         assert!(e.to_string().contains("server index 1 has no rank"), "{e}");
+        let e = TopoInfo::new(0, vec![3, 0, 1]).unwrap_err();
+        assert!(e.to_string().contains("server index 2 has no rank"), "{e}");
+    }
+
+    #[test]
+    fn views_share_one_table() {
+        let t = TopoInfo::new(0, vec![0, 0, 1]).unwrap();
+        let u = t.for_rank(2).unwrap();
+        assert!(Arc::ptr_eq(&t.rank_to_server, &u.rank_to_server));
+        assert!(Arc::ptr_eq(&t.flat_ranks(), &u.flat_ranks()));
+        assert_eq!(*u.flat_ranks(), u.plane_ranks(CommPlane::Combine)[..]);
+        assert_eq!(u, TopoInfo::new(2, vec![0, 0, 1]).unwrap());
+        assert_eq!(u.server_index(), 1);
+        assert!(t.for_rank(3).is_err());
     }
 }

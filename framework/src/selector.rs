@@ -46,7 +46,7 @@ pub struct Selector {
 /// repeat a few sizes.
 #[derive(Debug, Default)]
 struct SelectionMemo {
-    rank_to_server: Vec<u32>,
+    rank_to_server: Arc<[u32]>,
     registry: (usize, u64),
     chosen: HashMap<(OpType, u64, bool), Arc<str>>,
 }
@@ -55,8 +55,8 @@ impl SelectionMemo {
     /// Starts over when the topology or the registry differs from the one
     /// memoised.
     fn for_topo(&mut self, topo: &TopoInfo, registry: (usize, u64)) -> &mut Self {
-        if self.rank_to_server != topo.rank_to_server || self.registry != registry {
-            self.rank_to_server = topo.rank_to_server.clone();
+        if *self.rank_to_server != *topo.rank_to_server || self.registry != registry {
+            self.rank_to_server = Arc::clone(&topo.rank_to_server);
             self.registry = registry;
             self.chosen.clear();
         }

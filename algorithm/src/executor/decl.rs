@@ -103,7 +103,7 @@ impl<'a> SelectQuery<'a> {
             _ => bytes,
         };
         let mut host_sizes = vec![0u32; topo.server_num() as usize];
-        for &s in &topo.rank_to_server {
+        for &s in topo.rank_to_server.iter() {
             host_sizes[s as usize] += 1;
         }
         SelectQuery {

@@ -114,10 +114,11 @@ pub(crate) fn flat_request(
 ) -> Result<AlgResourceRequest> {
     check_op(name, want, param)?;
     let mut req = AlgResourceRequest::default();
-    let ranks = topo.plane_ranks(CommPlane::Combine);
+    // the shared 0..p: sub-comm ranks are user ranks on this plane
+    let ranks = topo.flat_ranks();
     let n = ranks.len() as u32;
     if n > 1 {
-        let r = ranks.iter().position(|&x| x == topo.user_rank).unwrap_or(0) as u32;
+        let r = topo.user_rank;
         req.op_transport[CommPlane::Combine as usize].push(SingleSubCommTransport::new(
             ranks,
             topo.user_rank,

@@ -537,7 +537,7 @@ mod tests {
                 let subs = &req.op_transport[CommPlane::Combine as usize];
                 assert_eq!(subs.len(), rings.count());
                 for (c, sub) in subs.iter().enumerate() {
-                    assert_eq!(sub.sub_comm_rank_to_user_rank, rings.order(c));
+                    assert_eq!(*sub.sub_comm_rank_to_user_rank, rings.order(c)[..]);
                     let ch = rings.channel(c, me);
                     let mut peers: Vec<u32> = sub
                         .transport_requests

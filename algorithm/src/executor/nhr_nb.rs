@@ -15,7 +15,7 @@ use super::flat::{input_to_output, is_graph, share_user_buffers, FlatExecutor, N
 use crate::op::{OpParam, OpType};
 use crate::resource::AlgResourceResponse;
 use crate::template::layout::{
-    copy_through, round_capacity, run_op_base_loop, run_per_rank_rounds, slots, Groups, Slice,
+    copy_blocks, copy_through, round_capacity, run_op_base_loop, run_per_rank_rounds, Groups,
 };
 use crate::template::nhr_nb::{
     all_gather, all_reduce, all_reduce_in, peers, reduce_scatter, scatter, steps, Family,
@@ -83,17 +83,16 @@ impl NonuniformExecutor {
         let b = |e: u64| (e * u) as usize;
         run_per_rank_rounds(res, (p as u64, c, u), |win| {
             let (e0, w) = (win.first, win.len);
-            let groups = Groups::from_slices(&slots(p as u64, w, u));
+            let groups = Groups::slots(p as u64, w, u);
             let all = b(p as u64 * w);
-            // rank q's window in a user buffer of p blocks, and in the CCL buffer
-            let user = |mem: &DeviceMem, q: u32| mem.range(b(q as u64 * c + e0), b(w));
+            // the ranks' windows in a user buffer of p blocks (rank q's at
+            // q·c + e0), and rank q's in the CCL buffer (slot q of w)
+            let (ub, us) = (b(e0), b(c));
             let slot = |mem: &DeviceMem, q: u32| mem.range(groups.start(q), b(w));
             match self.named.op {
                 OpType::ReduceScatter => {
                     let wbuf = res.ccl_input.range(0, all)?;
-                    for q in 0..p {
-                        s.memcpy_async(&slot(&wbuf, q)?, &user(&param.input, q)?)?;
-                    }
+                    copy_blocks(s, p, b(w), (&wbuf, 0, b(w)), (&*param.input, ub, us))?;
                     let landing = (&res.ccl_output, (MemKind::CclOutput, 0));
                     let how = (param.dtype, param.reduce_op);
                     reduce_scatter(s, comm, self.fam, &groups, &wbuf, landing, how, 0)?;
@@ -111,17 +110,13 @@ impl NonuniformExecutor {
                         (MemKind::CclOutput, 0),
                         0,
                     )?;
-                    for q in 0..p {
-                        s.memcpy_async(&user(&param.output, q)?, &slot(&wbuf, q)?)?;
-                    }
+                    copy_blocks(s, p, b(w), (&*param.output, ub, us), (&wbuf, 0, b(w)))?;
                 }
                 _ => {
                     let wbuf = res.ccl_output.range(0, all)?;
                     let root = param.root;
                     if r == root {
-                        for q in 0..p {
-                            s.memcpy_async(&slot(&wbuf, q)?, &user(&param.input, q)?)?;
-                        }
+                        copy_blocks(s, p, b(w), (&wbuf, 0, b(w)), (&*param.input, ub, us))?;
                     }
                     scatter(
                         s,
@@ -153,7 +148,7 @@ impl NonuniformExecutor {
         if !own.same_range(&slot) {
             s.memcpy_async(&slot, &own)?;
         }
-        let groups = Groups::from_slices(&slots(p, c, u));
+        let groups = Groups::slots(p, c, u);
         let out = param.output.range(0, b(p * c))?;
         all_gather(
             s,
@@ -195,7 +190,7 @@ impl NonuniformExecutor {
                 all_reduce(s, comm, fam, (&w, &res.ccl_output, 0), how)?;
                 return s.memcpy_async(&user_out, &w);
             }
-            let groups = Groups::from_slices(&Slice::split(chunk.bytes, p as usize));
+            let groups = Groups::split(chunk.bytes, p as usize);
             // broadcast: the root's buffer is its input and output; in
             // graph mode the blocks travel between the user outputs
             let (w, at) = if graph {

@@ -27,11 +27,11 @@ use crate::op::{OpParam, OpType};
 use crate::prim::{self, Rx, Tx};
 use crate::resource::AlgResourceResponse;
 use crate::template::layout::{
-    copy_through, round_capacity, run_op_base_loop, run_per_rank_rounds, Groups,
+    copy_blocks, copy_through, round_capacity, run_op_base_loop, run_per_rank_rounds, Groups,
 };
 use crate::template::rhd::{self, core_size, doubling, halving, partners};
 use crate::topo::{CommPlane, SubCommInfo, TopoInfo};
-use hccl_platform::{DeviceMem, HcclError, MemKind, Result};
+use hccl_platform::{HcclError, MemKind, Result};
 
 /// RHD AllReduce over the flat plane.
 #[derive(Debug)]
@@ -104,9 +104,10 @@ impl FlatExecutor for AllReduceRhdExecutor {
 /// Where block b of p (each `wb` bytes) sits in the group-major layout of
 /// core size m: group b mod m, second within its group if b ≥ m.
 fn group_layout(p: u32, m: u32, wb: usize) -> (Groups, impl Fn(u32) -> usize) {
-    let groups = Groups::from_sizes((0..m).map(|g| if g + m < p { 2 * wb } else { wb }));
-    let starts: Vec<usize> = (0..m).map(|g| groups.start(g)).collect();
-    let at = move |b: u32| starts[(b % m) as usize] + if b >= m { wb } else { 0 };
+    // groups g < p − m hold two blocks (g and g + m), the others one
+    let groups = Groups::two_sizes(m, p - m, (2 * wb, wb), p as usize * wb);
+    let starts = groups.clone();
+    let at = move |b: u32| starts.start(b % m) + if b >= m { wb } else { 0 };
     (groups, at)
 }
 
@@ -134,14 +135,26 @@ impl RhdExecutor {
             let (e0, w) = (win.first, win.len);
             let (groups, at) = group_layout(p, m, b(w));
             let all = b(p as u64 * w);
-            // rank q's window in a user buffer of p blocks
-            let user = |mem: &DeviceMem, q: u32| mem.range(b(q as u64 * c + e0), b(w));
+            // The ranks' windows in the user buffer (rank q's at q·c + e0)
+            // and in the group-major layout, as three affine runs of
+            // ranks: (count, (layout base, stride), (user base, stride)).
+            // Blocks q < p − m share group q with block q + m (first of
+            // two), blocks p − m..m have a group each, blocks q ≥ m are
+            // second in group q − m; in ascending q, as the copies were.
+            let (wb, cb) = (b(w), b(c));
+            let big = p - m;
+            let user = |q: u32| (b(e0) + q as usize * cb, cb);
+            let runs = [
+                (big, (at(0), 2 * wb), user(0)),
+                (m - big, (at(big), wb), user(big)),
+                (big, (at(m), 2 * wb), user(m)),
+            ];
             let fold = (r >= m).then(|| comm.link(r - m)).transpose()?;
             let partner = (r + m < p).then(|| comm.link(r + m)).transpose()?;
             if self.0.op == OpType::ReduceScatter {
                 let wbuf = res.ccl_input.range(0, all)?;
-                for q in 0..p {
-                    s.memcpy_async(&wbuf.range(at(q), b(w))?, &user(&param.input, q)?)?;
+                for (n, (at, step), (ub, us)) in runs {
+                    copy_blocks(s, n, b(w), (&wbuf, at, step), (&*param.input, ub, us))?;
                 }
                 s.set_step(0);
                 if let Some(l) = fold {
@@ -182,8 +195,8 @@ impl RhdExecutor {
                         prim::send(s, Tx::new(l, &wbuf, MemKind::CclOutput, 0))?;
                     }
                 }
-                for q in 0..p {
-                    s.memcpy_async(&user(&param.output, q)?, &wbuf.range(at(q), b(w))?)?;
+                for (n, (at, step), (ub, us)) in runs {
+                    copy_blocks(s, n, b(w), (&*param.output, ub, us), (&wbuf, at, step))?;
                 }
                 Ok(())
             }

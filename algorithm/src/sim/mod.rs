@@ -534,17 +534,19 @@ fn simulate_once(
 
     // Per rank: op param, request, buffers. The executor and the links it
     // asked for are dropped here and made again just before it
-    // orchestrates: a rank's topology and transport request each hold a
-    // p-sized table, which for all ranks at once would be O(p²) memory
-    // (17 GB at 16,384 ranks).
+    // orchestrates: a rank's transport request holds p-sized tables,
+    // which for all ranks at once would be O(p²) memory (17 GB at 16,384
+    // ranks). The topologies share one rank table.
     let mut params = Vec::with_capacity(p as usize);
     let mut reqs = Vec::with_capacity(p as usize);
     let mut endpoints = Vec::with_capacity(p as usize);
     let mut mems = Vec::with_capacity(p as usize);
     let mut clocks: Vec<Clock> = Vec::with_capacity(p as usize);
     let mut ranks: Vec<SimRank> = Vec::with_capacity(p as usize);
+    // one rank table, checked once, that every rank's view shares
+    let topo0 = TopoInfo::new(0, spec.rank_to_server.clone())?.with_channels(spec.channels);
     for r in 0..p {
-        let topo = TopoInfo::new(r, spec.rank_to_server.clone())?.with_channels(spec.channels);
+        let topo = topo0.for_rank(r)?;
         let exec = registry.create(name, &topo)?;
         // the driver below skips ranks whose key did not move since
         // their last fruitless poll: every notify must move it
@@ -679,8 +681,7 @@ fn simulate_once(
         CommPlane::Combine,
     ];
     for r in 0..p as usize {
-        let topo =
-            TopoInfo::new(r as u32, spec.rank_to_server.clone())?.with_channels(spec.channels);
+        let topo = topo0.for_rank(r as u32)?;
         let mut exec = registry.create(name, &topo)?;
         // the same request as before (calc_res_request is a function of
         // the op and the topology), now with its transport tables

@@ -39,6 +39,42 @@ pub(super) fn spec_for(op: OpType, hosts: &[u32], count: u64) -> SimSpec {
     spec
 }
 
+/// An op-base AllGather or ReduceScatter whose round holds whole rank
+/// blocks copies the p blocks between the user and the CCL buffer in one
+/// task per rank, not one per block: a plan of p ranks runs well under p²
+/// tasks (a copy per block was p² alone), with the result checked on
+/// bytes, and the same without whole blocks (several rounds, a copy per
+/// block again) still checked.
+#[test]
+fn whole_block_rounds_copy_the_blocks_once() {
+    let p = 128u32;
+    for name in [
+        "AllGatherNHRExecutor",
+        "ReduceScatterNHRExecutor",
+        "AllGatherRHDExecutor",
+        "ReduceScatterRHDExecutor",
+    ] {
+        let op = registry().op_of(name).unwrap();
+        let spec = SimSpec::op(op, p, 4, DataType::Fp32, ReduceOp::Sum).with_data(DataMode::Bytes);
+        let rep = simulate(registry(), name, &spec).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(rep.checked, "{name}");
+        assert!(
+            rep.tasks < (p * p) as u64 / 2,
+            "{name}: {} tasks for {p} ranks",
+            rep.tasks
+        );
+        // 2 elements per rank block per round: two rounds of strided windows
+        let mut small = spec.clone();
+        small.ccl_buffer_size = Some(p as usize * 2 * 4);
+        let rep2 = simulate(registry(), name, &small).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(
+            rep2.checked && rep2.tasks > (p * p) as u64,
+            "{name}: {}",
+            rep2.tasks
+        );
+    }
+}
+
 /// Every executor that runs on bytes runs on symbols with the same report
 /// (steps, traffic per link and plane, tasks, reduce volume): the data
 /// mode changes what a buffer holds, never the plan. Executors that need

@@ -5,7 +5,7 @@
 
 use crate::op::OpParam;
 use crate::resource::AlgResourceResponse;
-use hccl_platform::{DeviceMem, HcclError, Result};
+use hccl_platform::{DeviceMem, HcclError, Result, Stream};
 
 /// Slice boundaries are multiples of this many bytes (a multiple of every
 /// element size, and the cache-line pair size that keeps peers' writes apart).
@@ -32,7 +32,7 @@ impl Slice {
     /// (the tail slices may be shorter or empty).
     pub fn split(bytes: usize, parts: usize) -> Vec<Slice> {
         let parts = parts.max(1);
-        let per = bytes.div_ceil(parts).div_ceil(SLICE_ALIGN) * SLICE_ALIGN;
+        let per = split_size(bytes, parts);
         (0..parts)
             .map(|i| {
                 let offset = (i * per).min(bytes);
@@ -50,6 +50,11 @@ impl Slice {
     }
 }
 
+/// The size of each of `parts` (at least 1) slices of [`Slice::split`].
+fn split_size(bytes: usize, parts: usize) -> usize {
+    bytes.div_ceil(parts).div_ceil(SLICE_ALIGN) * SLICE_ALIGN
+}
+
 /// Slot slices for a round: p slots of `w` elements of `u` bytes each.
 pub fn slots(p: u64, w: u64, u: u64) -> Vec<Slice> {
     (0..p)
@@ -62,8 +67,28 @@ pub fn slots(p: u64, w: u64, u: u64) -> Vec<Slice> {
 
 /// Consecutive groups of bytes of a buffer: group g is bytes
 /// `[b[g], b[g + 1])` (the core groups of RHD, the blocks of NHR/NB).
+///
+/// The layouts the executors cut a buffer into (equal slices, equal
+/// slots, RHD's groups of two sizes) compute a group's offset instead of
+/// tabulating all of them: a rank of a p-rank plan asks for O(log p)
+/// ranges, and a p-entry table per rank was O(p²) work for the simulator.
 #[derive(Clone, Debug)]
-pub struct Groups(Vec<usize>);
+pub struct Groups(Bounds);
+
+#[derive(Clone, Debug)]
+enum Bounds {
+    /// Any sizes: the boundaries, tabulated.
+    Table(Vec<usize>),
+    /// `n` groups, the first `big` of `a` bytes and the rest of `b`,
+    /// every boundary capped at `total`.
+    Formula {
+        n: u32,
+        big: u32,
+        a: usize,
+        b: usize,
+        total: usize,
+    },
+}
 
 impl Groups {
     /// Groups from consecutive slices.
@@ -77,18 +102,62 @@ impl Groups {
         for len in sizes {
             b.push(b[b.len() - 1] + len);
         }
-        Groups(b)
+        Groups(Bounds::Table(b))
+    }
+
+    /// The groups of [`Slice::split`]`(bytes, parts)`, computed.
+    pub fn split(bytes: usize, parts: usize) -> Self {
+        let parts = parts.max(1);
+        let per = split_size(bytes, parts);
+        Self::two_sizes(parts as u32, 0, (per, per), bytes)
+    }
+
+    /// The groups of [`slots`]`(p, w, u)`: p groups of `w · u` bytes, computed.
+    pub fn slots(p: u64, w: u64, u: u64) -> Self {
+        let len = (w * u) as usize;
+        Self::two_sizes(p as u32, 0, (len, len), len * p as usize)
+    }
+
+    /// `n` groups, the first `big` of `a` bytes and the others of `b`
+    /// (RHD's group-major layout), computed.
+    pub fn two_sizes(n: u32, big: u32, (a, b): (usize, usize), total: usize) -> Self {
+        Groups(Bounds::Formula {
+            n,
+            big: big.min(n),
+            a,
+            b,
+            total,
+        })
+    }
+
+    /// The boundary before group `g` (`g == n`: the end).
+    fn bound(&self, g: u32) -> usize {
+        match &self.0 {
+            Bounds::Table(t) => t[g as usize],
+            &Bounds::Formula {
+                n,
+                big,
+                a,
+                b,
+                total,
+            } => {
+                // out of range panics, as the table's index does
+                assert!(g <= n, "group {g} of {n}");
+                let small = g.saturating_sub(big) as usize;
+                (g.min(big) as usize * a + small * b).min(total)
+            }
+        }
     }
 
     /// Offset and length of groups `lo..hi`.
     pub fn range(&self, lo: u32, hi: u32) -> (usize, usize) {
-        let (a, b) = (self.0[lo as usize], self.0[hi as usize]);
+        let (a, b) = (self.bound(lo), self.bound(hi));
         (a, b - a)
     }
 
     /// Offset of group `g`.
     pub fn start(&self, g: u32) -> usize {
-        self.0[g as usize]
+        self.bound(g)
     }
 }
 
@@ -198,6 +267,37 @@ pub fn run_per_rank_rounds(
     Ok(())
 }
 
+/// Where block i of a run sits in a buffer: `base + i · stride` bytes.
+pub type Strided<'a> = (&'a DeviceMem, usize, usize);
+
+/// Enqueues the copies of `n` blocks of `len` bytes, block i from `src`
+/// to `dst` (each [`Strided`]). When both strides are `len` the blocks are
+/// one contiguous run on both sides and move in one copy (an op-base
+/// AllGather or ReduceScatter whose round holds whole rank blocks: one
+/// task instead of p, the same bytes); otherwise one copy per block.
+pub fn copy_blocks(
+    s: &Stream,
+    n: u32,
+    len: usize,
+    (dst, dst_base, dst_stride): Strided<'_>,
+    (src, src_base, src_stride): Strided<'_>,
+) -> Result<()> {
+    if n == 0 || len == 0 {
+        return Ok(());
+    }
+    if dst_stride == len && src_stride == len {
+        let all = n as usize * len;
+        return s.memcpy_async(&dst.range(dst_base, all)?, &src.range(src_base, all)?);
+    }
+    for i in 0..n as usize {
+        s.memcpy_async(
+            &dst.range(dst_base + i * dst_stride, len)?,
+            &src.range(src_base + i * src_stride, len)?,
+        )?;
+    }
+    Ok(())
+}
+
 /// On a one-rank communicator every op this crate's executors run is a copy
 /// of the first `bytes` of the input to the output; enqueues it (nothing
 /// when they are the same memory).
@@ -230,6 +330,33 @@ mod tests {
                     next += sl.len;
                 }
             }
+        }
+    }
+
+    /// The computed layouts are the tabulated ones, boundary for boundary.
+    #[test]
+    fn computed_groups_match_their_tables() {
+        let same = |g: &Groups, t: &Groups, n: u32| {
+            for lo in 0..=n {
+                for hi in lo..=n {
+                    assert_eq!(g.range(lo, hi), t.range(lo, hi), "{g:?} {lo}..{hi}");
+                }
+            }
+        };
+        for bytes in [0usize, 1, 28, 128, 129, 1000, 4097 * 4] {
+            for parts in 1..=9 {
+                let t = Groups::from_slices(&Slice::split(bytes, parts));
+                same(&Groups::split(bytes, parts), &t, parts as u32);
+            }
+        }
+        for (p, w, u) in [(1u64, 3u64, 4u64), (5, 1, 2), (7, 16, 4), (3, 0, 4)] {
+            let t = Groups::from_slices(&slots(p, w, u));
+            same(&Groups::slots(p, w, u), &t, p as u32);
+        }
+        for (n, big, a, b) in [(4u32, 0u32, 8usize, 4usize), (4, 3, 8, 4), (8, 8, 2, 1)] {
+            let t = Groups::from_sizes((0..n).map(|g| if g < big { a } else { b }));
+            let total = big as usize * a + (n - big) as usize * b;
+            same(&Groups::two_sizes(n, big, (a, b), total), &t, n);
         }
     }
 

@@ -26,7 +26,7 @@
 //! so it sends exactly what the reduce-scatter received.
 
 use crate::prim::{self, Piece, Rx, Tx};
-use crate::template::layout::{Groups, Slice};
+use crate::template::layout::Groups;
 use crate::topo::SubCommInfo;
 use hccl_platform::{DataType, DeviceMem, MemKind, ReduceOp, Result, Stream};
 
@@ -82,92 +82,163 @@ impl Family {
     }
 
     /// Blocks rank `x` sends (to x + δ) and receives (from x − δ) at
-    /// reduce-scatter step `k`, ascending.
-    fn blocks(self, k: u32, p: u32, x: u32) -> (Vec<u32>, Vec<u32>) {
+    /// reduce-scatter step `k`, as ascending, disjoint ranges of block
+    /// indices.
+    fn blocks(self, k: u32, p: u32, x: u32) -> (Blocks, Blocks) {
         let delta = self.delta(k, p);
         let from = (x + p - delta) % p;
         // the blocks at the offsets `sends` picks, enumerated directly
-        // rather than by testing all p offsets: a 65,536-rank plan calls
-        // this p⌈log2 p⌉ times per rank
-        let pick = |who: u32| -> Vec<u32> {
-            let mut v: Vec<u32> = match self {
-                // one window of c blocks from lo, ascending once unwrapped
+        // rather than by testing all p offsets, and as ranges: an NHR
+        // window is at most two ranges, where a list of its blocks cost
+        // O(p) per step (a 65,536-rank plan calls this p⌈log2 p⌉ times)
+        let pick = |who: u32| -> Blocks {
+            let v: Blocks = match self {
+                // one window of c blocks from lo, unwrapped: the wrapped
+                // part [0, lo + c − p) comes first
                 Family::Nhr => {
                     let c = delta.min(p - delta);
                     let lo = (who + delta) % p;
                     if lo + c <= p {
-                        (lo..lo + c).collect()
+                        std::iter::once(lo..lo + c).collect()
                     } else {
-                        (0..lo + c - p).chain(lo..p).collect()
+                        vec![0..lo + c - p, lo..p]
                     }
                 }
-                Family::Nb => (0..)
-                    .map(|j: u64| (2 * j + 1) << k)
-                    .take_while(|&d| d < p as u64)
-                    .map(|d| ((who as u64 + d) % p as u64) as u32)
-                    .collect(),
+                // offsets d = (2j + 1)·2^k; the blocks who + d that wrap
+                // (d ≥ p − who) are below who, so listing them first keeps
+                // the blocks ascending without a sort
+                Family::Nb => {
+                    let offs = (0..)
+                        .map(|j: u64| (2 * j + 1) << k)
+                        .take_while(|&d| d < p as u64);
+                    let (who, p) = (who as u64, p as u64);
+                    let wrapped = offs.clone().filter(|&d| who + d >= p).map(|d| who + d - p);
+                    let straight = offs.filter(|&d| who + d < p).map(|d| who + d);
+                    wrapped
+                        .chain(straight)
+                        .map(|b| b as u32..b as u32 + 1)
+                        .collect()
+                }
             };
-            if self == Family::Nb {
-                v.sort_unstable();
-            }
-            debug_assert!(v.windows(2).all(|w| w[0] < w[1]));
-            debug_assert!(v.iter().all(|&b| self.sends(k, p, (b + p - who) % p)));
+            debug_assert!(v.windows(2).all(|w| w[0].end <= w[1].start));
+            debug_assert!(v.iter().flat_map(Clone::clone).all(|b| self.sends(
+                k,
+                p,
+                (b + p - who) % p
+            )));
             v
         };
         (pick(x), pick(from))
     }
 
-    /// Per reduce-scatter step, the blocks rank `x` sends and receives when
-    /// a scatter from `root` follows the reduce-scatter trees backwards:
-    /// block b travels from the root along the path the reduce-scatter
-    /// takes from the root to b, so it moves once per hop and the root
-    /// sends each other block once.
-    fn scatter_blocks(self, p: u32, root: u32, x: u32) -> Vec<(Vec<u32>, Vec<u32>)> {
-        let n = steps(p);
-        let mut out = vec![(Vec::new(), Vec::new()); n as usize];
-        for b in 0..p {
-            let mut holder = root;
-            for k in 0..n {
-                if self.sends(k, p, (b + p - holder) % p) {
-                    let next = (holder + self.delta(k, p)) % p;
-                    if holder == x {
-                        out[k as usize].0.push(b);
-                    }
-                    if next == x {
-                        out[k as usize].1.push(b);
-                    }
-                    holder = next;
+    /// The blocks rank `x` sends and receives at reduce-scatter step `k`
+    /// when a scatter from `root` follows the reduce-scatter trees
+    /// backwards: block b travels from the root along the path the
+    /// reduce-scatter takes from the root to b, so it moves once per hop
+    /// and the root sends each other block once.
+    ///
+    /// Block b's path depends only on its offset D = b − root (mod p):
+    /// NHR strips D's bits from the top (at step k the holder is D with
+    /// its bits below 2δ cleared, and moves when bit δ is set), NB from
+    /// the bottom (the holder is D mod δ, and moves when bit δ is set). So
+    /// the rank at offset e from the root holds, at step k, the offsets
+    /// whose prefix is e: NHR one range of them, NB one stride. Computed
+    /// from e, a rank's blocks cost O(its blocks) per step, where walking
+    /// every block's path was O(p log p) per rank.
+    fn scatter_step(self, k: u32, p: u32, root: u32, x: u32) -> (Blocks, Blocks) {
+        let delta = self.delta(k, p);
+        let e = (x + p - root) % p;
+        // offsets sent (by the holder at offset e) and received (by the
+        // rank at offset e, from the holder at e − δ): at most one
+        // sequence of D each, (first, end, stride)
+        type Seq = Option<(u32, u32, u32)>;
+        let span = 2 * delta;
+        let (send, recv): (Seq, Seq) = match self {
+            // one range each
+            Family::Nhr => (
+                (e % span == 0 && e + delta < p).then(|| (e + delta, (e + span).min(p), 1)),
+                (e % span == delta).then(|| (e, (e + delta).min(p), 1)),
+            ),
+            // one stride each
+            Family::Nb => (
+                (e < delta && e + delta < p).then_some((e + delta, p, span)),
+                (delta..span).contains(&e).then_some((e, p, span)),
+            ),
+        };
+        let blocks = |seq: Seq| -> Blocks {
+            let Some((lo, hi, stride)) = seq else {
+                return Blocks::new();
+            };
+            // block b = root + D (mod p); those that wrap (D ≥ cut) are
+            // the lower blocks, so they come first
+            let cut = p - root;
+            let mut out = Blocks::new();
+            for wrapped in [true, false] {
+                let (a, z) = if wrapped {
+                    (lo.max(cut), hi)
+                } else {
+                    (lo, hi.min(cut))
+                };
+                if a >= z {
+                    continue;
+                }
+                // first D ≥ a on the stride from lo
+                let a = lo + (a - lo).div_ceil(stride) * stride;
+                let b = |d: u32| if wrapped { d - cut } else { d + root };
+                if stride == 1 {
+                    out.push(b(a)..b(z - 1) + 1);
+                } else {
+                    out.extend((a..z).step_by(stride as usize).map(|d| b(d)..b(d) + 1));
                 }
             }
-        }
-        out
+            out
+        };
+        (blocks(send), blocks(recv))
     }
 }
 
-/// Byte ranges of `blocks` (ascending) in the layout `groups`: runs of
-/// consecutive blocks merge into one range, empty ranges are dropped (the
-/// peer computes the same list, so both sides agree on the count).
-fn ranges(groups: &Groups, blocks: &[u32]) -> Vec<(usize, usize)> {
+/// Ascending, disjoint ranges of block indices.
+type Blocks = Vec<std::ops::Range<u32>>;
+
+/// Byte ranges of `blocks` (ascending, disjoint) in the layout `groups`:
+/// adjacent block ranges merge into one byte range, empty ranges are
+/// dropped (the peer computes the same blocks, so both sides agree on the
+/// count).
+fn ranges(groups: &Groups, blocks: &[std::ops::Range<u32>]) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
-    let mut i = 0;
-    while i < blocks.len() {
-        let mut j = i + 1;
-        while j < blocks.len() && blocks[j] == blocks[j - 1] + 1 {
-            j += 1;
-        }
-        let (off, len) = groups.range(blocks[i], blocks[j - 1] + 1);
+    let mut run: Option<std::ops::Range<u32>> = None;
+    let mut flush = |r: std::ops::Range<u32>| {
+        let (off, len) = groups.range(r.start, r.end);
         if len > 0 {
             out.push((off, len));
         }
-        i = j;
+    };
+    for b in blocks.iter().filter(|b| !b.is_empty()) {
+        run = match run {
+            Some(r) if r.end == b.start => Some(r.start..b.end),
+            Some(r) => {
+                flush(r);
+                Some(b.clone())
+            }
+            None => Some(b.clone()),
+        };
+    }
+    if let Some(r) = run {
+        flush(r);
     }
     out
+}
+
+/// Blocks one at a time, as [`Blocks`] (the tests' reference lists).
+#[cfg(test)]
+fn singles(blocks: Vec<u32>) -> Blocks {
+    blocks.into_iter().map(|b| b..b + 1).collect()
 }
 
 /// One step of a plan: the ring distance, whether data flows to x + δ
 /// (reduce-scatter, scatter) or to x − δ (allgather), the blocks sent and
 /// the blocks received.
-type PlanStep = (u32, bool, Vec<u32>, Vec<u32>);
+type PlanStep = (u32, bool, Blocks, Blocks);
 
 /// Where peers write: their `kind` buffer at `base` plus the offset the
 /// data has in `w` (every rank keeps `w` at the same place).
@@ -294,7 +365,7 @@ pub fn all_reduce_in(
     how: (DataType, ReduceOp),
 ) -> Result<()> {
     let p = comm.local_rank_size;
-    let groups = Groups::from_slices(&Slice::split(w.len(), p as usize));
+    let groups = Groups::split(w.len(), p as usize);
     reduce_scatter(s, comm, fam, &groups, w, (landing, landing_at), how, 0)?;
     all_gather(s, comm, fam, &groups, w, w_at, steps(p))
 }
@@ -314,9 +385,10 @@ pub fn scatter(
     first: u32,
 ) -> Result<()> {
     let (r, p) = (comm.local_rank, comm.local_rank_size);
-    let plan = (0..)
-        .zip(fam.scatter_blocks(p, root, r))
-        .map(|(k, (send, recv))| (fam.delta(k, p), true, send, recv));
+    let plan = (0..steps(p)).map(|k| {
+        let (send, recv) = fam.scatter_step(k, p, root, r);
+        (fam.delta(k, p), true, send, recv)
+    });
     run_plan(s, comm, groups, w, at, first, plan, |_| Ok(()))
 }
 
@@ -335,13 +407,14 @@ mod tests {
                 let mut total = 0;
                 for k in 0..n {
                     let (send, recv) = fam.blocks(k, p, 0);
-                    assert_eq!(send.len(), recv.len(), "{fam:?} p={p} k={k}");
-                    assert!(!send.is_empty(), "{fam:?} p={p} k={k}: an idle step");
+                    let count = |b: &Blocks| b.iter().map(|r| r.len() as u32).sum::<u32>();
+                    assert_eq!(count(&send), count(&recv), "{fam:?} p={p} k={k}");
+                    assert!(count(&send) > 0, "{fam:?} p={p} k={k}: an idle step");
                     if fam == Family::Nb {
                         let want = (p - 1 + (1 << k)) / (1 << (k + 1));
-                        assert_eq!(send.len() as u32, want, "NB p={p} k={k}");
+                        assert_eq!(count(&send), want, "NB p={p} k={k}");
                     }
-                    total += send.len() as u32;
+                    total += count(&send);
                 }
                 assert_eq!(total, p - 1, "{fam:?} p={p}");
                 // the path of every offset from 0 reaches it
@@ -378,7 +451,85 @@ mod tests {
     #[test]
     fn ranges_merge_runs_and_drop_empties() {
         let g = Groups::from_sizes([4, 4, 0, 4]);
-        assert_eq!(ranges(&g, &[0, 1, 3]), vec![(0, 8), (8, 4)]);
-        assert_eq!(ranges(&g, &[2]), vec![]);
+        assert_eq!(ranges(&g, &singles(vec![0, 1, 3])), vec![(0, 8), (8, 4)]);
+        assert_eq!(ranges(&g, &[0..2, 3..4]), vec![(0, 8), (8, 4)]);
+        assert_eq!(ranges(&g, &[0..1, 1..2, 2..2, 3..4]), vec![(0, 8), (8, 4)]);
+        assert_eq!(ranges(&g, &singles(vec![2])), vec![]);
+        assert_eq!(ranges(&g, &[]), vec![]);
+    }
+
+    /// The scatter's blocks per step are those of walking every block's
+    /// path from the root (the definition), for every p ≤ 40, root, rank
+    /// and step.
+    #[test]
+    fn scatter_steps_are_the_walked_paths() {
+        for p in 2..=40u32 {
+            for fam in [Family::Nhr, Family::Nb] {
+                let n = steps(p);
+                for root in 0..p {
+                    for x in 0..p {
+                        let mut want = vec![(Vec::new(), Vec::new()); n as usize];
+                        for b in 0..p {
+                            let mut holder = root;
+                            for k in 0..n {
+                                if fam.sends(k, p, (b + p - holder) % p) {
+                                    let next = (holder + fam.delta(k, p)) % p;
+                                    if holder == x {
+                                        want[k as usize].0.push(b);
+                                    }
+                                    if next == x {
+                                        want[k as usize].1.push(b);
+                                    }
+                                    holder = next;
+                                }
+                            }
+                        }
+                        for k in 0..n {
+                            let (send, recv) = fam.scatter_step(k, p, root, x);
+                            let (ws, wr) = &want[k as usize];
+                            let g = Groups::split(p as usize * 256 - 300, p as usize);
+                            let at = format!("{fam:?} p={p} root={root} x={x} k={k}");
+                            let flat =
+                                |b: &Blocks| b.iter().flat_map(Clone::clone).collect::<Vec<_>>();
+                            assert_eq!(flat(&send), *ws, "send {at}");
+                            assert_eq!(flat(&recv), *wr, "recv {at}");
+                            assert_eq!(ranges(&g, &send), ranges(&g, &singles(ws.clone())), "{at}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The block ranges of every step are exactly the blocks `sends`
+    /// picks (the definition), ascending: what each rank sends and
+    /// receives, hence every transfer, is what testing all p offsets gave.
+    #[test]
+    fn block_ranges_are_the_blocks_sends_picks() {
+        for p in 2..=70u32 {
+            for fam in [Family::Nhr, Family::Nb] {
+                for k in 0..steps(p) {
+                    let delta = fam.delta(k, p);
+                    let want = |who: u32| -> Vec<u32> {
+                        (0..p)
+                            .filter(|&b| fam.sends(k, p, (b + p - who) % p))
+                            .collect()
+                    };
+                    for x in 0..p {
+                        let (send, recv) = fam.blocks(k, p, x);
+                        let flat = |b: &Blocks| b.iter().flat_map(Clone::clone).collect::<Vec<_>>();
+                        assert_eq!(flat(&send), want(x), "{fam:?} p={p} k={k} x={x}");
+                        assert_eq!(
+                            flat(&recv),
+                            want((x + p - delta) % p),
+                            "{fam:?} p={p} k={k} x={x}"
+                        );
+                        // and the byte ranges are those of the block lists
+                        let g = Groups::split(p as usize * 256 - 300, p as usize);
+                        assert_eq!(ranges(&g, &send), ranges(&g, &singles(want(x))));
+                    }
+                }
+            }
+        }
     }
 }

@@ -11,7 +11,7 @@
 //! do not depend on the root (op-base tags do not carry it).
 
 use crate::prim::{self, Rx, Tx};
-use crate::template::layout::{Groups, Slice};
+use crate::template::layout::Groups;
 use crate::topo::SubCommInfo;
 use hccl_platform::{DataType, DeviceMem, MemKind, ReduceOp, Result, Stream};
 
@@ -79,7 +79,7 @@ pub fn all_reduce_in(
         let into = (w, &landing.range(0, n)?);
         prim::recv_reduce(s, Rx::new(comm.link(r + m)?), into, how)?;
     }
-    let groups = Groups::from_slices(&Slice::split(n, m as usize));
+    let groups = Groups::split(n, m as usize);
     let landing_at = (landing_kind, landing_base);
     halving(s, comm, m, &groups, w, landing, landing_at, how, 1)?;
     doubling(s, comm, m, &groups, w, (w_kind, w_base), 1 + log)?;

@@ -44,7 +44,7 @@ pub(super) fn solo() -> SubCommInfo {
     SubCommInfo {
         local_rank: 0,
         local_rank_size: 1,
-        links: vec![None],
+        links: Vec::new(),
     }
 }
 
