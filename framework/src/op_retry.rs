@@ -205,6 +205,27 @@ impl Communicator {
         (r.any() && self.control().is_some()).then_some(r)
     }
 
+    /// Whether some rank's process is known gone (the control plane saw
+    /// its connection close without a goodbye, or it said goodbye),
+    /// waiting up to `grace` for the control plane to notice what a data
+    /// link found first. An op cannot run again without every rank: op
+    /// retry then leaves the failure as it is (shrink is the way on).
+    pub fn a_rank_is_gone(&self, grace: Duration) -> bool {
+        let Some(control) = self.control() else {
+            return false;
+        };
+        let end = std::time::Instant::now() + grace;
+        loop {
+            if !control.gone().is_empty() {
+                return true;
+            }
+            if std::time::Instant::now() >= end {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
     /// The level of the link to `peer`.
     pub fn link_level(&self, peer: u32) -> LinkLevel {
         if self.same_host(peer) {

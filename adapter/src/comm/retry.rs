@@ -95,6 +95,10 @@ fn room(old: Option<DeviceMem>, len: usize) -> Result<DeviceMem> {
     }
 }
 
+/// How long a failed op waits for the control plane to report a dead
+/// process before it takes the failure for a link's.
+const GONE_GRACE: std::time::Duration = std::time::Duration::from_millis(50);
+
 impl HcclComm {
     /// Keeps `call`'s input (op `seq`, completed on `s`) for a run again.
     fn keep(&self, seq: u64, call: &Call<'_>, s: &Stream) -> Result<()> {
@@ -235,6 +239,13 @@ impl HcclComm {
             let Some(peer) = Communicator::retry_cause(&e) else {
                 return Err(e);
             };
+            // a process gone (killed, crashed) is no link failure: nothing
+            // to wait for or agree on, the error stands as without retry
+            // (a reset link looks alike until the control plane, whose
+            // connection a dead process's kernel closes too, says)
+            if g.comm.a_rank_is_gone(GONE_GRACE) {
+                return Err(e);
+            }
             attempt += 1;
             // a peer's failure relayed over a healthy link ("peer rank 0
             // failed: <its link error>") says nothing of this link's level
