@@ -220,7 +220,13 @@ impl HcclComm {
                     // its input, for the ranks that may still need this op
                     // run again (when a link fails at the very end)
                     if policy.keep_input {
-                        self.keep(seq, &call, &s)?;
+                        if let Err(ke) = self.keep(seq, &call, &s) {
+                            // the op succeeded: without a copy, a failure
+                            // in its last bytes is just not retried
+                            tracing::warn!(rank = self.rank(), seq, error = %ke,
+                                "{RETRY_MARK} the op's input could not be kept");
+                            *self.retry_kept.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                        }
                     }
                     if attempt > 0 {
                         tracing::warn!(
@@ -283,7 +289,8 @@ impl HcclComm {
             let plan = g.comm.agree_retry(&vote);
             if let Err(why) = plan {
                 let out = if why.code() == HcclResult::EOpretryFail {
-                    why.tag(format!("first error: {e}"))
+                    HcclError::opretry_fail(format!("{}; the op's first error: {e}", why.message()))
+                        .rank(self.rank())
                 } else {
                     // a rank lost meanwhile: the op cannot run again
                     // without it (its error names it)
