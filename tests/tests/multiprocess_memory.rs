@@ -16,17 +16,6 @@ use std::time::Duration;
 const WORKER: &str = env!("CARGO_BIN_EXE_hccl-mp-worker");
 const LIMIT: Duration = Duration::from_secs(90);
 
-/// Variables of the parent that would change what the workers do.
-const CLEARED: &[&str] = &[
-    "RANK",
-    "WORLD_SIZE",
-    "HCCL_RS_EXECUTOR",
-    "HCCL_RS_HOST_ID",
-    "HCCL_RS_TRANSPORT",
-    "HCCL_ALGO",
-    "HCCL_RS_CMA",
-];
-
 /// Runs `n` ranks of `scenario` (root info in a fresh directory), each
 /// with `env(rank)`; returns each rank's stdout, failing the test unless
 /// every rank printed `OK` last and left no /dev/shm segment.
@@ -41,9 +30,10 @@ fn run(n: u32, scenario: &str, env: impl Fn(u32) -> Vec<(String, String)>) -> Ve
             .map(|r| {
                 let mut cmd = Command::new(WORKER);
                 cmd.args(["root_info", &r.to_string(), &n.to_string(), &d, scenario]);
-                for v in CLEARED {
-                    cmd.env_remove(v);
-                }
+                // and cross-memory attach: a parent's HCCL_RS_CMA would change
+                // which path the registered-memory scenarios take
+                hccl_tests::drill::clear_worker_env(&mut cmd);
+                cmd.env_remove("HCCL_RS_CMA");
                 cmd.env("HCCL_BUFFSIZE", "1")
                     .env("HCCL_EXEC_TIMEOUT", "20")
                     .env("HCCL_CONNECT_TIMEOUT", "20")
