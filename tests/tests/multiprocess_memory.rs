@@ -30,9 +30,9 @@ fn run(n: u32, scenario: &str, env: impl Fn(u32) -> Vec<(String, String)>) -> Ve
             .map(|r| {
                 let mut cmd = Command::new(WORKER);
                 cmd.args(["root_info", &r.to_string(), &n.to_string(), &d, scenario]);
-                // and cross-memory attach: a parent's HCCL_RS_CMA would change
-                // which path the registered-memory scenarios take
                 hccl_tests::drill::clear_worker_env(&mut cmd);
+                // a parent's HCCL_RS_CMA would change which path the
+                // registered-memory scenarios take
                 cmd.env_remove("HCCL_RS_CMA");
                 cmd.env("HCCL_BUFFSIZE", "1")
                     .env("HCCL_EXEC_TIMEOUT", "20")
