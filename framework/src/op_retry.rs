@@ -243,8 +243,7 @@ impl Communicator {
         // a peer's failure relayed to this rank ("peer rank 2 failed:
         // <its error>") carries the peer's reason: a link failure is
         // retried, a mismatch or a timeout found by the peer is not
-        let m = e.message();
-        let link = m.contains("TCP link between rank") || m.contains("lost peer rank");
+        let link = hccl_platform::names_link_failure(e.message());
         match e.code() {
             HcclResult::ERoceTransfer => e.context().peer.map(Some),
             HcclResult::ERemote | HcclResult::ETcpTransfer if link => e.context().peer.map(Some),

@@ -69,10 +69,11 @@ pub use stream::{CaptureDeferred, CaptureMode, CaptureStatus, Graph};
 // A transport implements [`Link`]; algorithms enqueue verbs through
 // [`LinkHandle`]'s methods.
 pub use link::{
-    decode_tcp_address, encode_tcp_address, sweep_stale_segments, FlushRequest, InProcEndpoint,
-    InProcLink, InProcRendezvous, InProcTransport, Link, LinkHandle, LinkOp, LinkOpState, OpDesc,
-    ParamMem, ParkHook, PeerProcess, ShmLink, ShmSegment, ShmTransport, TcpLink, TcpNode,
-    TcpOptions, TcpTransport, BOARD_BYTES, IN_PROCESS_SCORE, SHM_SCORE, TCP_MAX_SOCKETS, TCP_SCORE,
+    decode_tcp_address, encode_tcp_address, is_relayed_by, names_link_failure,
+    sweep_stale_segments, FlushRequest, InProcEndpoint, InProcLink, InProcRendezvous,
+    InProcTransport, Link, LinkHandle, LinkOp, LinkOpState, OpDesc, ParamMem, ParkHook,
+    PeerProcess, ShmLink, ShmSegment, ShmTransport, TcpLink, TcpNode, TcpOptions, TcpTransport,
+    BOARD_BYTES, IN_PROCESS_SCORE, SHM_SCORE, TCP_MAX_SOCKETS, TCP_SCORE,
 };
 
 // AIV kernels: a whole small collective as one task over per-rank boards.

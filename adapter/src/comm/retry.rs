@@ -173,8 +173,9 @@ impl HcclComm {
     /// The retry settings `call` on `stream` runs under, if it runs under
     /// op retry (see the module docs).
     pub(super) fn retry_for(&self, call: &Call<'_>, stream: &Stream) -> Option<OpRetry> {
-        let g = self.g();
-        let r = *g.comm.op_retry()?;
+        // every generation has the root's configuration and control
+        // plane kind: asked of the root, no generation lookup per call
+        let r = *self.root.comm.op_retry()?;
         let eligible = !matches!(call.op_type, OpType::Send | OpType::Receive)
             && !super::group::active()
             && !stream.is_capturing();
@@ -255,7 +256,7 @@ impl HcclComm {
             attempt += 1;
             // a peer's failure relayed over a healthy link ("peer rank 0
             // failed: <its link error>") says nothing of this link's level
-            let peer = peer.filter(|p| !e.message().contains(&format!("peer rank {p} failed:")));
+            let peer = peer.filter(|&p| !hccl_platform::is_relayed_by(e.message(), p));
             let refusal = self.refusal(&call, &g.comm, peer, &policy, attempt);
             tracing::warn!(
                 rank = self.rank(),

@@ -61,7 +61,8 @@ pub use ibverbs::{IbvLink, IbvTransport, IBVERBS_SCORE};
 pub use in_process::{
     InProcEndpoint, InProcLink, InProcRendezvous, InProcTransport, IN_PROCESS_SCORE,
 };
-pub use peer::PeerProcess;
+pub use peer::{is_relayed_by, names_link_failure, PeerProcess};
+pub(crate) use peer::{relayed_failure, TCP_LINK};
 pub use shm::{sweep_stale_segments, ShmLink, ShmSegment, ShmTransport, SHM_SCORE};
 pub use tcp::{
     decode_tcp_address, encode_tcp_address, TcpLink, TcpNode, TcpOptions, TcpTransport,

@@ -138,12 +138,36 @@ pub(crate) fn describe_peer(rank: u32, pid: Option<u32>, host: &str) -> String {
     }
 }
 
+/// How a lost peer's error begins ([`lost_peer_error`]).
+const LOST_PEER: &str = "lost peer ";
+/// How a dropped or reset TCP link is named in its error.
+pub(crate) const TCP_LINK: &str = "the TCP link between rank";
+
+/// The reason a rank whose op failed hands its peers over their links
+/// (`abort`): "peer rank R failed: <its reason>".
+pub(crate) fn relayed_failure(rank: u32, reason: &str) -> String {
+    format!("peer rank {rank} failed: {reason}")
+}
+
+/// Whether `message` is a failure `peer` relayed ([`relayed_failure`])
+/// rather than one of this rank's own links.
+pub fn is_relayed_by(message: &str, peer: u32) -> bool {
+    message.contains(&relayed_failure(peer, ""))
+}
+
+/// Whether `message` (an op's error, perhaps relayed by a peer) says a
+/// link failed or a peer was lost — as opposed to a mismatch or a
+/// timeout a rank found.
+pub fn names_link_failure(message: &str) -> bool {
+    message.contains(LOST_PEER) || message.contains(TCP_LINK)
+}
+
 /// The error for a peer found gone: `ERemote`, the message starting with
 /// the lost rank, its process and host (so that it survives truncation
 /// when forwarded to other ranks), and the peer set to the lost rank.
 pub(crate) fn lost_peer_error(rank: u32, pid: Option<u32>, host: &str, how: &str) -> HcclError {
     HcclError::remote(format!(
-        "lost peer {}: it {how}",
+        "{LOST_PEER}{}: it {how}",
         describe_peer(rank, pid, host)
     ))
     .peer(rank)

@@ -208,7 +208,7 @@ impl Link for IbvLink {
     }
 
     fn abort(&self, reason: &str) {
-        let msg = format!("peer rank {} failed: {reason}", self.local);
+        let msg = crate::link::relayed_failure(self.local, reason);
         match self.conn.post_signal(ImmKind::Abort, Some(msg.as_bytes())) {
             Ok(Some(_)) => {}
             Ok(None) | Err(_) => tracing::debug!(

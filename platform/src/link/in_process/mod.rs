@@ -196,7 +196,7 @@ impl Link for InProcLink {
     fn abort(&self, reason: &str) {
         if let Ok(mut r) = self.theirs.reason.lock() {
             if r.is_empty() {
-                *r = format!("peer rank {} failed: {reason}", self.local);
+                *r = crate::link::relayed_failure(self.local, reason);
             }
         }
         self.theirs.aborted.store(true, Ordering::Release);

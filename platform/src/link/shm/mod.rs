@@ -488,7 +488,7 @@ impl Link for ShmLink {
         Self::set_aborted(
             &self.theirs,
             self.out_slot,
-            &format!("peer rank {} failed: {reason}", self.local),
+            &crate::link::relayed_failure(self.local, reason),
         );
         self.peer_waker.notify();
     }

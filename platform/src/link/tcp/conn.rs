@@ -71,6 +71,9 @@ pub(super) struct Inbox {
     /// The kernel dropped the connection (`ETIMEDOUT`): the link failed,
     /// the peer process may live on.
     pub dropped: AtomicBool,
+    /// The peer's end reset the connection (`ECONNRESET`): its process
+    /// died, or its end dropped the link.
+    pub reset: AtomicBool,
     /// The peer's process id (its first frame; 0 until then).
     pub pid: AtomicU32,
     /// The peer's host, for messages.
@@ -640,6 +643,9 @@ impl Conn {
     fn broken(&self, e: nix::errno::Errno) -> HcclError {
         if link_failed(e) {
             return self.dropped(e);
+        }
+        if e == nix::errno::Errno::ECONNRESET {
+            self.inbox.reset.store(true, Ordering::Release);
         }
         HcclError::tcp_transfer(format!(
             "peer rank {} closed or broke the link: {e}",

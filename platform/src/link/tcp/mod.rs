@@ -40,6 +40,7 @@ mod wire;
 pub use component::{decode_tcp_address, encode_tcp_address, TcpTransport, TCP_SCORE};
 
 use super::consistency::DeferredChecks;
+use super::TCP_LINK;
 use super::{FlushRequest, Link, LinkOp, LinkOpState, OpDesc, ParkHook};
 use crate::error::{HcclError, Result};
 use crate::mem::{DeviceMem, MemKind};
@@ -229,7 +230,7 @@ impl Shared {
             e.message().to_owned()
         } else if inbox.dropped.load(Ordering::Acquire) {
             let reason = format!(
-                "the TCP link between rank {} and {} dropped: {}",
+                "{TCP_LINK} {} and {} dropped: {}",
                 self.rank,
                 inbox.describe(conn.peer),
                 e.message()
@@ -241,9 +242,9 @@ impl Shared {
             // peer whose end of the link timed out while the network was
             // down (its kernel then answers our retransmissions with a
             // reset): name the link, and both
-            let how = if e.message().contains("ECONNRESET") {
+            let how = if inbox.reset.load(Ordering::Acquire) {
                 format!(
-                    "reset the TCP link between rank {} and rank {} ({}): its process died, or \
+                    "reset {TCP_LINK} {} and rank {} ({}): its process died, or \
                      its end dropped the link while the network between the hosts was down",
                     self.rank,
                     conn.peer,
@@ -795,7 +796,7 @@ impl Link for TcpLink {
     }
 
     fn abort(&self, reason: &str) {
-        let msg = format!("peer rank {} failed: {reason}", self.local);
+        let msg = crate::link::relayed_failure(self.local, reason);
         let mut bytes = msg.into_bytes();
         bytes.truncate(wire::MAX_BLOB);
         let header = Header::new(Frame::Abort, bytes.len());
