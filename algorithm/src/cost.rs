@@ -33,6 +33,11 @@ pub struct CostParams {
     pub level1: LinkParams,
     /// Time per byte reduced, µs.
     pub gamma_us_per_byte: f64,
+    /// Capacity of one host's link to the others, per direction, GB/s:
+    /// what every flow leaving (or entering) a host shares, where level 1's
+    /// β is what one flow alone gets. `None`: flows do not share (each
+    /// gets level 1's rate).
+    pub host_gbps: Option<f64>,
 }
 
 impl Default for CostParams {
@@ -43,6 +48,7 @@ impl Default for CostParams {
             level0: LinkParams::new(3.0, 3.0),
             level1: LinkParams::new(30.0, 1.5),
             gamma_us_per_byte: 1.0 / 5e3,
+            host_gbps: None,
         }
     }
 }

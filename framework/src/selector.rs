@@ -446,11 +446,13 @@ mod tests {
             level0: LinkParams::new(10_000.0, 1000.0),
             level1: LinkParams::new(10_000.0, 1000.0),
             gamma_us_per_byte: 1e-9,
+            host_gbps: None,
         };
         let bandwidth_bound = CostParams {
             level0: LinkParams::new(0.001, 0.01),
             level1: LinkParams::new(0.001, 0.01),
             gamma_us_per_byte: 1e-3,
+            host_gbps: None,
         };
         let a = pick_cost("", OpType::Reduce, 8, 4 << 20, latency_bound).unwrap();
         let b = pick_cost("", OpType::Reduce, 8, 4 << 20, bandwidth_bound).unwrap();

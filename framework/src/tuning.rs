@@ -56,6 +56,7 @@ impl Tuning {
             level0: LinkParams::new(self.shm.alpha_us, self.shm.gbps),
             level1: LinkParams::new(self.tcp.alpha_us, self.tcp.gbps),
             gamma_us_per_byte: 1.0 / (self.reduce_gbps * 1e3),
+            host_gbps: None,
         }
     }
 
