@@ -58,8 +58,8 @@ pub use mem::{
 pub use notify::Notify;
 pub use stream::{
     BlockedTask, Device, DeviceConfig, DeviceStats, EnqueueMark, ExecMode, FailureHook,
-    HostCallback, HostFn, Kernel, OpArgs, OpLabel, QuietWaits, Stream, StreamProgress, Timeline,
-    DEFAULT_TIMELINE_EVENTS,
+    HostCallback, HostFn, Kernel, OpArgs, OpLabel, QuietWaits, Stream, StreamProgress, TaskDone,
+    TaskObserver, Timeline, DEFAULT_TIMELINE_EVENTS,
 };
 // Capture and replay: tasks recorded on a capturing stream, replayed as a
 // graph (ACL graphs' `aclmdlRI`).

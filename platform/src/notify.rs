@@ -29,6 +29,13 @@ impl Notify {
         }))
     }
 
+    /// An identity of this notify (and its clones), stable while any of
+    /// them lives: for observers that pair records with waits
+    /// ([`TaskDone`](crate::TaskDone)).
+    pub fn id(&self) -> usize {
+        &*self.0 as *const NotifyInner as usize
+    }
+
     pub(crate) fn record(&self) {
         self.0.recorded.fetch_add(1, Ordering::Release);
         self.0.waker.notify();

@@ -265,6 +265,11 @@ pub struct LinkOpState {
     pub seq: Option<u64>,
     /// Transport-defined progress (bytes moved so far, ...).
     pub progress: u64,
+    /// The id of the stream the verb runs on ([`Stream::id`](crate::Stream::id)),
+    /// set by the driver before each poll (0 where none applies: a graph
+    /// replay, a loom model). Transports ignore it; the plan simulator's
+    /// links keep a logical clock per stream with it.
+    pub stream: u64,
 }
 
 /// One rank's end of a connection to one peer.

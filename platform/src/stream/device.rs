@@ -165,6 +165,9 @@ pub(crate) struct DeviceInner {
     /// The timeline of this device's tasks, when one is on (see
     /// `timeline.rs`).
     pub(crate) timeline: super::timeline::TimelineSlot,
+    /// Told of every task that completes, when set
+    /// ([`Device::set_task_observer`]).
+    pub(crate) observer: std::sync::OnceLock<std::sync::Arc<dyn super::TaskObserver>>,
     /// Peer processes on this host, watched while a wait lasts (see the
     /// module docs), whether or not this rank has a link to them.
     watched: Mutex<Vec<Arc<PeerProcess>>>,
@@ -262,6 +265,21 @@ impl Device {
         self.0.timeline.get()
     }
 
+    /// Tells `observer` of every task of this device's streams that
+    /// completes, on the driving thread, right after it completed and
+    /// before the stream's next task runs (the plan simulator keeps its
+    /// logical clocks with it). One observer per device: a second call
+    /// fails with `HCCL_E_PARA`. Drivers of a device without one pay a
+    /// load per run of tasks.
+    pub fn set_task_observer(
+        &self,
+        observer: std::sync::Arc<dyn super::TaskObserver>,
+    ) -> crate::Result<()> {
+        self.0.observer.set(observer).map_err(|_| {
+            HcclError::para(format!("device {} has a task observer already", self.0.id))
+        })
+    }
+
     /// A device with logical id `id` (HCCL's device / rank index).
     pub fn new(id: u32, config: DeviceConfig) -> Device {
         Self::with_waker(id, config, Arc::new(EventCount::new()))
@@ -281,6 +299,7 @@ impl Device {
             watched: Mutex::new(Vec::new()),
             failure_hooks: Mutex::new(Vec::new()),
             timeline: Default::default(),
+            observer: Default::default(),
             id,
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
             config,

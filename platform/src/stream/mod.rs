@@ -23,6 +23,7 @@
 mod device;
 mod graph;
 mod kernel;
+mod observer;
 mod task;
 mod timeline;
 mod verbs;
@@ -33,6 +34,7 @@ pub use device::{
 pub use graph::{CaptureDeferred, CaptureMode, CaptureStatus, Graph};
 pub use kernel::{Kernel, Settle};
 pub(crate) use kernel::{Launch, Relaunch};
+pub use observer::{TaskDone, TaskObserver};
 pub use task::{HostCallback, HostFn, OpLabel};
 pub(crate) use task::{Task, TaskKind};
 use timeline::TaskEvent;
@@ -381,6 +383,7 @@ impl StreamInner {
         let mut released = Released::default();
         // a timeline, if on: the events of this run go to it in one batch
         let timeline = dev.timeline.get();
+        let observer = dev.observer.get();
         let mut traced: Vec<TaskEvent> = Vec::new();
         let mut q = self.lock_queue();
         let failure = loop {
@@ -427,8 +430,12 @@ impl StreamInner {
             if timeline.is_some() && q.head_began.is_none() {
                 q.head_began = Some(crate::clock::stamp());
             }
+            q.head.link.stream = self.id;
             match q.poll_head().expect("head exists") {
                 Poll::Ready(Ok(())) => {
+                    if let Some(o) = observer {
+                        o.task_done(self.id, q.tasks.front().expect("head exists").done());
+                    }
                     let (r, m) = q.tasks.front().expect("head exists").stat_bytes();
                     bytes.0 += r;
                     bytes.1 += m;

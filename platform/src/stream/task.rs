@@ -804,8 +804,40 @@ impl Task {
             },
             Op::HostFn { f, .. } => Poll::Ready(f()),
             Op::SharedLink { link, op, .. } => pools.links.get(*link).poll(op, &mut head.link),
-            Op::Other { kind, .. } => poll_kind(kind),
+            Op::Other { kind, .. } => {
+                if let TaskKind::Link { state, .. } = &mut **kind {
+                    state.stream = head.link.stream;
+                }
+                poll_kind(kind)
+            }
             Op::Kernel { kernel, .. } => kernel.poll(),
+        }
+    }
+
+    /// What this task did, for a [`TaskObserver`](super::TaskObserver).
+    pub(crate) fn done(&self) -> super::TaskDone {
+        use super::TaskDone;
+        match &self.op {
+            Op::Copy { len, .. } => TaskDone::Copy { bytes: *len as u64 },
+            Op::Reduce { len, .. } => TaskDone::Reduce { bytes: *len as u64 },
+            Op::Record { notify, .. } => TaskDone::Record {
+                notify: notify.id(),
+            },
+            Op::Wait { notify, .. } => TaskDone::Wait {
+                notify: notify.id(),
+            },
+            Op::Link { .. } | Op::SharedLink { .. } => TaskDone::Link,
+            Op::Other { kind, .. } => match &**kind {
+                TaskKind::Memcpy { dst, .. } => TaskDone::Copy {
+                    bytes: dst.mem().len() as u64,
+                },
+                TaskKind::Reduce { dst, .. } => TaskDone::Reduce {
+                    bytes: dst.mem().len() as u64,
+                },
+                TaskKind::Link { .. } => TaskDone::Link,
+                TaskKind::Kernel(_) => TaskDone::Other,
+            },
+            Op::Callback { .. } | Op::HostFn { .. } | Op::Kernel { .. } => TaskDone::Other,
         }
     }
 

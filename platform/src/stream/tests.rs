@@ -657,3 +657,57 @@ fn fail_all_ends_every_wait_now_and_later() {
         );
     }
 }
+
+/// An observer sees every completed task, in stream order, with its stream
+/// and what it did; a record and the wait it satisfies name one notify.
+#[test]
+fn a_task_observer_sees_every_completed_task() {
+    #[derive(Default)]
+    struct Seen(std::sync::Mutex<Vec<(u64, TaskDone)>>);
+    impl TaskObserver for Seen {
+        fn task_done(&self, stream: u64, done: TaskDone) {
+            self.0.lock().unwrap().push((stream, done));
+        }
+    }
+    let d = dev(ExecMode::Inline, None);
+    let seen = std::sync::Arc::new(Seen::default());
+    d.set_task_observer(seen.clone()).unwrap();
+    let e = d.set_task_observer(seen.clone()).unwrap_err();
+    assert_eq!(e.code(), HcclResult::EPara);
+    assert!(e.message().contains("task observer already"), "{e}");
+    let (s1, s2) = (Stream::new(&d), Stream::new(&d));
+    let n = Notify::new(&d);
+    let (a, b) = (DeviceMem::alloc(64).unwrap(), DeviceMem::alloc(64).unwrap());
+    a.fill_bytes(1).unwrap();
+    s2.notify_wait(&n).unwrap();
+    s2.reduce_async(&b, &a, DataType::Int32, ReduceOp::Sum)
+        .unwrap();
+    s1.memcpy_async(&b, &a).unwrap();
+    s1.notify_record(&n).unwrap();
+    s1.synchronize().unwrap();
+    s2.synchronize().unwrap();
+    let seen = seen.0.lock().unwrap().clone();
+    let on = |s: &Stream| -> Vec<TaskDone> {
+        seen.iter()
+            .filter(|(id, _)| *id == s.id())
+            .map(|(_, d)| *d)
+            .collect()
+    };
+    assert_eq!(
+        on(&s1),
+        vec![
+            TaskDone::Copy { bytes: 64 },
+            TaskDone::Record { notify: n.id() }
+        ]
+    );
+    assert_eq!(
+        on(&s2),
+        vec![
+            TaskDone::Wait { notify: n.id() },
+            TaskDone::Reduce { bytes: 64 }
+        ]
+    );
+    // the wait completed after the record that satisfied it
+    let at = |d: TaskDone| seen.iter().position(|(_, x)| *x == d).unwrap();
+    assert!(at(TaskDone::Record { notify: n.id() }) < at(TaskDone::Wait { notify: n.id() }));
+}
