@@ -40,6 +40,20 @@ pub struct CostParams {
     pub host_gbps: Option<f64>,
 }
 
+impl CostParams {
+    /// µs for `bytes` to cross one host's link at its capacity
+    /// ([`host_gbps`](Self::host_gbps)); 0 without one. A plan across
+    /// hosts takes at least this for the busiest host link's bytes,
+    /// however its flows share it; the simulator's timed model shares the
+    /// link the same way ([`SimSpec::cost`](crate::sim::SimSpec::cost)).
+    pub fn host_us(&self, bytes: f64) -> f64 {
+        match self.host_gbps {
+            Some(g) if g > 0.0 => bytes / (g * 1e3),
+            _ => 0.0,
+        }
+    }
+}
+
 impl Default for CostParams {
     /// Defaults measured on a 2-core VM; `hccl-test --calibrate` (issue 5)
     /// will replace them with measured values.
@@ -336,6 +350,9 @@ pub struct HierTerms {
     pub level0: LevelTerms,
     /// Inter-host (level 1).
     pub level1: LevelTerms,
+    /// The most level-1 bytes that leave one host (all of its ranks'
+    /// level-1 sends: a level-1 op's members are on different hosts).
+    pub level1_host_bytes: f64,
 }
 
 /// Level-1 steps on the critical path when the level-1 ops run in order,
@@ -351,6 +368,15 @@ fn chained_steps(ops: &[(Vec<u32>, f64)], p: usize) -> f64 {
         }
     }
     done.into_iter().fold(0.0, f64::max)
+}
+
+/// The most of `sent` (bytes per rank) that leaves one host.
+fn host_bytes(sent: impl Iterator<Item = f64>, host_of: &[u32], hosts: u32) -> f64 {
+    let mut per_host = vec![0.0f64; hosts as usize];
+    for (r, b) in sent.enumerate() {
+        per_host[host_of[r] as usize] += b;
+    }
+    per_host.into_iter().fold(0.0, f64::max)
 }
 
 /// The per-level terms of the TwoLevel or AHC executor for `op` on hosts
@@ -375,7 +401,7 @@ pub fn hier_terms(
         .flat_map(|(h, &n)| std::iter::repeat_n(h as u32, n as usize))
         .collect();
     let p = map.len();
-    let hosts = Hosts::of(&crate::TopoInfo::new(0, map).ok()?);
+    let hosts = Hosts::of(&crate::TopoInfo::new(0, map.clone()).ok()?);
     let hn = hosts.count();
     let n = bytes as f64;
     let split = if kind == HierKind::Ahc {
@@ -412,6 +438,7 @@ pub fn hier_terms(
                 }
                 ops.push((group, a));
             }
+            t.level1_host_bytes = host_bytes(sent.iter().map(|s| s.0), &map, hn);
             t.level1.steps = chained_steps(&ops, p);
             for (b, c) in sent {
                 max(&mut t.level1.bytes, b);
@@ -454,6 +481,7 @@ pub fn hier_terms(
                 }
                 ops.push((group, hn as f64 - 1.0));
             }
+            t.level1_host_bytes = host_bytes(sent.iter().copied(), &map, hn);
             t.level1.steps = chained_steps(&ops, p);
             t.level1.bytes = sent.into_iter().fold(0.0, f64::max);
             if !gather {
@@ -478,7 +506,10 @@ pub fn predict_hier(
     let time = |l: &LevelTerms, k: &LinkParams| {
         l.steps * k.alpha_us + l.bytes * k.beta_us_per_byte + l.reduce * c.gamma_us_per_byte
     };
-    let (t0, t1) = (time(&t.level0, &c.level0), time(&t.level1, &c.level1));
+    let (t0, mut t1) = (time(&t.level0, &c.level0), time(&t.level1, &c.level1));
+    // the busiest host link carries its bytes at no more than its capacity
+    let beta = t.level1.bytes * c.level1.beta_us_per_byte;
+    t1 += (c.host_us(t.level1_host_bytes) - beta).max(0.0);
     if kind != crate::executor::HierKind::Pipeline || hosts <= 1 {
         return t0 + t1;
     }
@@ -759,6 +790,12 @@ pub fn predict_multi_ring(
     let t = multi_ring_terms(op, rings, rank_to_server, bytes)?;
     let hosts = rank_to_server.iter().max().map_or(1, |m| m + 1);
     let link = if hosts > 1 { c.level1 } else { c.level0 };
+    // the busiest host link carries its bytes at no more than its capacity
+    let mut out = vec![0.0f64; hosts as usize];
+    for (r, &(_, inter)) in t.sent.iter().enumerate() {
+        out[rank_to_server[r] as usize] += inter;
+    }
+    let host = c.host_us(out.into_iter().fold(0.0, f64::max));
     let rank = t
         .sent
         .iter()
@@ -767,5 +804,5 @@ pub fn predict_multi_ring(
         })
         .fold(0.0, f64::max);
     let stream = t.group_bytes.iter().fold(0.0f64, |a, &b| a.max(b)) * link.beta_us_per_byte;
-    Some(t.steps * link.alpha_us + rank.max(stream) + t.reduce * c.gamma_us_per_byte)
+    Some(t.steps * link.alpha_us + rank.max(stream).max(host) + t.reduce * c.gamma_us_per_byte)
 }

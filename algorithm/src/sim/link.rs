@@ -2,6 +2,7 @@
 //! carries logical time, so the simulator can report traffic per link and
 //! the number of communication steps on the critical path.
 
+use super::timing::Timing;
 use crate::topo::CommPlane;
 use hccl_platform::{DeviceMem, MemKind, Result};
 use hccl_platform::{InProcLink, Link, LinkOp, LinkOpState};
@@ -19,6 +20,9 @@ pub(crate) struct Stamp {
     pub total: u64,
     /// Of those, per plane (`CommPlane as usize`).
     pub planes: [u64; CommPlane::COUNT],
+    /// Predicted time of the event, ns (timed simulations only: see
+    /// [`Timing`]); merged by the later time, not the longer chain.
+    pub time: u64,
 }
 
 impl Stamp {
@@ -52,6 +56,7 @@ impl ClockCell {
         Stamp {
             total: self.total.load(Ordering::Relaxed),
             planes: std::array::from_fn(|i| self.planes[i].load(Ordering::Relaxed)),
+            time: 0,
         }
     }
 
@@ -79,6 +84,7 @@ pub(crate) type Clock = Arc<ClockCell>;
 struct StampSlot {
     total: AtomicU64,
     planes: [AtomicU64; CommPlane::COUNT],
+    time: AtomicU64,
 }
 
 /// Stamps one end has sent that the other has not yet taken, in order:
@@ -117,6 +123,7 @@ impl StampQueue {
             for (p, v) in slot.planes.iter().zip(t.planes) {
                 p.store(v, Ordering::Relaxed);
             }
+            slot.time.store(t.time, Ordering::Relaxed);
             // publishes the slot's contents to the consumer
             self.pushed.store(pushed + 1, Ordering::Release);
             return;
@@ -134,6 +141,7 @@ impl StampQueue {
             let t = Stamp {
                 total: slot.total.load(Ordering::Relaxed),
                 planes: std::array::from_fn(|i| slot.planes[i].load(Ordering::Relaxed)),
+                time: slot.time.load(Ordering::Relaxed),
             };
             // hands the slot back to the producer
             self.taken.store(taken + 1, Ordering::Release);
@@ -169,6 +177,8 @@ pub(crate) struct SimLink {
     incoming_ctl: Arrivals,
     pub(crate) bytes: AtomicU64,
     pub(crate) transfers: AtomicU64,
+    /// The timed model, in timed simulations.
+    timing: Option<Arc<Timing>>,
 }
 
 impl SimLink {
@@ -189,15 +199,43 @@ impl SimLink {
             incoming_ctl,
             bytes: AtomicU64::new(0),
             transfers: AtomicU64::new(0),
+            timing: None,
         }
+    }
+
+    /// The same link, keeping predicted time with `timing`.
+    pub(crate) fn timed(self, timing: Option<Arc<Timing>>) -> Self {
+        SimLink { timing, ..self }
     }
 }
 
 impl SimLink {
-    fn arrive(&self, from: &Arrivals) {
+    fn arrive(&self, from: &Arrivals, stream: u64) {
         if let Some(t) = from.pop() {
             self.local_clock.merge(t);
+            if let Some(timing) = &self.timing {
+                timing.reach(self.inner.local_rank(), stream, t.time);
+            }
         }
+    }
+
+    /// The predicted arrival of a transfer of `bytes` this end's stream
+    /// `stream` runs: sent to the peer, or read from it (`read`).
+    fn timed_transfer(&self, stream: u64, bytes: usize, read: bool, reduce: bool) -> u64 {
+        let Some(timing) = &self.timing else {
+            return 0;
+        };
+        let (me, peer) = (self.inner.local_rank(), self.inner.remote_rank());
+        let (src, dst) = if read { (peer, me) } else { (me, peer) };
+        let t0 = timing.now(me, stream);
+        timing.transfer(src, dst, me, stream, bytes as u64, reduce, t0)
+    }
+
+    /// This stream's predicted time, for acks.
+    fn time_of(&self, stream: u64) -> u64 {
+        self.timing
+            .as_ref()
+            .map_or(0, |t| t.now(self.inner.local_rank(), stream))
     }
 
     /// Counts a transfer of `bytes` (only this end's driver sends on it:
@@ -237,22 +275,30 @@ impl Link for SimLink {
             match op {
                 LinkOp::TxAsync { .. } | LinkOp::TxWithReduce { .. } => {
                     self.count(op.bytes());
-                    let t = self.hand_off();
+                    let mut t = self.hand_off();
+                    let reduce = matches!(op, LinkOp::TxWithReduce { .. });
+                    t.time = self.timed_transfer(state.stream, op.bytes(), false, reduce);
                     self.outgoing.push(t);
                 }
-                LinkOp::RxWaitDone => self.arrive(&self.incoming),
+                LinkOp::RxWaitDone => self.arrive(&self.incoming, state.stream),
                 // a read of the peer's buffer is a hand-off that ends here:
                 // the peer's progress came with the ack that allowed it
                 op if op.is_peer_read() => {
                     self.count(op.bytes());
                     let t = self.hand_off();
                     self.local_clock.set(t);
+                    let reduce = matches!(op, LinkOp::RxReduce { .. });
+                    let at = self.timed_transfer(state.stream, op.bytes(), true, reduce);
+                    if let Some(timing) = &self.timing {
+                        timing.reach(self.inner.local_rank(), state.stream, at);
+                    }
                 }
                 LinkOp::TxAck => {
-                    let t = self.local_clock.get();
+                    let mut t = self.local_clock.get();
+                    t.time = self.time_of(state.stream);
                     self.outgoing_ctl.push(t);
                 }
-                LinkOp::RxAck => self.arrive(&self.incoming_ctl),
+                LinkOp::RxAck => self.arrive(&self.incoming_ctl, state.stream),
                 _ => {}
             }
         }
@@ -292,6 +338,7 @@ mod tests {
         Stamp {
             total,
             planes: [total, 0, 1, 2],
+            time: total * 7,
         }
     }
 

@@ -22,6 +22,9 @@
 mod data;
 mod link;
 mod symbolic;
+mod timing;
+
+pub use timing::{timeline_json, HostLinkLoad, SimEvent};
 
 use crate::executor::ExecutorRegistry;
 use crate::op::{OpParam, OpType, VCounts, WorkflowMode};
@@ -75,6 +78,13 @@ pub struct SimSpec {
     /// How data is kept and checked: bytes, symbols, or chosen by size
     /// ([`DataMode`]).
     pub data: DataMode,
+    /// Predict the plan's time with these α-β-γ parameters and host link
+    /// capacity (see [`SimReport::predicted_ns`]); `None`: count steps and
+    /// bytes only.
+    pub cost: Option<crate::cost::CostParams>,
+    /// In a timed simulation, keep up to this many transfers and reduces
+    /// for a timeline ([`SimReport::timeline`], [`timeline_json`]).
+    pub timeline_events: usize,
 }
 
 /// How the simulator keeps and checks the data of a plan.
@@ -122,6 +132,8 @@ impl SimSpec {
             channels: Default::default(),
             in_place: false,
             data: DataMode::Auto,
+            cost: None,
+            timeline_events: 0,
         }
     }
 
@@ -157,6 +169,14 @@ impl SimSpec {
     pub fn in_place(self) -> Self {
         SimSpec {
             in_place: true,
+            ..self
+        }
+    }
+
+    /// The same op, its time predicted with `cost` ([`SimSpec::cost`]).
+    pub fn timed(self, cost: crate::cost::CostParams) -> Self {
+        SimSpec {
+            cost: Some(cost),
             ..self
         }
     }
@@ -203,6 +223,17 @@ pub struct SimReport {
     /// Whether data was kept as symbols ([`DataMode::Symbolic`]) rather
     /// than bytes.
     pub symbolic: bool,
+    /// The predicted time of the plan, ns, in a timed simulation
+    /// ([`SimSpec::cost`]): when the last stream of any rank finished.
+    pub predicted_ns: Option<u64>,
+    /// In a timed simulation across hosts: the host link that carried the
+    /// most bytes, and how long it was busy.
+    pub busiest_host_link: Option<HostLinkLoad>,
+    /// In a timed simulation with [`SimSpec::timeline_events`]: the
+    /// transfers and reduces, in the order they were simulated.
+    pub timeline: Vec<SimEvent>,
+    /// Timeline events not kept (beyond [`SimSpec::timeline_events`]).
+    pub timeline_dropped: u64,
 }
 
 /// One rank's stuck task in a deadlock.
@@ -545,12 +576,25 @@ fn simulate_once(
     let mut ranks: Vec<SimRank> = Vec::with_capacity(p as usize);
     // one rank table, checked once, that every rank's view shares
     let topo0 = TopoInfo::new(0, spec.rank_to_server.clone())?.with_channels(spec.channels);
+    let timing = spec.cost.map(|c| {
+        Arc::new(timing::Timing::new(
+            c,
+            spec.rank_to_server.clone().into(),
+            spec.timeline_events,
+        ))
+    });
     for r in 0..p {
         let topo = topo0.for_rank(r)?;
         let exec = registry.create(name, &topo)?;
         // the driver below skips ranks whose key did not move since
         // their last fruitless poll: every notify must move it
         let device = Device::with_waker(r, config.clone(), Arc::new(EventCount::counting()));
+        if let Some(t) = &timing {
+            device.set_task_observer(Arc::new(timing::RankClock {
+                rank: r,
+                timing: t.clone(),
+            }))?;
+        }
         let stream = Stream::new(&device);
         let sh = &shapes[r as usize];
         // graph mode runs on user buffers peers map: shareable memory
@@ -716,20 +760,26 @@ fn simulate_once(
                             let ctl_lo_to_hi: Arrivals = Default::default();
                             let ctl_hi_to_lo: Arrivals = Default::default();
                             (
-                                Arc::new(SimLink::new(
-                                    x,
-                                    clocks[key.0 as usize].clone(),
-                                    planes[pi],
-                                    (lo_to_hi.clone(), hi_to_lo.clone()),
-                                    (ctl_lo_to_hi.clone(), ctl_hi_to_lo.clone()),
-                                )),
-                                Arc::new(SimLink::new(
-                                    y,
-                                    clocks[key.1 as usize].clone(),
-                                    planes[pi],
-                                    (hi_to_lo, lo_to_hi),
-                                    (ctl_hi_to_lo, ctl_lo_to_hi),
-                                )),
+                                Arc::new(
+                                    SimLink::new(
+                                        x,
+                                        clocks[key.0 as usize].clone(),
+                                        planes[pi],
+                                        (lo_to_hi.clone(), hi_to_lo.clone()),
+                                        (ctl_lo_to_hi.clone(), ctl_hi_to_lo.clone()),
+                                    )
+                                    .timed(timing.clone()),
+                                ),
+                                Arc::new(
+                                    SimLink::new(
+                                        y,
+                                        clocks[key.1 as usize].clone(),
+                                        planes[pi],
+                                        (hi_to_lo, lo_to_hi),
+                                        (ctl_hi_to_lo, ctl_lo_to_hi),
+                                    )
+                                    .timed(timing.clone()),
+                                ),
                             )
                         })
                         .clone();
@@ -831,6 +881,11 @@ fn simulate_once(
         symbolic,
         ..Default::default()
     };
+    if let Some(t) = &timing {
+        report.predicted_ns = Some(t.end());
+        report.busiest_host_link = t.busiest_host_link();
+        (report.timeline, report.timeline_dropped) = t.take_events();
+    }
     let mut sent = vec![0u64; p as usize];
     let mut plane_sent = vec![[0u64; CommPlane::COUNT]; p as usize];
     for (key, (lo, hi)) in &pairs {
@@ -949,3 +1004,5 @@ fn drive(ranks: &[SimRank]) -> Result<(), SimFailure> {
 mod scale_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod timing_tests;
