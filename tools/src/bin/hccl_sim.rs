@@ -8,6 +8,14 @@
 //! runs AllGather); `--data` chooses bytes or symbols (default: by size).
 //!
 //! ```text
+//! hccl-sim --executor AllReduceTwoLevelExecutor --servers 2,1,3 --count 65536 \
+//!          --tuning-file tuning.json --host-gbps 0.125 --timeline plan.json
+//! ```
+//! also predicts the op's time with the cost model's parameters (from a
+//! tuning file `hccl-test --calibrate` wrote, else the built-in ones),
+//! names the busiest host link and writes the plan as a Perfetto timeline.
+//!
+//! ```text
 //! hccl-sim --scale-table            # ranks × executor: time, memory, tasks/s
 //! ```
 //! runs each row in a child process (so each row's peak memory is its own)
@@ -51,6 +59,25 @@ struct Args {
     /// Skip the result check.
     #[arg(long)]
     no_check: bool,
+    /// Predict the op's time with the α-β-γ parameters of this tuning file
+    /// (`hccl-test --calibrate`); `--predict` uses the built-in ones.
+    #[arg(long)]
+    tuning_file: Option<std::path::PathBuf>,
+    /// Predict the op's time (with --tuning-file's parameters, else the
+    /// built-in ones).
+    #[arg(long)]
+    predict: bool,
+    /// Capacity of each host's link per direction, GB/s, shared by the
+    /// flows that cross it (overrides the tuning file's host_gbps).
+    #[arg(long)]
+    host_gbps: Option<f64>,
+    /// Write the timed plan's transfers and reduces as a Perfetto /
+    /// Chrome trace JSON file (implies --predict).
+    #[arg(long)]
+    timeline: Option<std::path::PathBuf>,
+    /// Most events the timeline keeps.
+    #[arg(long, default_value_t = 1 << 20)]
+    timeline_events: usize,
     /// List registered executors and exit.
     #[arg(long)]
     list: bool,
@@ -130,6 +157,26 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             .collect();
     }
     spec.ccl_buffer_size = args.ccl_bytes;
+    let timed = args.predict
+        || args.tuning_file.is_some()
+        || args.host_gbps.is_some()
+        || args.timeline.is_some();
+    if timed {
+        let mut cost = match &args.tuning_file {
+            Some(path) => hccl_adapter::Tuning::load(path)?.cost_params(),
+            None => Default::default(),
+        };
+        if let Some(g) = args.host_gbps {
+            if !(g.is_finite() && g > 0.0) {
+                return Err(format!("--host-gbps {g}: expected a positive rate in GB/s").into());
+            }
+            cost.host_gbps = Some(g);
+        }
+        spec.cost = Some(cost);
+        if args.timeline.is_some() {
+            spec.timeline_events = args.timeline_events;
+        }
+    }
     let start = Instant::now();
     let r = simulate(registry(), &args.executor, &spec)?;
     let took = start.elapsed();
@@ -161,6 +208,47 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     let _ = CommPlane::COUNT;
     println!("reduce bytes (γ volume, all ranks): {}", r.reduce_bytes);
+    if let (Some(ns), Some(c)) = (r.predicted_ns, &spec.cost) {
+        println!(
+            "predicted time:  {:.1} us (level 0 alpha {:.2} us, {:.3} GB/s; level 1 alpha {:.2} us, {:.3} GB/s per flow; host link {}; reduce {:.3} GB/s)",
+            ns as f64 / 1e3,
+            c.level0.alpha_us,
+            1.0 / (c.level0.beta_us_per_byte * 1e3),
+            c.level1.alpha_us,
+            1.0 / (c.level1.beta_us_per_byte * 1e3),
+            c.host_gbps
+                .map_or("unlimited".to_owned(), |g| format!("{g:.3} GB/s")),
+            1.0 / (c.gamma_us_per_byte * 1e3),
+        );
+        match &r.busiest_host_link {
+            Some(l) => println!(
+                "busiest host link: host {} {}, {} bytes, busy {:.1} us ({:.0}% of the op)",
+                l.host,
+                l.direction,
+                l.bytes,
+                l.busy_ns as f64 / 1e3,
+                100.0 * l.busy_ns as f64 / ns.max(1) as f64
+            ),
+            None => println!("busiest host link: none (one host)"),
+        }
+    }
+    if let Some(path) = &args.timeline {
+        std::fs::write(path, hccl_algorithm::sim::timeline_json(&r.timeline))
+            .map_err(|e| format!("writing {}: {e}", path.display()))?;
+        println!(
+            "timeline:        {} ({} events{})",
+            path.display(),
+            r.timeline.len(),
+            if r.timeline_dropped > 0 {
+                format!(
+                    ", {} more not kept: raise --timeline-events",
+                    r.timeline_dropped
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
     println!("tasks run:       {}", r.tasks);
     println!("simulation time: {:.3} s", took.as_secs_f64());
     println!(
