@@ -1,9 +1,13 @@
 //! Calibrated link parameters for the selector's α-β-γ cost model.
 //!
-//! `hccl-test --calibrate` measures, on this machine, the latency (α) and
-//! bandwidth (1/β) of one exchange step between two processes over shared
-//! memory (level 0) and over TCP (level 1), and the reduce throughput (γ),
-//! and writes them to a tuning file. Communicators read it at creation:
+//! `hccl-test --calibrate` measures, on this machine, for shared memory
+//! between two processes (level 0) and TCP (level 1; loopback, or between
+//! two network namespace hosts with `--netns`): the latency (α) of one
+//! exchange step of a tiny message, and the bandwidth (1/β) of one flow in
+//! one direction (a one-way transfer); the reduce throughput (γ); and,
+//! across three namespace hosts, the capacity of one host's link that
+//! every flow leaving it shares (`host_gbps`). It writes them to a tuning
+//! file. Communicators read it at creation:
 //! the path in `HCCL_RS_TUNING_FILE`, else `$XDG_CACHE_HOME/hccl-rs/tuning.json`
 //! (or `~/.cache/hccl-rs/tuning.json`) if it exists; without one the
 //! model's built-in defaults apply.
@@ -28,7 +32,10 @@ const MAX_GBPS: f64 = 1e9;
 pub struct LinkTuning {
     /// Time of one exchange step of a tiny message, µs.
     pub alpha_us: f64,
-    /// Bandwidth of one direction of an exchange step, GB/s.
+    /// Bandwidth of one flow in one direction, GB/s (a one-way transfer
+    /// between two processes, nothing else on the link; files written
+    /// before calibration measured it one-way held the rate of an
+    /// exchange step, both directions at once).
     pub gbps: f64,
 }
 
@@ -47,6 +54,12 @@ pub struct Tuning {
     pub tcp: LinkTuning,
     /// Reduce throughput (fp32 sum, one core), GB/s.
     pub reduce_gbps: f64,
+    /// Capacity of one host's link per direction, GB/s, shared by all the
+    /// flows crossing it (measured across namespace hosts: one host
+    /// sending to two others at once). Absent: flows leaving a host do not
+    /// share a limit, each gets `tcp.gbps`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_gbps: Option<f64>,
 }
 
 impl Tuning {
@@ -56,7 +69,7 @@ impl Tuning {
             level0: LinkParams::new(self.shm.alpha_us, self.shm.gbps),
             level1: LinkParams::new(self.tcp.alpha_us, self.tcp.gbps),
             gamma_us_per_byte: 1.0 / (self.reduce_gbps * 1e3),
-            host_gbps: None,
+            host_gbps: self.host_gbps,
         }
     }
 
@@ -79,7 +92,8 @@ impl Tuning {
             ("tcp.gbps", self.tcp.gbps, MIN_GBPS, MAX_GBPS),
             ("reduce_gbps", self.reduce_gbps, MIN_GBPS, MAX_GBPS),
         ];
-        for (name, v, lo, hi) in figures {
+        let host = self.host_gbps.map(|v| ("host_gbps", v, MIN_GBPS, MAX_GBPS));
+        for (name, v, lo, hi) in figures.into_iter().chain(host) {
             if !(v.is_finite() && v > 0.0) {
                 return Err(HcclError::para(format!(
                     "tuning file field {name} is {v}: every figure must be positive"
@@ -176,6 +190,7 @@ mod tests {
                 gbps: 1.0,
             },
             reduce_gbps: 8.0,
+            host_gbps: None,
         }
     }
 
@@ -196,6 +211,59 @@ mod tests {
             Some(c)
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn host_capacity_round_trips_and_reaches_the_cost_model() {
+        let dir = std::env::temp_dir().join(format!("hccl-tuning-host-{}", std::process::id()));
+        let path = dir.join("tuning.json");
+        let t = Tuning {
+            host_gbps: Some(0.25),
+            ..sample()
+        };
+        t.save(&path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("\"host_gbps\": 0.25"), "{text}");
+        assert_eq!(Tuning::load(&path).unwrap(), t);
+        assert_eq!(t.cost_params().host_gbps, Some(0.25));
+        assert_eq!(sample().cost_params().host_gbps, None);
+        // absent, it is not written at all
+        sample().save(&path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains("host_gbps"), "{text}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A file written before `host_gbps` existed (version 1 all along).
+    #[test]
+    fn old_file_without_host_capacity_loads() {
+        let old = r#"{ "version": 1, "host": "vm", "measured_unix_s": 1795330082,
+            "shm": { "alpha_us": 3.96, "gbps": 2.61 },
+            "tcp": { "alpha_us": 223.3, "gbps": 0.72 },
+            "reduce_gbps": 14.2 }"#;
+        let t = Tuning::from_json(old, "old.json").unwrap();
+        assert_eq!(t.host_gbps, None);
+        assert_eq!(t.cost_params().host_gbps, None);
+        assert_eq!(t.tcp.gbps, 0.72);
+    }
+
+    #[test]
+    fn bad_host_capacity_is_refused_by_name() {
+        for (v, says) in [
+            (0.0, "host_gbps is 0: every figure must be positive"),
+            (-1.0, "host_gbps is -1: every figure must be positive"),
+            (1e-12, "host_gbps is 1e-12: outside"),
+        ] {
+            let t = Tuning {
+                host_gbps: Some(v),
+                ..sample()
+            };
+            let e = t.validate().unwrap_err();
+            assert!(e.to_string().contains(says), "{v}: {e}");
+            let text = serde_json::to_string(&t).unwrap();
+            let e = Tuning::from_json(&text, "t.json").unwrap_err();
+            assert!(e.to_string().contains(says), "{v}: {e}");
+        }
     }
 
     #[test]
@@ -254,13 +322,17 @@ mod fuzz {
             link(),
             link(),
             figure(),
+            proptest::option::of(figure()),
         )
-            .prop_map(|(version, host, when, shm, tcp, reduce)| {
-                json!({
+            .prop_map(|(version, host, when, shm, tcp, reduce, host_gbps)| {
+                let mut v = json!({
                     "version": version, "host": host, "measured_unix_s": when,
                     "shm": shm, "tcp": tcp, "reduce_gbps": reduce,
-                })
-                .to_string()
+                });
+                if let Some(h) = host_gbps {
+                    v["host_gbps"] = h;
+                }
+                v.to_string()
             })
             .boxed();
         prop_oneof![
@@ -310,6 +382,9 @@ mod fuzz {
                         c.gamma_us_per_byte,
                     ] {
                         prop_assert!(v.is_finite() && v > 0.0, "{:?} from {}", c, t);
+                    }
+                    if let Some(h) = c.host_gbps {
+                        prop_assert!(h.is_finite() && h > 0.0 && (1.0 / (h * 1e3)).is_finite(), "{:?} from {}", c, t);
                     }
                     for link in [c.level0, c.level1] {
                         let us = predict(Algo::Ring, OpType::AllReduce, 4096, 1 << 40, link, c.gamma_us_per_byte);

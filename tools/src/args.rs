@@ -178,9 +178,11 @@ pub struct PerfArgs {
     /// Print the registered executor names, one per line, and exit.
     #[arg(long = "list-executors")]
     pub list_executors: bool,
-    /// Measure α and β of shared memory and TCP between two processes and
-    /// the reduce throughput, write them to the tuning file the selector
-    /// reads (see --tuning-file), and exit.
+    /// Measure α (8-byte exchange) and β (one flow, one way) of shared
+    /// memory and TCP between two processes (with --netns: between two
+    /// namespace hosts, and the capacity of one host's link across three),
+    /// and the reduce throughput; write them to the tuning file the
+    /// selector reads (see --tuning-file), and exit.
     #[arg(long = "calibrate")]
     pub calibrate: bool,
     /// Benchmark the fused compute/communication ops instead of a
