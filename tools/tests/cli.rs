@@ -1148,3 +1148,100 @@ fn graph_rows_name_the_captured_ops_executor() {
         rows[0]
     );
 }
+
+fn hccl_sim(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_hccl-sim"))
+        .args(args)
+        .output()
+        .expect("hccl-sim runs")
+}
+
+/// `hccl-sim` predicts an op's time on the given hosts with a tuning
+/// file's parameters and a host link rate, names the busiest host link,
+/// writes the timed plan as Perfetto JSON, runs the V ops with uneven
+/// counts, and refuses a missing tuning file or a bad rate by name.
+#[test]
+fn hccl_sim_predicts_time_and_writes_a_timeline() {
+    let dir = std::env::temp_dir().join(format!("hccl-sim-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let tuning = dir.join("tuning.json");
+    std::fs::write(
+        &tuning,
+        r#"{"version":1,"host":"t","measured_unix_s":1,
+            "shm":{"alpha_us":2.0,"gbps":4.0},"tcp":{"alpha_us":20.0,"gbps":0.125},
+            "reduce_gbps":8.0,"host_gbps":0.125}"#,
+    )
+    .unwrap();
+    let plan = dir.join("plan.json");
+    let out = hccl_sim(&[
+        "--executor",
+        "AllReduceRingExecutor",
+        "--servers",
+        "2,2",
+        "--count",
+        "262144",
+        "--tuning-file",
+        tuning.to_str().unwrap(),
+        "--timeline",
+        plan.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // a ring across two hosts: 6 steps of α + 256 KiB / 0.125 GB/s, and γ
+    // for 3 reductions of 256 KiB: the cost model's formula
+    let want = 6.0 * (20.0 + 262144.0 / 125.0) + 3.0 * 262144.0 / 8e3;
+    let got: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("predicted time:"))
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no predicted time in {text}"));
+    assert!(
+        (got / want - 1.0).abs() < 1e-3,
+        "predicted {got} µs, formula {want} µs"
+    );
+    assert!(text.contains("busiest host link: host "), "{text}");
+    assert!(text.contains("result check:    success"), "{text}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    let events = json["traceEvents"].as_array().unwrap();
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["name"].as_str().unwrap().starts_with("send to"))
+            .count(),
+        24
+    );
+    // the V ops run with uneven counts, checked
+    for exe in [
+        "AllGatherVMeshExecutor",
+        "ReduceScatterVMeshExecutor",
+        "AllToAllVPairWiseExecutor",
+    ] {
+        let out = hccl_sim(&["--executor", exe, "--ranks", "5", "--count", "10"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains("success"),
+            "{exe}: {text}"
+        );
+    }
+    // errors name what is wrong
+    let out = hccl_sim(&[
+        "--executor",
+        "AllReduceRingExecutor",
+        "--tuning-file",
+        "/nonexistent/t.json",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("cannot read tuning file /nonexistent/t.json"));
+    let out = hccl_sim(&["--executor", "AllReduceRingExecutor", "--host-gbps", "0"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--host-gbps 0: expected a positive rate")
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -6,6 +6,8 @@
 //! Prints steps, traffic and reduce volume, and how long the simulation took.
 //! The op is the one the executor's name starts with (`AllGatherNHRExecutor`
 //! runs AllGather); `--data` chooses bytes or symbols (default: by size).
+//! The V ops (AllGatherV, ReduceScatterV, AllToAllV) run uneven per-rank
+//! counts: `--count` + (rank mod 3), and `--count` + ((rank + peer) mod 3).
 //!
 //! ```text
 //! hccl-sim --executor AllReduceTwoLevelExecutor --servers 2,1,3 --count 65536 \
@@ -157,6 +159,23 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             .collect();
     }
     spec.ccl_buffer_size = args.ccl_bytes;
+    // the V ops need per-rank counts: uneven ones around --count, so a
+    // plan that assumes equal blocks is caught
+    let p = spec.ranks() as u64;
+    let uneven = |r: u64| args.count + r % 3;
+    match collective {
+        OpType::AllGatherV | OpType::ReduceScatterV => {
+            spec.v_counts = Some((0..p).map(uneven).collect());
+        }
+        OpType::AllToAllV => {
+            spec.matrix = Some(
+                (0..p)
+                    .map(|r| (0..p).map(|q| uneven(r + q)).collect())
+                    .collect(),
+            );
+        }
+        _ => {}
+    }
     let timed = args.predict
         || args.tuning_file.is_some()
         || args.host_gbps.is_some()
