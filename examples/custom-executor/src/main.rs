@@ -11,8 +11,9 @@
 
 mod pipelined_chain;
 
+use hccl_algorithm::cost::{CostParams, LinkParams};
 use hccl_algorithm::registry;
-use hccl_algorithm::sim::{simulate, SimReport, SimSpec};
+use hccl_algorithm::sim::{simulate, timeline_json, SimReport, SimSpec};
 use hccl_platform::{DataType, ReduceOp};
 use pipelined_chain::{NAME, SEGMENTS};
 use std::process::ExitCode;
@@ -95,6 +96,55 @@ fn check_more(p: u32) -> Result<(), String> {
     Ok(())
 }
 
+/// The chain and the ring on two hosts of 4 ranks with 1 Gbit/s links
+/// between them, timed with the cost model (`SimSpec::timed`): predicted
+/// time, the busiest host link, and the chain's plan as a Perfetto
+/// timeline.
+fn timed_on_two_hosts() -> Result<(), String> {
+    let cost = CostParams {
+        level0: LinkParams::new(3.0, 10.0),
+        level1: LinkParams::new(20.0, 0.125),
+        gamma_us_per_byte: 1.0 / 16e3,
+        host_gbps: Some(0.125),
+    };
+    let spec = SimSpec {
+        timeline_events: 100_000,
+        ..SimSpec::all_reduce(8, COUNT, DataType::Fp32, ReduceOp::Sum)
+            .on_hosts(&[4, 4])
+            .timed(cost)
+    };
+    let chain = simulate(registry(), NAME, &spec).map_err(|e| e.to_string())?;
+    let ring = simulate(registry(), "AllReduceRingExecutor", &spec).map_err(|e| e.to_string())?;
+    let ms = |r: &SimReport| r.predicted_ns.unwrap_or(0) as f64 / 1e6;
+    let link = chain
+        .busiest_host_link
+        .clone()
+        .ok_or("no host link reported")?;
+    println!(
+        "on 2 hosts x 4 ranks, 1 Gbit/s between them: predicted {:.2} ms (ring {:.2} ms); \
+         busiest host link: host {} {}, {} bytes",
+        ms(&chain),
+        ms(&ring),
+        link.host,
+        link.direction,
+        link.bytes
+    );
+    let sends = chain.timeline.iter().filter(|e| e.what == "send").count() as u64;
+    let transfers: u64 = chain.link_transfers.values().sum();
+    if sends != transfers || chain.predicted_ns.unwrap_or(0) == 0 {
+        return Err(format!(
+            "{sends} sends on the timeline, {transfers} transfers counted"
+        ));
+    }
+    let path = std::env::temp_dir().join("custom-executor-timeline.json");
+    std::fs::write(&path, timeline_json(&chain.timeline)).map_err(|e| e.to_string())?;
+    println!(
+        "the chain's plan: {} (open it at https://ui.perfetto.dev)",
+        path.display()
+    );
+    Ok(())
+}
+
 fn main() -> ExitCode {
     if let Err(e) = pipelined_chain::register(registry()) {
         eprintln!("registering {NAME}: {e}");
@@ -160,6 +210,10 @@ fn main() -> ExitCode {
             failed += 1;
             println!("    1 FAILED: {e}");
         }
+    }
+    if let Err(e) = timed_on_two_hosts() {
+        failed += 1;
+        println!("timed on two hosts FAILED: {e}");
     }
     if failed > 0 {
         eprintln!("{failed} check(s) failed");
