@@ -102,6 +102,13 @@ pub trait ParkHook: Send + Sync + fmt::Debug {
     fn flush(&self) {}
     /// The device's flush request, to raise when something is gathered.
     fn set_flush_request(&self, _request: FlushRequest) {}
+    /// The driver stopped driving without parking: what it waited for
+    /// came (its op completed) or its caller's deadline passed, and no
+    /// verb of this rank polls the links until the device drives again,
+    /// which may be never (the rank goes on to another communicator's op,
+    /// for which a peer waits on this one). Whatever was gathered and not
+    /// yet written must still reach the peers.
+    fn released(&self) {}
 }
 
 /// A device's "flush after this round" flag ([`ParkHook::flush`]): one

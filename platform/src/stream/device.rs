@@ -157,6 +157,10 @@ pub(crate) struct DeviceInner {
     /// Told when the driver parks and wakes (transports whose sockets the
     /// driver reads while it runs).
     park_hooks: Mutex<Vec<Weak<dyn crate::link::ParkHook>>>,
+    /// Whether any park hook was ever added (a driver that stops driving
+    /// tells them, see [`ParkHook::released`](crate::link::ParkHook::released);
+    /// devices without any skip the lock).
+    has_park_hooks: AtomicBool,
     /// Raised by a park hook that gathered frames to write after the round.
     flush: crate::link::FlushRequest,
     /// Told when a stream of this device fails (see
@@ -295,6 +299,7 @@ impl Device {
             stats: DeviceStatsInner::default(),
             links: Mutex::new(Vec::new()),
             park_hooks: Mutex::new(Vec::new()),
+            has_park_hooks: AtomicBool::new(false),
             flush: Default::default(),
             watched: Mutex::new(Vec::new()),
             failure_hooks: Mutex::new(Vec::new()),
@@ -491,6 +496,8 @@ impl Device {
         self.0
             .poll_gen
             .store(gen.unwrap_or(u64::MAX), Ordering::Relaxed);
+        // nobody drives until the caller polls again
+        self.0.release_hooks();
         drop(snap);
         if progressed {
             self.0.done.notify();
@@ -537,6 +544,7 @@ impl Device {
         let mut v = self.0.park_hooks.lock().unwrap_or_else(|p| p.into_inner());
         v.retain(|w| w.strong_count() > 0);
         v.push(Arc::downgrade(hook));
+        self.0.has_park_hooks.store(true, Ordering::Release);
         hook.set_flush_request(self.0.flush.clone());
     }
 
@@ -827,6 +835,9 @@ impl DeviceInner {
         let finish = |gen: Option<u64>| {
             self.poll_gen
                 .store(gen.unwrap_or(u64::MAX), Ordering::Relaxed);
+            // this driver stops here, and no other may start for a long
+            // time: what the round gathered must not wait for it
+            self.release_hooks();
         };
         loop {
             if done() {
@@ -973,6 +984,19 @@ impl DeviceInner {
             } else {
                 h.woke();
             }
+        }
+    }
+
+    /// Tells the park hooks the driver stopped driving without parking
+    /// ([`ParkHook::released`](crate::link::ParkHook::released)).
+    #[inline]
+    fn release_hooks(&self) {
+        if !self.has_park_hooks.load(Ordering::Acquire) {
+            return;
+        }
+        let hooks = self.park_hooks.lock().unwrap_or_else(|p| p.into_inner());
+        for h in hooks.iter().filter_map(Weak::upgrade) {
+            h.released();
         }
     }
 

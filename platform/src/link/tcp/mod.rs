@@ -8,7 +8,11 @@
 //! hand-off. Only when the driver is about to park does it hand the
 //! sockets to the progress thread ([`ParkHook`]), which then sleeps in
 //! `poll(2)` on them and wakes the driver when a frame arrived; the
-//! driver takes them back when it wakes. The progress thread also accepts
+//! driver takes them back when it wakes. A driver that stops driving
+//! (its op completed) with gathered frames a full socket refused hands
+//! the sockets over too ([`ParkHook::released`]): the progress thread
+//! writes the rest as room appears, since the op's verbs are done and
+//! nothing else of this rank would. The progress thread also accepts
 //! connections and reads their introductions without blocking anyone
 //! ([`lobby`]).
 //!
@@ -35,6 +39,8 @@ mod component;
 mod conn;
 mod lobby;
 mod progress;
+#[cfg(test)]
+mod tests;
 mod wire;
 
 pub use component::{decode_tcp_address, encode_tcp_address, TcpTransport, TCP_SCORE};
@@ -300,6 +306,22 @@ impl ParkHook for Shared {
     fn set_flush_request(&self, request: FlushRequest) {
         // one device per node: a second attachment keeps the first
         let _ = self.flush_request.set(request);
+    }
+
+    fn released(&self) {
+        // Gathered frames a full socket refused would otherwise wait for
+        // this device's next op: its last verbs completed when their
+        // frames were gathered, so a peer may wait for them while this
+        // rank waits for that peer elsewhere. The progress thread writes
+        // them as the socket takes them (and reads meanwhile; the driver
+        // takes the sockets back at its next wait).
+        self.flush_all();
+        if self.dirty.load(Ordering::Acquire) {
+            self.thread_reads.store(true, Ordering::Release);
+            // also when it was reading already: its poll may not watch
+            // for room on the sockets just found full
+            self.wake_progress();
+        }
     }
 }
 

@@ -1,7 +1,9 @@
 //! The node's progress thread: accepts connections and reads their
-//! introductions ([`super::lobby`]), and, while the rank's driver sleeps,
-//! reads the links' sockets for it and wakes it when a frame arrived or a
-//! full socket has room again.
+//! introductions ([`super::lobby`]), and, while the rank's driver sleeps
+//! (or has stopped driving with frames still to write), reads the links'
+//! sockets for it, writes the frames it gathered as full sockets take
+//! them, and wakes it when a frame arrived or a full socket has room
+//! again.
 
 use super::lobby::Lobby;
 use super::Shared;
@@ -99,6 +101,13 @@ pub(super) fn run(sh: Arc<Shared>, listener: TcpListener, wake_rx: OwnedFd) {
             last = i;
             let c = &conns[i];
             if r.contains(PollFlags::OUT) && c.want_write.swap(false, Ordering::AcqRel) {
+                // write the gathered frames now: the driver that gathered
+                // them may have finished its op and drive no more
+                // (`ParkHook::released`); what the socket still refuses
+                // asks for room again
+                if let Err(e) = c.flush() {
+                    sh.fail_conn(c, &e);
+                }
                 woke = true;
             }
             if r.intersects(PollFlags::IN | PollFlags::HUP | PollFlags::ERR) {
