@@ -94,7 +94,7 @@ for rate in $RATES; do
                     t=$(run "$layout" "$size" "$algo")
                     times["${algo:-selector}"]+="$t "
                     if [ -z "$algo" ] && [ -z "$pick" ]; then
-                        line=$(sed 's/\x1b\[[0-9;]*m//g' "$WORK/log" | grep "selected executor" | grep "bytes=$bytes " | head -1)
+                        line=$(sed 's/\x1b\[[0-9;]*m//g' "$WORK/log" | grep "selected executor" | grep "bytes=$bytes " | head -1 || true)
                         pick=$(echo "$line" | sed -n 's/.* executor=\([A-Za-z0-9]*\).*/\1/p')
                         preds=$(echo "$line" | sed -n 's/.*(\(.*\))$/\1/p')
                     fi
