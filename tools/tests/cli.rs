@@ -1204,6 +1204,15 @@ fn hccl_sim_predicts_time_and_writes_a_timeline() {
         "predicted {got} µs, formula {want} µs"
     );
     assert!(text.contains("busiest host link: host "), "{text}");
+    // a ring: every link carries 6 transfers of 256 KiB
+    assert!(text.contains(" bytes in 6 transfers"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "busiest link:    rank 0 -> rank 1, {} bytes",
+            6 * 262144
+        )),
+        "{text}"
+    );
     assert!(text.contains("result check:    success"), "{text}");
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();

@@ -220,6 +220,16 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         r.max_rank_bytes_sent
     );
     println!("total link bytes: {}", r.link_bytes.values().sum::<u64>());
+    if let Some(((from, to), bytes)) = r
+        .link_bytes
+        .iter()
+        .max_by_key(|(k, b)| (**b, std::cmp::Reverse(**k)))
+    {
+        println!(
+            "busiest link:    rank {from} -> rank {to}, {bytes} bytes in {} transfers",
+            r.link_transfers.get(&(*from, *to)).copied().unwrap_or(0)
+        );
+    }
     for (i, plane) in ["level0", "level1", "level2", "combine"].iter().enumerate() {
         if r.plane_bytes[i] > 0 {
             println!("  {plane:8} bytes: {}", r.plane_bytes[i]);
