@@ -198,6 +198,9 @@ struct CachedOp {
     /// An empty range: what the response's `param_input` and
     /// `param_output` hold between ops.
     none: DeviceMem,
+    /// What its resources were granted for beyond the tag
+    /// ([`CollExecutor::resource_variant`]: a rooted mesh op's root).
+    variant: Option<u32>,
 }
 
 struct CommState {
@@ -241,6 +244,9 @@ struct PickKey {
     count: u64,
     dtype: DataType,
     mode: WorkflowMode,
+    /// A rooted mesh op's resources depend on its root
+    /// (`CollExecutor::resource_variant`).
+    root: u32,
 }
 
 /// One rank's communicator.
@@ -958,6 +964,7 @@ impl Communicator {
                 count: param.count,
                 dtype: param.dtype,
                 mode: param.mode,
+                root: param.root,
             },
         );
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -1008,8 +1015,11 @@ impl Communicator {
             None => self.selector.select(param, &self.topo, self.registry)?,
         };
         let find = |ops: &[CachedOp]| {
-            ops.iter()
-                .position(|o| *o.label.tag == **param.tag && o.label.algorithm == name)
+            ops.iter().position(|o| {
+                *o.label.tag == **param.tag
+                    && o.label.algorithm == name
+                    && o.variant == o.executor.resource_variant(param)
+            })
         };
         let idx = match find(&st.ops) {
             Some(i) => i,
@@ -1031,6 +1041,7 @@ impl Communicator {
                     param
                 };
                 let req = executor.calc_res_request(param, &self.topo)?;
+                let executor_variant = executor.resource_variant(param);
                 let bytes = ResourceManager::transport_bytes(param);
                 let res = st
                     .resources
@@ -1057,6 +1068,7 @@ impl Communicator {
                     peers,
                     desc: DescriptorCache::default(),
                     none: DeviceMem::null(),
+                    variant: executor_variant,
                 });
                 st.ops.len() - 1
             }

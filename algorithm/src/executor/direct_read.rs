@@ -23,7 +23,7 @@
 //!    from every peer that reads this rank — so no rank returns, and lets
 //!    its user touch the buffers, while a peer still reads them.
 
-use super::flat::{all_peers, check_op, FlatExecutor, Named};
+use super::flat::{check_op, mesh_peers, mesh_variant, FlatExecutor, Named};
 use crate::op::{OpParam, OpType};
 use crate::resource::AlgResourceResponse;
 use crate::template::mesh::{Block, MeshPlan};
@@ -88,10 +88,11 @@ impl FlatExecutor for DirectExecutor {
     }
 
     fn peers(&self, r: u32, n: u32, param: &OpParam) -> Vec<u32> {
-        match self.named.op {
-            OpType::Send | OpType::Receive => vec![param.peer],
-            _ => all_peers(r, n),
-        }
+        mesh_peers(self.named.op, r, n, param)
+    }
+
+    fn variant(&self, param: &OpParam) -> Option<u32> {
+        mesh_variant(self.named.op, param)
     }
 
     /// Every byte is read from the peer's user buffer into its final

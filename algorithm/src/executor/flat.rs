@@ -54,6 +54,12 @@ pub(crate) trait FlatExecutor: Send {
     fn graph(&self) -> bool {
         false
     }
+
+    /// See [`CollExecutor::resource_variant`].
+    fn variant(&self, param: &OpParam) -> Option<u32> {
+        let _ = param;
+        None
+    }
 }
 
 impl<T: FlatExecutor> CollExecutor for T {
@@ -76,6 +82,10 @@ impl<T: FlatExecutor> CollExecutor for T {
 
     fn supports_graph(&self) -> bool {
         self.graph()
+    }
+
+    fn resource_variant(&self, param: &OpParam) -> Option<u32> {
+        self.variant(param)
     }
 }
 
@@ -140,6 +150,33 @@ pub(crate) fn all_peers(_r: u32, n: u32) -> Vec<u32> {
     (0..n).collect()
 }
 
+/// The peers of a mesh plan (`MeshPlan`, the mesh, star and direct
+/// executors): Send and Receive their peer; a rooted op's ranks the root
+/// only, and the root every rank (p − 1 links, not one per pair: at 1,024
+/// ranks a million links the plan never used); the others every rank.
+/// The rooted ops' requests so depend on the root: see [`mesh_variant`].
+pub(crate) fn mesh_peers(op: OpType, r: u32, n: u32, param: &OpParam) -> Vec<u32> {
+    match op {
+        OpType::Send | OpType::Receive => vec![param.peer],
+        OpType::Broadcast | OpType::Reduce | OpType::Scatter | OpType::Gather
+            if r != param.root && param.root < n =>
+        {
+            vec![param.root]
+        }
+        _ => all_peers(r, n),
+    }
+}
+
+/// The resource variant of a mesh plan (see [`mesh_peers`]): a rooted
+/// op's root.
+pub(crate) fn mesh_variant(op: OpType, param: &OpParam) -> Option<u32> {
+    matches!(
+        op,
+        OpType::Broadcast | OpType::Reduce | OpType::Scatter | OpType::Gather
+    )
+    .then_some(param.root)
+}
+
 /// Graph mode's first step: the peers that write into this rank's user
 /// buffers learn where they are, and this rank learns where the peers it
 /// writes into keep theirs (their `ParamInput` / `ParamOutput`, mapped
@@ -175,4 +212,67 @@ pub(crate) fn input_to_output(param: &OpParam, bytes: usize) -> Result<()> {
         param.stream.memcpy_async(&dst, &src)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hccl_platform::{DataType, Device, DeviceMem, ReduceOp, Stream};
+
+    /// The rooted mesh, star and direct plans link every rank to the root
+    /// only (and the root to every rank), and say their resources depend
+    /// on the root; the others link every pair and depend on nothing more.
+    #[test]
+    fn rooted_mesh_plans_link_ranks_to_the_root_only() {
+        let device = Device::new(0, Default::default());
+        let p = 8u32;
+        let peers_of = |name: &str, op: OpType, me: u32, root: u32| {
+            let topo = TopoInfo::new(me, vec![0; p as usize]).unwrap();
+            let ex = crate::registry().create(name, &topo).unwrap();
+            let param = OpParam::new(
+                "t",
+                op,
+                Stream::new(&device),
+                DeviceMem::null(),
+                DeviceMem::null(),
+                16,
+                DataType::Fp32,
+                ReduceOp::Sum,
+                root,
+            );
+            let req = ex.calc_res_request(&param, &topo).unwrap();
+            let mut peers: Vec<u32> = req.op_transport[CommPlane::Combine as usize]
+                .iter()
+                .flat_map(|s| s.transport_requests.iter())
+                .filter(|t| t.is_valid)
+                .map(|t| t.remote_user_rank)
+                .collect();
+            peers.sort();
+            (peers, ex.resource_variant(&param))
+        };
+        for (name, op) in [
+            ("BroadcastStarExecutor", OpType::Broadcast),
+            ("ScatterMeshExecutor", OpType::Scatter),
+            ("GatherStarExecutor", OpType::Gather),
+            ("ReduceMeshExecutor", OpType::Reduce),
+            ("BroadcastDirectExecutor", OpType::Broadcast),
+            ("ReduceDirectExecutor", OpType::Reduce),
+        ] {
+            for root in [0, 5] {
+                for me in 0..p {
+                    let (peers, variant) = peers_of(name, op, me, root);
+                    let want: Vec<u32> = if me == root {
+                        (0..p).filter(|&q| q != me).collect()
+                    } else {
+                        vec![root]
+                    };
+                    assert_eq!(peers, want, "{name} rank {me} root {root}");
+                    assert_eq!(variant, Some(root), "{name}");
+                }
+            }
+        }
+        let (peers, variant) = peers_of("AllReduceMeshExecutor", OpType::AllReduce, 3, 0);
+        assert_eq!(peers, vec![0, 1, 2, 4, 5, 6, 7]);
+        assert_eq!(variant, None);
+    }
 }

@@ -13,7 +13,7 @@
 //! [`crate::template::mesh`]. The Star (rooted ops) and PairWise (alltoall,
 //! one peer per step) executors are this engine too, so they live here.
 
-use super::flat::{all_peers, FlatExecutor, Named};
+use super::flat::{mesh_peers, mesh_variant, FlatExecutor, Named};
 use crate::op::{OpParam, OpType};
 use crate::prim::{self, Rx, Tx};
 use crate::resource::AlgResourceResponse;
@@ -106,10 +106,11 @@ impl FlatExecutor for MeshExecutor {
     }
 
     fn peers(&self, r: u32, n: u32, param: &OpParam) -> Vec<u32> {
-        match self.named.op {
-            OpType::Send | OpType::Receive => vec![param.peer],
-            _ => all_peers(r, n),
-        }
+        mesh_peers(self.named.op, r, n, param)
+    }
+
+    fn variant(&self, param: &OpParam) -> Option<u32> {
+        mesh_variant(self.named.op, param)
     }
 
     fn run(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {

@@ -97,6 +97,16 @@ pub trait CollExecutor: Send {
     /// granted slave streams), using only what the framework granted.
     fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()>;
 
+    /// What the resources [`calc_res_request`](Self::calc_res_request)
+    /// asks for depend on beyond the op's tag, if anything: the framework
+    /// keeps one executor and one grant per value (a rooted mesh op links
+    /// its ranks to the root only, so its root). `None` (the default): the
+    /// request is the same for every op of the tag.
+    fn resource_variant(&self, param: &OpParam) -> Option<u32> {
+        let _ = param;
+        None
+    }
+
     /// Whether the executor's own tasks compare the op descriptors of the
     /// ranks (as the AIV kernels do, in their flag lines). If not, the
     /// framework runs HCCL's consistency check before the op.
