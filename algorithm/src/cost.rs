@@ -791,11 +791,11 @@ pub fn predict_multi_ring(
     let hosts = rank_to_server.iter().max().map_or(1, |m| m + 1);
     let link = if hosts > 1 { c.level1 } else { c.level0 };
     // the busiest host link carries its bytes at no more than its capacity
-    let mut out = vec![0.0f64; hosts as usize];
-    for (r, &(_, inter)) in t.sent.iter().enumerate() {
-        out[rank_to_server[r] as usize] += inter;
-    }
-    let host = c.host_us(out.into_iter().fold(0.0, f64::max));
+    let host = c.host_us(host_bytes(
+        t.sent.iter().map(|s| s.1),
+        rank_to_server,
+        hosts,
+    ));
     let rank = t
         .sent
         .iter()

@@ -127,6 +127,23 @@ struct State {
     dropped: u64,
 }
 
+impl State {
+    /// Keeps `event` for the timeline if fewer than `cap` are kept, else
+    /// counts it as dropped (`cap` 0: no timeline).
+    fn keep(&mut self, event: SimEvent, cap: usize) {
+        if self.events.len() < cap {
+            self.events.push(event);
+        } else if cap > 0 {
+            self.dropped += 1;
+        }
+    }
+}
+
+/// Time of `bytes` at `us_per_byte`, ns.
+fn per_byte_ns(bytes: u64, us_per_byte: f64) -> u64 {
+    (bytes as f64 * us_per_byte * 1e3).round() as u64
+}
+
 /// The timed model of one simulation, shared by its links and observers.
 #[derive(Debug)]
 pub(crate) struct Timing {
@@ -203,7 +220,7 @@ impl Timing {
         } else {
             self.cost.level0
         };
-        let d = (bytes as f64 * link.beta_us_per_byte * 1e3).round() as u64;
+        let d = per_byte_ns(bytes, link.beta_us_per_byte);
         let dc = match self.cost.host_gbps {
             Some(g) if across && g > 0.0 => (bytes as f64 / g).round() as u64,
             _ => 0,
@@ -233,14 +250,14 @@ impl Timing {
         }
         let moved = d.max(dc);
         let gamma = if reduce {
-            (bytes as f64 * self.cost.gamma_us_per_byte * 1e3).round() as u64
+            per_byte_ns(bytes, self.cost.gamma_us_per_byte)
         } else {
             0
         };
         let arrival = start + ns(link.alpha_us) + moved + gamma;
         st.end = st.end.max(arrival);
-        if st.events.len() < self.keep_events {
-            st.events.push(SimEvent {
+        st.keep(
+            SimEvent {
                 rank: runner,
                 stream,
                 what: if runner == src { "send" } else { "read" },
@@ -248,10 +265,9 @@ impl Timing {
                 bytes,
                 start_ns: start,
                 dur_ns: arrival - start,
-            });
-        } else if self.keep_events > 0 {
-            st.dropped += 1;
-        }
+            },
+            self.keep_events,
+        );
         arrival
     }
 
@@ -304,14 +320,14 @@ impl TaskObserver for RankClock {
         match done {
             TaskDone::Reduce { bytes } => {
                 let mut s = t.lock();
-                let d = (bytes as f64 * t.cost.gamma_us_per_byte * 1e3).round() as u64;
+                let d = per_byte_ns(bytes, t.cost.gamma_us_per_byte);
                 let c = s.clocks.entry((self.rank, stream)).or_insert(0);
                 let start = *c;
                 *c += d;
                 let now = *c;
                 s.end = s.end.max(now);
-                if s.events.len() < t.keep_events {
-                    s.events.push(SimEvent {
+                s.keep(
+                    SimEvent {
                         rank: self.rank,
                         stream,
                         what: "reduce",
@@ -319,10 +335,9 @@ impl TaskObserver for RankClock {
                         bytes,
                         start_ns: start,
                         dur_ns: d,
-                    });
-                } else if t.keep_events > 0 {
-                    s.dropped += 1;
-                }
+                    },
+                    t.keep_events,
+                );
             }
             TaskDone::Record { notify } => {
                 let mut s = t.lock();

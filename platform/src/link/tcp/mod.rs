@@ -309,6 +309,11 @@ impl ParkHook for Shared {
     }
 
     fn released(&self) {
+        // the common case, every op of a TCP rank: nothing left to write
+        // (a load, not flush_all's read-modify-write)
+        if !self.dirty.load(Ordering::Acquire) {
+            return;
+        }
         // Gathered frames a full socket refused would otherwise wait for
         // this device's next op: its last verbs completed when their
         // frames were gathered, so a peer may wait for them while this
