@@ -71,7 +71,7 @@ mod topo;
 
 // The executor contract: what the framework hands an executor and what
 // the executor asks for and is granted.
-pub use executor::{CollExecutor, RepeatLaunch};
+pub use executor::{CollExecutor, RepeatLaunch, StagedOp};
 pub use op::{DescriptorCache, OpParam, OpType, VCounts, WorkflowMode};
 pub use resource::{
     AlgResourceRequest, AlgResourceResponse, LevelNSubCommTransport, OpCommTransport,

@@ -5,7 +5,7 @@
 //! [`CollExecutor`] impl, so an executor only states its peers and its
 //! body.
 
-use super::CollExecutor;
+use super::{CollExecutor, StagedOp};
 use crate::op::{OpParam, OpType, WorkflowMode};
 use crate::resource::{AlgResourceRequest, AlgResourceResponse, SingleSubCommTransport};
 use crate::topo::{CommPlane, SubCommInfo, TopoInfo};
@@ -60,6 +60,16 @@ pub(crate) trait FlatExecutor: Send {
         let _ = param;
         None
     }
+
+    /// See [`CollExecutor::staged`].
+    fn stages(
+        &mut self,
+        param: &OpParam,
+        res: &AlgResourceResponse,
+    ) -> Result<Option<Box<dyn StagedOp>>> {
+        let _ = (param, res);
+        Ok(None)
+    }
 }
 
 impl<T: FlatExecutor> CollExecutor for T {
@@ -86,6 +96,15 @@ impl<T: FlatExecutor> CollExecutor for T {
 
     fn resource_variant(&self, param: &OpParam) -> Option<u32> {
         self.variant(param)
+    }
+
+    fn staged(
+        &mut self,
+        param: &OpParam,
+        res: &AlgResourceResponse,
+    ) -> Result<Option<Box<dyn StagedOp>>> {
+        check_mode(self.named().name, param, self.graph())?;
+        self.stages(param, res)
     }
 }
 

@@ -97,6 +97,25 @@ pub trait CollExecutor: Send {
     /// granted slave streams), using only what the framework granted.
     fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()>;
 
+    /// The op of [`orchestrate`](Self::orchestrate), to be enqueued a stage
+    /// at a time instead of all at once: issuing every stage in order
+    /// enqueues exactly the tasks `orchestrate` would (executors that
+    /// offer it orchestrate that way). The plan simulator issues a rank's
+    /// next stage when its queue runs short, so a plan of O(p) steps per
+    /// rank is never stored whole for all ranks (the ring AllReduce's
+    /// 2(p−1) steps are 3.4 billion tasks at 16,384 ranks). `None` (the
+    /// default): the op is orchestrated whole. The stages hold what they
+    /// need ([`OpParam`]'s and the grant's handles); they must be issued
+    /// before `param`'s buffers are dropped, as any enqueued task.
+    fn staged(
+        &mut self,
+        param: &OpParam,
+        res: &AlgResourceResponse,
+    ) -> Result<Option<Box<dyn StagedOp>>> {
+        let _ = (param, res);
+        Ok(None)
+    }
+
     /// What the resources [`calc_res_request`](Self::calc_res_request)
     /// asks for depend on beyond the op's tag, if anything: the framework
     /// keeps one executor and one grant per value (a rooted mesh op links
@@ -138,6 +157,14 @@ pub trait CollExecutor: Send {
         let _ = (param, res);
         Ok(None)
     }
+}
+
+/// An op an executor enqueues a stage at a time (see
+/// [`CollExecutor::staged`]).
+pub trait StagedOp: Send {
+    /// Enqueues the next stage's tasks; `Ok(false)`, enqueueing nothing,
+    /// once every stage has been.
+    fn issue_next(&mut self) -> Result<bool>;
 }
 
 /// An op prepared by an executor to run again on the same arguments (see

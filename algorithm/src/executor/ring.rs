@@ -29,12 +29,13 @@ use crate::op::{OpParam, OpType};
 use crate::prim::{self, Rx, Tx};
 use crate::resource::AlgResourceResponse;
 use crate::template::layout::{
-    copy_through, round_capacity, run_op_base_loop, run_per_rank_rounds, slots, Slice,
-    PIPELINE_CHUNK_BYTES,
+    copy_through, round_capacity, run_op_base_loop, run_per_rank_rounds, slots, Chunk,
+    OpBaseChunks, Slice, PIPELINE_CHUNK_BYTES,
 };
 use crate::template::{chain, ring, RingAllGather, RingReduceScatter};
 use crate::topo::{CommPlane, SubCommInfo, TopoInfo};
-use hccl_platform::{HcclError, MemKind, Result};
+use crate::StagedOp;
+use hccl_platform::{DataType, DeviceMem, HcclError, MemKind, ReduceOp, Result, Stream};
 
 /// Ring AllReduce over the flat (`Combine`) plane.
 #[derive(Debug)]
@@ -86,23 +87,80 @@ impl FlatExecutor for AllReduceRingExecutor {
         ring_peers(r, n)
     }
     fn run(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
-        let stream = &param.stream;
-        let bytes = param.input_bytes() as usize;
+        if let Some(mut stages) = self.stages(param, res)? {
+            while stages.issue_next()? {}
+            return Ok(());
+        }
         if self.0.topo.user_rank_size == 1 {
-            return copy_through(param, bytes);
+            return copy_through(param, param.input_bytes() as usize);
         }
         let comm = res.sub_comm(CommPlane::Combine, 0)?;
-        if is_graph(param) {
-            return all_reduce_graph(param, res, &comm);
+        all_reduce_graph(param, res, &comm)
+    }
+    /// Op-base on more than one rank: per round a stage for the copy in
+    /// with the first ring step, one per ring step, the copy out with the last.
+    fn stages(
+        &mut self,
+        param: &OpParam,
+        res: &AlgResourceResponse,
+    ) -> Result<Option<Box<dyn StagedOp>>> {
+        if self.0.topo.user_rank_size == 1 || is_graph(param) {
+            return Ok(None);
         }
-        run_op_base_loop(param, res, round_capacity(res), |chunk, res| {
-            let cin = res.ccl_input.range(0, chunk.bytes)?;
-            let cout = res.ccl_output.range(0, chunk.bytes)?;
-            stream.memcpy_async(&cin, &param.input.range(chunk.offset, chunk.bytes)?)?;
-            let how = (param.dtype, param.reduce_op);
-            ring::all_reduce(stream, &comm, (&cin, &cout), (MemKind::CclOutput, 0), how)?;
-            stream.memcpy_async(&param.output.range(chunk.offset, chunk.bytes)?, &cout)
-        })
+        Ok(Some(Box::new(RingAllReduceRounds {
+            stream: param.stream.clone().into_owned(),
+            comm: res.sub_comm(CommPlane::Combine, 0)?,
+            input: param.input.clone().into_owned(),
+            output: param.output.clone().into_owned(),
+            ccl: (res.ccl_input.clone(), res.ccl_output.clone()),
+            how: (param.dtype, param.reduce_op),
+            chunks: OpBaseChunks::new(param, round_capacity(res))?,
+            round: None,
+        })))
+    }
+}
+
+/// The op-base ring AllReduce, a stage at a time (see
+/// [`crate::CollExecutor::staged`]): per round of the op-base loop, user
+/// input → CCL input, the ring allreduce's stages with the partials
+/// landing in the CCL output, CCL output → user output.
+struct RingAllReduceRounds {
+    stream: Stream,
+    comm: SubCommInfo,
+    input: DeviceMem,
+    output: DeviceMem,
+    /// The CCL input and output.
+    ccl: (DeviceMem, DeviceMem),
+    how: (DataType, ReduceOp),
+    chunks: OpBaseChunks,
+    /// The round being issued and its next stage.
+    round: Option<(Chunk, ring::RingAllReduce, usize)>,
+}
+
+impl StagedOp for RingAllReduceRounds {
+    fn issue_next(&mut self) -> Result<bool> {
+        let s = &self.stream;
+        let (cin, cout) = &self.ccl;
+        if self.round.is_none() {
+            let Some(chunk) = self.chunks.next() else {
+                return Ok(false);
+            };
+            let cin = cin.range(0, chunk.bytes)?;
+            let cout = cout.range(0, chunk.bytes)?;
+            s.memcpy_async(&cin, &self.input.range(chunk.offset, chunk.bytes)?)?;
+            let at = (MemKind::CclOutput, 0);
+            let ar = ring::RingAllReduce::new(&self.comm, (&cin, &cout), at, self.how);
+            self.round = Some((chunk, ar, 0));
+        }
+        let (chunk, ar, next) = self.round.as_mut().expect("a round is being issued");
+        ar.stage(s, &self.comm, *next)?;
+        *next += 1;
+        if *next == ar.stages() {
+            let out = self.output.range(chunk.offset, chunk.bytes)?;
+            s.memcpy_async(&out, &cout.range(0, chunk.bytes)?)?;
+            self.round = None;
+        }
+        Ok(true)
     }
 }
 

@@ -329,6 +329,49 @@ struct SimRank {
     stream: Stream,
     slaves: Vec<Stream>,
     output: DeviceMem,
+    /// The stages of a plan issued a stage at a time
+    /// ([`crate::CollExecutor::staged`]) not issued yet.
+    stages: Option<Box<dyn crate::StagedOp>>,
+}
+
+/// A rank with a staged plan gets its next stage while fewer than this
+/// many of its tasks are queued: a ring step is ~6 tasks, so a few steps
+/// wait behind the running one and a window of ranks keeps moving.
+const ISSUE_BELOW: u64 = 16;
+
+impl SimRank {
+    /// Tasks queued on the rank's streams and not yet completed.
+    fn queued(&self) -> u64 {
+        std::iter::once(&self.stream)
+            .chain(&self.slaves)
+            .map(|s| {
+                let p = s.progress();
+                p.enqueued - p.completed
+            })
+            .sum()
+    }
+
+    /// Issues stages of the rank's staged plan while its queue is short;
+    /// returns whether it issued any.
+    fn top_up(&mut self, tag: &str, r: u32) -> Result<bool, SimFailure> {
+        let mut issued = false;
+        while self.queued() < ISSUE_BELOW {
+            let Some(plan) = self.stages.as_mut() else {
+                break;
+            };
+            // a failed stream discards its tasks: the rest of the plan
+            // would only queue behind the failure
+            let failed = std::iter::once(&self.stream)
+                .chain(&self.slaves)
+                .any(|s| s.progress().failed_at.is_some());
+            if failed || !plan.issue_next().map_err(|e| e.rank(r).tag(tag))? {
+                self.stages = None;
+                break;
+            }
+            issued = true;
+        }
+        Ok(issued)
+    }
 }
 
 /// One rank's buffers and counts for `spec`.
@@ -706,6 +749,7 @@ fn simulate_once(
             stream,
             slaves,
             output,
+            stages: None,
         });
         drop(exec);
         params.push(param);
@@ -817,10 +861,15 @@ fn simulate_once(
         for s in &ranks[r].slaves {
             s.set_label(Some(label.clone()));
         }
-        exec.orchestrate(&params[r], &response)
-            .map_err(|e| e.rank(r as u32).tag(&**params[r].tag))?;
+        let at = |e: HcclError| e.rank(r as u32).tag(&**params[r].tag);
+        // a plan issued a stage at a time is issued as the rank runs
+        // (see `drive`), never stored whole
+        match exec.staged(&params[r], &response).map_err(at)? {
+            Some(plan) => ranks[r].stages = Some(plan),
+            None => exec.orchestrate(&params[r], &response).map_err(at)?,
+        }
     }
-    drive(&ranks)?;
+    drive(&mut ranks, &params)?;
     for (r, rank) in ranks.iter().enumerate() {
         for s in std::iter::once(&rank.stream).chain(rank.slaves.iter()) {
             s.synchronize().map_err(|e| e.rank(r as u32))?;
@@ -937,7 +986,7 @@ const WINDOW: usize = 256;
 /// where the previous pass stopped short (at window edges), so every rank
 /// advances about half a window of steps per pass. Only the order of polls
 /// changes: what a poll does, and so every report, does not depend on it.
-fn drive(ranks: &[SimRank]) -> Result<(), SimFailure> {
+fn drive(ranks: &mut [SimRank], params: &[OpParam]) -> Result<(), SimFailure> {
     let wakers: Vec<_> = ranks.iter().map(|r| r.device.waker()).collect();
     let mut seen: Vec<Option<u64>> = vec![None; ranks.len()];
     let mut active: Vec<usize> = (0..ranks.len()).collect();
@@ -955,11 +1004,18 @@ fn drive(ranks: &[SimRank]) -> Result<(), SimFailure> {
                 let mut round = false;
                 for i in start..start + len {
                     let r = active[(i + off) % n];
+                    let rank = &mut ranks[r];
+                    // a staged rank short of tasks gets more before its
+                    // poll, whether or not a peer woke it
+                    if rank.stages.is_some() && rank.top_up(&params[r].tag, r as u32)? {
+                        seen[r] = None;
+                        round = true;
+                    }
                     let key = wakers[r].key();
                     if seen[r] == Some(key) {
                         continue;
                     }
-                    if ranks[r].device.poll_once() {
+                    if rank.device.poll_once() {
                         round = true;
                         seen[r] = None;
                     } else {
@@ -974,7 +1030,7 @@ fn drive(ranks: &[SimRank]) -> Result<(), SimFailure> {
             }
             start += len;
         }
-        active.retain(|&r| ranks[r].device.has_work());
+        active.retain(|&r| ranks[r].device.has_work() || ranks[r].stages.is_some());
         if active.is_empty() {
             return Ok(());
         }
@@ -1002,6 +1058,8 @@ fn drive(ranks: &[SimRank]) -> Result<(), SimFailure> {
 
 #[cfg(test)]
 mod scale_tests;
+#[cfg(test)]
+mod staged_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -6,6 +6,8 @@
 use crate::op::OpParam;
 use crate::resource::AlgResourceResponse;
 use hccl_platform::{DeviceMem, HcclError, Result, Stream};
+use std::cell::RefCell;
+use std::sync::Arc;
 
 /// Slice boundaries are multiples of this many bytes (a multiple of every
 /// element size, and the cache-line pair size that keeps peers' writes apart).
@@ -42,6 +44,28 @@ impl Slice {
                 }
             })
             .collect()
+    }
+
+    /// [`Slice::split`], shared: a thread that asks for the same split
+    /// again gets the same table. The plan simulator builds one ring per
+    /// rank, all cut alike; a table each would be p² slices (4 GiB at
+    /// 16,384 ranks).
+    pub fn split_shared(bytes: usize, parts: usize) -> Arc<[Slice]> {
+        thread_local! {
+            static LAST: RefCell<Option<(usize, usize, Arc<[Slice]>)>> =
+                const { RefCell::new(None) };
+        }
+        LAST.with(|last| {
+            let mut last = last.borrow_mut();
+            match &*last {
+                Some((b, n, t)) if *b == bytes && *n == parts => t.clone(),
+                _ => {
+                    let t: Arc<[Slice]> = Slice::split(bytes, parts).into();
+                    *last = Some((bytes, parts, t.clone()));
+                    t
+                }
+            }
+        })
     }
 
     /// This slice of `mem`.
@@ -207,32 +231,66 @@ pub fn run_op_base_loop(
     chunk_capacity: usize,
     mut body: impl FnMut(Chunk, &AlgResourceResponse) -> Result<()>,
 ) -> Result<()> {
-    let unit = param.dtype.size() as u64;
-    let per_chunk = chunk_capacity as u64 / unit;
-    if per_chunk == 0 {
-        return Err(HcclError::para(format!(
-            "the CCL buffer ({chunk_capacity} bytes) cannot hold one {} element",
-            param.dtype
-        ))
-        .tag(&**param.tag));
-    }
-    let mut first = 0u64;
-    let mut index = 0u64;
-    while first < param.count {
-        let count = per_chunk.min(param.count - first);
-        let chunk = Chunk {
-            index,
-            first,
-            count,
-            offset: (first * unit) as usize,
-            bytes: (count * unit) as usize,
-        };
+    for chunk in OpBaseChunks::new(param, chunk_capacity)? {
         tracing::trace!(tag = %param.tag, ?chunk, "op-base chunk");
         body(chunk, res)?;
-        first += count;
-        index += 1;
     }
     Ok(())
+}
+
+/// The chunks of [`run_op_base_loop`], one at a time (for plans issued a
+/// stage at a time: see [`crate::StagedOp`]).
+#[derive(Clone, Debug)]
+pub struct OpBaseChunks {
+    unit: u64,
+    per_chunk: u64,
+    count: u64,
+    first: u64,
+    index: u64,
+}
+
+impl OpBaseChunks {
+    /// The chunks of `param.count` elements that fit `chunk_capacity`
+    /// bytes of CCL buffer (whole elements); an error if not one does.
+    pub fn new(param: &OpParam, chunk_capacity: usize) -> Result<Self> {
+        let unit = param.dtype.size() as u64;
+        let per_chunk = chunk_capacity as u64 / unit;
+        if per_chunk == 0 {
+            return Err(HcclError::para(format!(
+                "the CCL buffer ({chunk_capacity} bytes) cannot hold one {} element",
+                param.dtype
+            ))
+            .tag(&**param.tag));
+        }
+        Ok(OpBaseChunks {
+            unit,
+            per_chunk,
+            count: param.count,
+            first: 0,
+            index: 0,
+        })
+    }
+}
+
+impl Iterator for OpBaseChunks {
+    type Item = Chunk;
+
+    fn next(&mut self) -> Option<Chunk> {
+        if self.first >= self.count {
+            return None;
+        }
+        let count = self.per_chunk.min(self.count - self.first);
+        let chunk = Chunk {
+            index: self.index,
+            first: self.first,
+            count,
+            offset: (self.first * self.unit) as usize,
+            bytes: (count * self.unit) as usize,
+        };
+        self.first += count;
+        self.index += 1;
+        Some(chunk)
+    }
 }
 
 /// One round of an op that moves one window per rank block: elements

@@ -17,6 +17,7 @@ use crate::prim::{self, Rx, Tx};
 use crate::template::layout::Slice;
 use crate::topo::SubCommInfo;
 use hccl_platform::{DataType, DeviceMem, LinkHandle, MemKind, ReduceOp, Result, Stream};
+use std::sync::Arc;
 
 /// This rank's place on the ring of a sub-communicator's ranks.
 #[derive(Clone, Copy, Debug)]
@@ -61,7 +62,7 @@ pub struct RingReduceScatter {
     /// Offset of `output` inside that peer buffer.
     pub output_base: usize,
     /// Slice of each sub-comm rank, in bytes, relative to input/output.
-    pub slices: Vec<Slice>,
+    pub slices: Arc<[Slice]>,
     /// Element type.
     pub dtype: DataType,
     /// Reduction.
@@ -78,7 +79,7 @@ pub struct RingAllGather {
     /// Offset of `output` inside that peer buffer.
     pub output_base: usize,
     /// Slice of each sub-comm rank, in bytes, relative to `output`.
-    pub slices: Vec<Slice>,
+    pub slices: Arc<[Slice]>,
 }
 
 /// Enqueues one ring allreduce among `comm`'s ranks of the bytes held in
@@ -89,19 +90,68 @@ pub fn all_reduce(
     stream: &Stream,
     comm: &SubCommInfo,
     (input, output): (&DeviceMem, &DeviceMem),
-    (output_kind, output_base): (MemKind, usize),
-    (dtype, op): (DataType, ReduceOp),
+    at: (MemKind, usize),
+    how: (DataType, ReduceOp),
 ) -> Result<()> {
-    let slices = Slice::split(input.len(), comm.local_rank_size as usize);
-    let at = (output_kind, output_base);
-    let rs = (input.clone(), output.clone(), slices.clone());
-    RingReduceScatter::new(rs, at, (dtype, op)).run(stream, comm)?;
-    // this rank's reduced slice joins the gather buffer
-    let mine = slices[comm.local_rank as usize];
-    if mine.len > 0 {
-        stream.memcpy_async(&mine.of(output)?, &mine.of(input)?)?;
+    let ar = RingAllReduce::new(comm, (input, output), at, how);
+    for i in 0..ar.stages() {
+        ar.stage(stream, comm, i)?;
     }
-    RingAllGather::new((output.clone(), slices), at).run(stream, comm)
+    Ok(())
+}
+
+/// A prepared ring allreduce ([`all_reduce`]), to be enqueued a stage at a
+/// time: the p−1 reduce-scatter steps, the copy of this rank's reduced
+/// slice into the gather buffer, the p−1 allgather steps.
+#[derive(Clone, Debug)]
+pub struct RingAllReduce {
+    rs: RingReduceScatter,
+    ag: RingAllGather,
+    /// This rank's sub-comm index and the ring's size.
+    r: usize,
+    p: usize,
+}
+
+impl RingAllReduce {
+    /// The allreduce of [`all_reduce`] with the same arguments.
+    pub fn new(
+        comm: &SubCommInfo,
+        (input, output): (&DeviceMem, &DeviceMem),
+        at: (MemKind, usize),
+        (dtype, op): (DataType, ReduceOp),
+    ) -> Self {
+        let p = comm.local_rank_size as usize;
+        let slices = Slice::split_shared(input.len(), p);
+        let rs = (input.clone(), output.clone(), slices.clone());
+        RingAllReduce {
+            rs: RingReduceScatter::new(rs, at, (dtype, op)),
+            ag: RingAllGather::new((output.clone(), slices), at),
+            r: comm.local_rank as usize,
+            p,
+        }
+    }
+
+    /// How many stages [`stage`](Self::stage) takes: 2(p−1) + 1.
+    pub fn stages(&self) -> usize {
+        2 * self.p.saturating_sub(1) + 1
+    }
+
+    /// Enqueues stage `i` of [`stages`](Self::stages), in order.
+    pub fn stage(&self, stream: &Stream, comm: &SubCommInfo, i: usize) -> Result<()> {
+        let steps = self.p.saturating_sub(1);
+        if i < steps {
+            return self.rs.step(stream, comm, i);
+        }
+        if i > steps {
+            return self.ag.step(stream, comm, i - steps - 1);
+        }
+        // this rank's reduced slice joins the gather buffer
+        let mine = self.rs.slices[self.r];
+        if mine.len > 0 {
+            stream.memcpy_async(&mine.of(&self.ag.output)?, &mine.of(&self.rs.input)?)?;
+        }
+        Ok(())
+    }
 }
 
 impl RingReduceScatter {
@@ -109,7 +159,7 @@ impl RingReduceScatter {
     /// landing in `output` (addressed by peers as `output_kind` at
     /// `output_base`).
     pub fn new(
-        (input, output, slices): (DeviceMem, DeviceMem, Vec<Slice>),
+        (input, output, slices): (DeviceMem, DeviceMem, impl Into<Arc<[Slice]>>),
         (output_kind, output_base): (MemKind, usize),
         (dtype, op): (DataType, ReduceOp),
     ) -> Self {
@@ -118,7 +168,7 @@ impl RingReduceScatter {
             output,
             output_kind,
             output_base,
-            slices,
+            slices: slices.into(),
             dtype,
             op,
         }
@@ -160,14 +210,14 @@ impl RingAllGather {
     /// An allgather in `output` cut into `slices` (addressed by peers as
     /// `output_kind` at `output_base`).
     pub fn new(
-        (output, slices): (DeviceMem, Vec<Slice>),
+        (output, slices): (DeviceMem, impl Into<Arc<[Slice]>>),
         (output_kind, output_base): (MemKind, usize),
     ) -> Self {
         RingAllGather {
             output,
             output_kind,
             output_base,
-            slices,
+            slices: slices.into(),
         }
     }
 

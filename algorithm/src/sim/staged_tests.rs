@@ -1,0 +1,173 @@
+//! Plans issued a stage at a time ([`crate::CollExecutor::staged`]): the
+//! simulator issues them as ranks run, and what it reports does not
+//! depend on it.
+
+use super::*;
+use crate::executor::{AllReduceRingExecutor, CollExecutor, Named};
+use crate::registry;
+use crate::resource::AlgResourceRequest;
+use crate::StagedOp;
+use hccl_platform::{HcclResult, Result};
+use std::sync::atomic::AtomicU64;
+
+fn ring_executor(t: &TopoInfo) -> AllReduceRingExecutor {
+    AllReduceRingExecutor(Named::new("AllReduceRingExecutor", OpType::AllReduce, t))
+}
+
+/// The ring AllReduce orchestrated whole: offers no stages.
+struct Whole(AllReduceRingExecutor);
+
+impl CollExecutor for Whole {
+    fn name(&self) -> &str {
+        "Whole"
+    }
+    fn calc_res_request(&self, p: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
+        self.0.calc_res_request(p, topo)
+    }
+    fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+        self.0.orchestrate(param, res)
+    }
+}
+
+/// The ring AllReduce's stages, watched: notes the most tasks its stream
+/// held whenever a stage was issued, and fails at `fail_at` of rank
+/// `fail_rank` if set.
+struct Watched {
+    inner: AllReduceRingExecutor,
+    rank: u32,
+    most_queued: Arc<AtomicU64>,
+    fail: Option<(u32, usize)>,
+}
+
+/// Stages the watched plans issued (the one test that counts them runs
+/// alone in its process under nextest; under `cargo test` others only add).
+static STAGES_ISSUED: AtomicU64 = AtomicU64::new(0);
+
+struct WatchedStages {
+    inner: Box<dyn StagedOp>,
+    stream: Stream,
+    most_queued: Arc<AtomicU64>,
+    issued: usize,
+    fail_at: Option<usize>,
+}
+
+impl StagedOp for WatchedStages {
+    fn issue_next(&mut self) -> Result<bool> {
+        if self.fail_at == Some(self.issued) {
+            return Err(HcclError::para("stage refused on purpose"));
+        }
+        let p = self.stream.progress();
+        self.most_queued
+            .fetch_max(p.enqueued - p.completed, Ordering::Relaxed);
+        self.issued += 1;
+        STAGES_ISSUED.fetch_add(1, Ordering::Relaxed);
+        self.inner.issue_next()
+    }
+}
+
+impl CollExecutor for Watched {
+    fn name(&self) -> &str {
+        "Watched"
+    }
+    fn calc_res_request(&self, p: &OpParam, topo: &TopoInfo) -> Result<AlgResourceRequest> {
+        self.inner.calc_res_request(p, topo)
+    }
+    fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+        self.inner.orchestrate(param, res)
+    }
+    fn staged(
+        &mut self,
+        param: &OpParam,
+        res: &AlgResourceResponse,
+    ) -> Result<Option<Box<dyn StagedOp>>> {
+        let inner = self.inner.staged(param, res)?.expect("the ring is staged");
+        Ok(Some(Box::new(WatchedStages {
+            inner,
+            stream: param.stream.clone().into_owned(),
+            most_queued: self.most_queued.clone(),
+            issued: 0,
+            fail_at: self.fail.and_then(|(r, at)| (r == self.rank).then_some(at)),
+        })))
+    }
+}
+
+fn fixtures(most_queued: Arc<AtomicU64>, fail: Option<(u32, usize)>) -> ExecutorRegistry {
+    let reg = ExecutorRegistry::empty();
+    reg.register(
+        "Whole",
+        Arc::new(|t: &TopoInfo| Box::new(Whole(ring_executor(t))) as Box<dyn CollExecutor>),
+    )
+    .unwrap();
+    reg.register(
+        "Watched",
+        Arc::new(move |t: &TopoInfo| {
+            Box::new(Watched {
+                inner: ring_executor(t),
+                rank: t.user_rank,
+                most_queued: most_queued.clone(),
+                fail,
+            }) as Box<dyn CollExecutor>
+        }),
+    )
+    .unwrap();
+    reg
+}
+
+#[test]
+fn a_staged_plan_reports_what_the_whole_plan_does() {
+    let reg = fixtures(Arc::default(), None);
+    for p in [2u32, 3, 5, 8, 33] {
+        for (count, ccl) in [(0u64, None), (1, None), (1000, None), (1024, Some(1024))] {
+            for timed in [false, true] {
+                let mut spec = SimSpec::all_reduce(p, count, DataType::Fp32, ReduceOp::Sum);
+                spec.ccl_buffer_size = ccl;
+                if timed {
+                    spec = spec
+                        .on_hosts(&[p / 2, p - p / 2])
+                        .timed(crate::cost::CostParams::default());
+                }
+                let staged = simulate(registry(), "AllReduceRingExecutor", &spec)
+                    .unwrap_or_else(|e| panic!("p={p} count={count}: {e}"));
+                let whole = simulate(&reg, "Whole", &spec).unwrap();
+                assert!(staged.checked || count == 0);
+                assert_eq!(
+                    staged, whole,
+                    "p={p} count={count} ccl={ccl:?} timed={timed}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_staged_plan_is_issued_as_its_ranks_run() {
+    // 256 ranks: 510 ring steps of ~6 tasks each per rank, 3,000+ tasks
+    let most = Arc::new(AtomicU64::new(0));
+    let reg = fixtures(most.clone(), None);
+    let spec = SimSpec::all_reduce(256, 4096, DataType::Fp32, ReduceOp::Sum);
+    let r = simulate(&reg, "Watched", &spec).unwrap();
+    assert!(r.checked);
+    assert_eq!(r.steps, 2 * 255);
+    assert!(r.tasks > 256 * 3000, "{} tasks", r.tasks);
+    // 256 ranks × (510 ring steps + the copy between the phases)
+    assert!(STAGES_ISSUED.load(Ordering::Relaxed) >= 256 * 511);
+    let most = most.load(Ordering::Relaxed);
+    assert!(
+        most < ISSUE_BELOW,
+        "a stage is issued only while fewer than {ISSUE_BELOW} tasks wait; {most} did"
+    );
+}
+
+#[test]
+fn a_stage_that_fails_names_its_rank_and_op() {
+    let reg = fixtures(Arc::default(), Some((3, 7)));
+    let spec = SimSpec::all_reduce(6, 600, DataType::Fp32, ReduceOp::Sum);
+    let SimFailure::Error(e) = simulate(&reg, "Watched", &spec).unwrap_err() else {
+        panic!("expected the stage's error")
+    };
+    assert_eq!(e.code(), HcclResult::EPara);
+    let msg = e.to_string();
+    assert!(msg.contains("stage refused on purpose"), "{msg}");
+    assert!(msg.contains("rank 3"), "{msg}");
+    assert!(msg.contains("sim_allreduce"), "{msg}");
+}
