@@ -51,9 +51,10 @@ impl Slice {
     /// rank, all cut alike; a table each would be p² slices (4 GiB at
     /// 16,384 ranks).
     pub fn split_shared(bytes: usize, parts: usize) -> Arc<[Slice]> {
+        /// The last split: bytes, parts, table.
+        type Last = Option<(usize, usize, Arc<[Slice]>)>;
         thread_local! {
-            static LAST: RefCell<Option<(usize, usize, Arc<[Slice]>)>> =
-                const { RefCell::new(None) };
+            static LAST: RefCell<Last> = const { RefCell::new(None) };
         }
         LAST.with(|last| {
             let mut last = last.borrow_mut();
