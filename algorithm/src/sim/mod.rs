@@ -39,7 +39,7 @@ use hccl_platform::{InProcEndpoint, InProcLink};
 use link::{Arrivals, Clock, SimLink, Stamp};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// What to simulate.
@@ -85,6 +85,10 @@ pub struct SimSpec {
     /// In a timed simulation, keep up to this many transfers and reduces
     /// for a timeline ([`SimReport::timeline`], [`timeline_json`]).
     pub timeline_events: usize,
+    /// Threads that drive the plan, each over a shard of the ranks
+    /// (`None`: one per core for plans of 1,024 ranks or more, else one).
+    /// Reports do not depend on it; a timed simulation uses one.
+    pub drivers: Option<usize>,
 }
 
 /// How the simulator keeps and checks the data of a plan.
@@ -134,6 +138,7 @@ impl SimSpec {
             data: DataMode::Auto,
             cost: None,
             timeline_events: 0,
+            drivers: None,
         }
     }
 
@@ -869,7 +874,7 @@ fn simulate_once(
             None => exec.orchestrate(&params[r], &response).map_err(at)?,
         }
     }
-    drive(&mut ranks, &params)?;
+    drive(&mut ranks, &params, (timing.is_some(), spec.drivers))?;
     for (r, rank) in ranks.iter().enumerate() {
         for s in std::iter::once(&rank.stream).chain(rank.slaves.iter()) {
             s.synchronize().map_err(|e| e.rank(r as u32))?;
@@ -972,69 +977,247 @@ const WINDOW: usize = 256;
 /// Polls every rank's device until all work is done; fails with the stuck
 /// tasks if no rank can progress while work remains.
 ///
-/// A rank whose last poll made no progress is polled again only after its
-/// waker moved (a peer signalled it): most ranks of a large plan are
-/// waiting at any moment, and skipping them is cheap.
-///
-/// Plans of more than [`WINDOW`] ranks are driven a window of consecutive
-/// ranks at a time, each polled until it quiesces, the windows shifted by
-/// half a window every other pass. Sweeping all ranks once per pass would
-/// advance a ring plan one step per pass and reload every rank's state
-/// from memory for each step (1,024 ranks' state is larger than L2). A
-/// window instead advances its middle ranks up to half a window of steps
-/// while its state is cached; the shifted windows of the next pass start
-/// where the previous pass stopped short (at window edges), so every rank
-/// advances about half a window of steps per pass. Only the order of polls
-/// changes: what a poll does, and so every report, does not depend on it.
-fn drive(ranks: &mut [SimRank], params: &[OpParam]) -> Result<(), SimFailure> {
-    let wakers: Vec<_> = ranks.iter().map(|r| r.device.waker()).collect();
-    let mut seen: Vec<Option<u64>> = vec![None; ranks.len()];
-    let mut active: Vec<usize> = (0..ranks.len()).collect();
-    let mut shifted = false;
-    loop {
-        let n = active.len();
-        let w = WINDOW.min(n);
-        let off = if shifted { w / 2 } else { 0 };
-        shifted = !shifted;
-        let mut progressed = false;
-        let mut start = 0;
-        while start < n {
-            let len = w.min(n - start);
-            loop {
-                let mut round = false;
-                for i in start..start + len {
-                    let r = active[(i + off) % n];
-                    let rank = &mut ranks[r];
-                    // a staged rank short of tasks gets more before its
-                    // poll, whether or not a peer woke it
-                    if rank.stages.is_some() && rank.top_up(&params[r].tag, r as u32)? {
-                        seen[r] = None;
-                        round = true;
-                    }
-                    let key = wakers[r].key();
-                    if seen[r] == Some(key) {
-                        continue;
-                    }
-                    if rank.device.poll_once() {
-                        round = true;
-                        seen[r] = None;
-                    } else {
-                        seen[r] = Some(key);
-                    }
+/// Plans of at least [`PARALLEL_ABOVE`] ranks are driven by a thread per
+/// core (at most [`MAX_DRIVERS`]; [`SimSpec::drivers`] overrides), each
+/// over a contiguous shard of the ranks; smaller ones, and timed ones (whose shared host links take the
+/// earliest free gap, so the order of polls can move a reservation), by
+/// this thread alone. Ranks stay on their shard's thread, so each rank's
+/// device and links are polled by one thread, as in a real run.
+fn drive(
+    ranks: &mut [SimRank],
+    params: &[OpParam],
+    (timed, asked): (bool, Option<usize>),
+) -> Result<(), SimFailure> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let drivers = match asked {
+        _ if timed => 1,
+        Some(n) => n.clamp(1, ranks.len().max(1)),
+        None if ranks.len() < PARALLEL_ABOVE => 1,
+        None => cores.min(MAX_DRIVERS).min(ranks.len() / WINDOW).max(1),
+    };
+    if drivers == 1 {
+        return Shard::new(ranks, params, 0).drive(None);
+    }
+    let per = ranks.len().div_ceil(drivers);
+    let rounds = Drivers::new(drivers);
+    let mut stuck: Vec<Stuck> = Vec::new();
+    let mut failure = None;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = ranks
+            .chunks_mut(per)
+            .zip(params.chunks(per))
+            .enumerate()
+            .map(|(i, (shard, params))| {
+                let rounds = &rounds;
+                scope.spawn(move || Shard::new(shard, params, i * per).drive(Some((rounds, i))))
+            })
+            .collect();
+        for h in handles {
+            match h.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(SimFailure::Deadlock { stuck: mine })) => stuck.extend(mine),
+                Ok(Err(e)) => {
+                    failure.get_or_insert(e);
                 }
-                progressed |= round;
-                // one round is a whole pass when the window is the plan
-                if !round || len == n {
-                    break;
-                }
+                Err(panic) => std::panic::resume_unwind(panic),
             }
-            start += len;
         }
-        active.retain(|&r| ranks[r].device.has_work() || ranks[r].stages.is_some());
-        if active.is_empty() {
-            return Ok(());
+    });
+    match failure {
+        Some(e) => Err(e),
+        None if !stuck.is_empty() => Err(SimFailure::Deadlock { stuck }),
+        None => Ok(()),
+    }
+}
+
+/// Plans of at least this many ranks are driven by several threads (see
+/// [`drive`]): below, a pass is too short for the threads' agreement at
+/// its end to pay.
+const PARALLEL_ABOVE: usize = 4 * WINDOW;
+
+/// Most threads that drive one plan.
+const MAX_DRIVERS: usize = 8;
+
+/// How the threads driving one plan (see [`drive`]) tell a pause from
+/// the end. Each drives its shard pass after pass without waiting for the
+/// others (the data a shard's edge ranks need arrives while it works); a
+/// thread whose pass made no progress waits until another's does. All
+/// ranks have stopped for good, done or deadlocked, once every thread
+/// waits after a fruitless pass that began after the last pass that made
+/// progress anywhere: nothing can wake a rank then.
+struct Drivers {
+    /// Passes that made progress, all threads together.
+    generation: AtomicU64,
+    /// Per thread: 1 + the generation at the start of its last pass while
+    /// it waits after that pass made no progress, else 0.
+    waiting: Vec<AtomicU64>,
+    /// Whether a thread failed (the others stop).
+    failed: AtomicBool,
+}
+
+impl Drivers {
+    fn new(threads: usize) -> Self {
+        Drivers {
+            generation: AtomicU64::new(0),
+            waiting: (0..threads).map(|_| AtomicU64::new(0)).collect(),
+            failed: Default::default(),
         }
-        if !progressed {
+    }
+
+    /// Counts a pass that made progress.
+    fn progressed(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Waits after thread `me`'s fruitless pass, begun at generation
+    /// `began`: `true` once every rank has stopped for good (or a thread
+    /// failed), `false` when another pass may progress.
+    fn wait(&self, me: usize, began: u64) -> bool {
+        self.waiting[me].store(began + 1, Ordering::Release);
+        let stopped = loop {
+            if self.failed.load(Ordering::Acquire) {
+                break true;
+            }
+            let now = self.generation.load(Ordering::Acquire);
+            if now != began {
+                break false;
+            }
+            if self
+                .waiting
+                .iter()
+                .all(|w| w.load(Ordering::Acquire) == now + 1)
+            {
+                break true;
+            }
+            std::thread::yield_now();
+        };
+        if !stopped {
+            self.waiting[me].store(0, Ordering::Release);
+        }
+        stopped
+    }
+}
+
+/// The ranks one thread drives (all of them, or a shard).
+struct Shard<'a, 'p> {
+    ranks: &'a mut [SimRank],
+    params: &'a [OpParam<'p>],
+    /// Rank number of `ranks[0]`.
+    first: usize,
+}
+
+impl<'a, 'p> Shard<'a, 'p> {
+    fn new(ranks: &'a mut [SimRank], params: &'a [OpParam<'p>], first: usize) -> Self {
+        Shard {
+            ranks,
+            params,
+            first,
+        }
+    }
+
+    /// Polls the shard's ranks until all work is done (with `rounds`:
+    /// until the other shards' threads agree it is), or no rank anywhere
+    /// can progress.
+    ///
+    /// A rank whose last poll made no progress is polled again only after
+    /// its waker moved (a peer signalled it): most ranks of a large plan
+    /// are waiting at any moment, and skipping them is cheap.
+    ///
+    /// Shards of more than [`WINDOW`] ranks are driven a window of
+    /// consecutive ranks at a time, each polled until it quiesces, the
+    /// windows shifted by half a window every other pass. Sweeping all
+    /// ranks once per pass would advance a ring plan one step per pass
+    /// and reload every rank's state from memory for each step (1,024
+    /// ranks' state is larger than L2). A window instead advances its
+    /// middle ranks up to half a window of steps while its state is
+    /// cached; the shifted windows of the next pass start where the
+    /// previous pass stopped short (at window edges), so every rank
+    /// advances about half a window of steps per pass. Only the order of
+    /// polls changes: what a poll does, and so every report, does not
+    /// depend on it.
+    fn drive(self, rounds: Option<(&Drivers, usize)>) -> Result<(), SimFailure> {
+        let Shard {
+            ranks,
+            params,
+            first,
+        } = self;
+        let wakers: Vec<_> = ranks.iter().map(|r| r.device.waker()).collect();
+        let mut seen: Vec<Option<u64>> = vec![None; ranks.len()];
+        let mut active: Vec<usize> = (0..ranks.len()).collect();
+        let mut shifted = false;
+        // staged ranks start with their first stages
+        let mut failure = None;
+        for (r, rank) in ranks.iter_mut().enumerate() {
+            if let Err(e) = rank.top_up(&params[r].tag, (first + r) as u32) {
+                failure = Some(e);
+                break;
+            }
+        }
+        loop {
+            let began = rounds.map_or(0, |(d, _)| d.generation.load(Ordering::Acquire));
+            let n = active.len();
+            let w = WINDOW.min(n).max(1);
+            let off = if shifted { w / 2 } else { 0 };
+            shifted = !shifted;
+            let mut progressed = false;
+            let mut start = 0;
+            'pass: while start < n && failure.is_none() {
+                let len = w.min(n - start);
+                loop {
+                    let mut round = false;
+                    for i in start..start + len {
+                        let r = active[(i + off) % n];
+                        let key = wakers[r].key();
+                        if seen[r] == Some(key) {
+                            continue;
+                        }
+                        let rank = &mut ranks[r];
+                        if !rank.device.poll_once() {
+                            seen[r] = Some(key);
+                            continue;
+                        }
+                        round = true;
+                        seen[r] = None;
+                        // a staged rank's queue shrinks only here: it
+                        // gets its next stages when it runs short
+                        if rank.stages.is_some() {
+                            if let Err(e) = rank.top_up(&params[r].tag, (first + r) as u32) {
+                                failure = Some(e);
+                                break 'pass;
+                            }
+                        }
+                    }
+                    progressed |= round;
+                    // one round is a whole pass when the window is the shard
+                    if !round || len == n {
+                        break;
+                    }
+                }
+                start += len;
+            }
+            active.retain(|&r| ranks[r].device.has_work() || ranks[r].stages.is_some());
+            if let Some(e) = failure.take() {
+                if let Some((d, _)) = rounds {
+                    d.failed.store(true, Ordering::Release);
+                }
+                return Err(e);
+            }
+            if progressed {
+                if let Some((d, _)) = rounds {
+                    d.progressed();
+                }
+                continue;
+            }
+            let stopped = match rounds {
+                Some((d, me)) => d.wait(me, began),
+                None => true,
+            };
+            if !stopped {
+                continue;
+            }
+            if active.is_empty() || rounds.is_some_and(|(d, _)| d.failed.load(Ordering::Acquire)) {
+                return Ok(());
+            }
             let stuck = active
                 .iter()
                 .flat_map(|&r| {
@@ -1043,7 +1226,7 @@ fn drive(ranks: &mut [SimRank], params: &[OpParam]) -> Result<(), SimFailure> {
                         .blocked_tasks()
                         .into_iter()
                         .map(move |b| Stuck {
-                            rank: r as u32,
+                            rank: (first + r) as u32,
                             step: b.step,
                             verb: b.verb,
                             peer: b.peer,

@@ -171,3 +171,45 @@ fn a_stage_that_fails_names_its_rank_and_op() {
     assert!(msg.contains("rank 3"), "{msg}");
     assert!(msg.contains("sim_allreduce"), "{msg}");
 }
+
+#[test]
+fn several_drivers_report_what_one_does() {
+    let ops = [
+        ("AllReduceRingExecutor", OpType::AllReduce),
+        ("AllReduceNHRExecutor", OpType::AllReduce),
+        ("AllGatherRingExecutor", OpType::AllGather),
+        ("ReduceScatterRHDExecutor", OpType::ReduceScatter),
+        ("AllToAllMeshExecutor", OpType::AllToAll),
+    ];
+    for (name, op) in ops {
+        for p in [7u32, 64] {
+            let spec = SimSpec::op(op, p, 300, DataType::Fp32, ReduceOp::Sum);
+            let one = simulate(registry(), name, &spec).unwrap();
+            assert!(one.checked);
+            for drivers in [2, 3] {
+                let many = SimSpec {
+                    drivers: Some(drivers),
+                    ..spec.clone()
+                };
+                let many = simulate(registry(), name, &many)
+                    .unwrap_or_else(|e| panic!("{name} p={p} drivers={drivers}: {e}"));
+                assert_eq!(many, one, "{name} p={p} drivers={drivers}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_stage_that_fails_under_several_drivers_names_its_rank() {
+    let reg = fixtures(Arc::default(), Some((5, 10)));
+    let spec = SimSpec {
+        drivers: Some(2),
+        ..SimSpec::all_reduce(8, 800, DataType::Fp32, ReduceOp::Sum)
+    };
+    let SimFailure::Error(e) = simulate(&reg, "Watched", &spec).unwrap_err() else {
+        panic!("expected the stage's error")
+    };
+    let msg = e.to_string();
+    assert!(msg.contains("stage refused on purpose"), "{msg}");
+    assert!(msg.contains("rank 5"), "{msg}");
+}

@@ -156,6 +156,25 @@ fn a_broken_executor_is_reported_as_a_deadlock() {
 }
 
 #[test]
+fn a_deadlock_under_several_drivers_names_every_stuck_rank() {
+    for drivers in [2, 3] {
+        let spec = SimSpec {
+            drivers: Some(drivers),
+            ..SimSpec::all_reduce(5, 100, DataType::Fp32, ReduceOp::Sum)
+        };
+        let e = simulate(&fixtures(), "DeadlockRing", &spec).unwrap_err();
+        let SimFailure::Deadlock { stuck } = &e else {
+            panic!("expected a deadlock, got {e}")
+        };
+        let ranks: Vec<u32> = stuck.iter().map(|s| s.rank).collect();
+        assert_eq!(ranks, [0, 1, 2, 3, 4], "drivers={drivers}");
+        for s in stuck {
+            assert_eq!(s.peer, Some((s.rank + 1) % 5));
+        }
+    }
+}
+
+#[test]
 fn a_wrong_result_is_reported() {
     let spec = SimSpec::all_reduce(3, 64, DataType::Int32, ReduceOp::Sum);
     let e = simulate(&fixtures(), "NoReduce", &spec).unwrap_err();

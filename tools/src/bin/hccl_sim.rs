@@ -61,6 +61,11 @@ struct Args {
     /// Skip the result check.
     #[arg(long)]
     no_check: bool,
+    /// Threads that drive the plan, each over a shard of the ranks
+    /// (default: one per core from 1,024 ranks, else one; a timed run
+    /// uses one).
+    #[arg(long)]
+    drivers: Option<usize>,
     /// Predict the op's time with the α-β-γ parameters of this tuning file
     /// (`hccl-test --calibrate`); `--predict` uses the built-in ones.
     #[arg(long)]
@@ -150,6 +155,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         d => return Err(format!("--data {d}: expected auto, bytes or symbolic").into()),
     };
     spec.check = !args.no_check;
+    spec.drivers = args.drivers;
     if !args.servers.is_empty() {
         spec.rank_to_server = args
             .servers
