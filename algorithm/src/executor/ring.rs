@@ -29,8 +29,8 @@ use crate::op::{OpParam, OpType};
 use crate::prim::{self, Rx, Tx};
 use crate::resource::AlgResourceResponse;
 use crate::template::layout::{
-    copy_through, round_capacity, run_op_base_loop, run_per_rank_rounds, slots, Chunk,
-    OpBaseChunks, Slice, PIPELINE_CHUNK_BYTES,
+    copy_through, round_capacity, run_op_base_loop, run_per_rank_rounds, slots, slots_shared,
+    Chunk, OpBaseChunks, PerRankWindows, Slice, Window, PIPELINE_CHUNK_BYTES,
 };
 use crate::template::{chain, ring, RingAllGather, RingReduceScatter};
 use crate::topo::{CommPlane, SubCommInfo, TopoInfo};
@@ -190,28 +190,18 @@ fn all_reduce_graph(param: &OpParam, res: &AlgResourceResponse, comm: &SubCommIn
     })
 }
 
-/// The op-base frame of the ring AllGather and ReduceScatter: nothing to
-/// do for no elements, a local copy on one rank, else `round(e0, w)` for
-/// each round of `w` elements per rank starting at element `e0`.
-fn ring_rounds(
-    named: &Named,
-    param: &OpParam,
-    res: &AlgResourceResponse,
-    mut round: impl FnMut(&crate::topo::SubCommInfo, u64, u64) -> Result<()>,
-) -> Result<()> {
+/// The ring AllGather or ReduceScatter where no ring runs: nothing to do
+/// for no elements, a local copy on one rank.
+fn without_ring(named: &Named, param: &OpParam) -> Result<()> {
     let (p, c, u) = (
         named.topo.user_rank_size as u64,
         param.count,
         param.dtype.size() as u64,
     );
-    if c == 0 {
-        return Ok(());
-    }
-    if p == 1 {
+    if c > 0 && p == 1 {
         return copy_through(param, (c * u) as usize);
     }
-    let comm = res.sub_comm(CommPlane::Combine, 0)?;
-    run_per_rank_rounds(res, (p, c, u), |win| round(&comm, win.first, win.len))
+    Ok(())
 }
 
 impl FlatExecutor for AllGatherRingExecutor {
@@ -248,21 +238,20 @@ impl FlatExecutor for AllGatherRingExecutor {
             let out = (param.output.range(0, b(p * c))?, slots(p, c, u));
             return RingAllGather::new(out, (MemKind::ParamOutput, 0)).run(s, &comm);
         }
-        ring_rounds(&self.0, param, res, |comm, e0, w| {
-            s.memcpy_async(
-                &res.ccl_output.range(b(me * w), b(w))?,
-                &param.input.range(b(e0), b(w))?,
-            )?;
-            let out = (res.ccl_output.range(0, b(p * w))?, slots(p, w, u));
-            RingAllGather::new(out, (MemKind::CclOutput, 0)).run(s, comm)?;
-            for q in 0..p {
-                s.memcpy_async(
-                    &param.output.range(b(q * c + e0), b(w))?,
-                    &res.ccl_output.range(b(q * w), b(w))?,
-                )?;
-            }
-            Ok(())
-        })
+        if let Some(mut stages) = self.stages(param, res)? {
+            while stages.issue_next()? {}
+            return Ok(());
+        }
+        without_ring(&self.0, param)
+    }
+    /// Op-base on more than one rank, per round: the copy of this rank's
+    /// window into its slot, the p−1 ring steps, the p slots' copies out.
+    fn stages(
+        &mut self,
+        param: &OpParam,
+        res: &AlgResourceResponse,
+    ) -> Result<Option<Box<dyn StagedOp>>> {
+        RingWindowRounds::new(&self.0, param, res)
     }
 }
 
@@ -274,32 +263,167 @@ impl FlatExecutor for ReduceScatterRingExecutor {
         ring_peers(r, n)
     }
     fn run(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
-        let s = &param.stream;
+        if let Some(mut stages) = self.stages(param, res)? {
+            while stages.issue_next()? {}
+            return Ok(());
+        }
+        without_ring(&self.0, param)
+    }
+    /// Op-base on more than one rank, per round: the p blocks' windows
+    /// copied into their slots, the p−1 ring steps, this rank's reduced
+    /// slot copied out.
+    fn stages(
+        &mut self,
+        param: &OpParam,
+        res: &AlgResourceResponse,
+    ) -> Result<Option<Box<dyn StagedOp>>> {
+        RingWindowRounds::new(&self.0, param, res)
+    }
+}
+
+/// The op-base ring AllGather or ReduceScatter, a stage at a time (see
+/// [`crate::CollExecutor::staged`]): per round (a window of `w` elements
+/// of every rank block, [`run_per_rank_rounds`]) the staging copies in,
+/// the ring's p−1 steps over p slots of `w` elements in the CCL buffers,
+/// the copies out; one copy or one ring step per stage.
+///
+/// - AllGather: this rank's window → its slot of the CCL output; the ring
+///   allgather there; every slot → its block of the user output.
+/// - ReduceScatter: every block's window → its slot of the CCL input; the
+///   ring reduce-scatter (partials landing in the CCL output); this
+///   rank's slot → the user output.
+struct RingWindowRounds {
+    stream: Stream,
+    comm: SubCommInfo,
+    gather: bool,
+    input: DeviceMem,
+    output: DeviceMem,
+    /// The CCL input and output.
+    ccl: (DeviceMem, DeviceMem),
+    how: (DataType, ReduceOp),
+    /// This rank, ranks, elements per rank block, bytes per element.
+    me: u64,
+    p: u64,
+    c: u64,
+    u: u64,
+    windows: PerRankWindows,
+    /// The round being issued, its ring, and its next stage.
+    round: Option<(Window, WindowRing, u64)>,
+}
+
+/// The ring template of one [`RingWindowRounds`] round.
+enum WindowRing {
+    Gather(RingAllGather),
+    Scatter(RingReduceScatter),
+}
+
+impl RingWindowRounds {
+    /// The stages of `param` (AllGather or ReduceScatter) in op-base mode
+    /// on more than one rank, else `None`.
+    fn new(
+        named: &Named,
+        param: &OpParam,
+        res: &AlgResourceResponse,
+    ) -> Result<Option<Box<dyn StagedOp>>> {
         let (p, me) = (
-            self.0.topo.user_rank_size as u64,
-            self.0.topo.user_rank as u64,
+            named.topo.user_rank_size as u64,
+            named.topo.user_rank as u64,
         );
         let (c, u) = (param.count, param.dtype.size() as u64);
-        let b = |e: u64| (e * u) as usize;
-        ring_rounds(&self.0, param, res, |comm, e0, w| {
-            for q in 0..p {
-                s.memcpy_async(
-                    &res.ccl_input.range(b(q * w), b(w))?,
-                    &param.input.range(b(q * c + e0), b(w))?,
-                )?;
+        if is_graph(param) || p == 1 || c == 0 {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(RingWindowRounds {
+            stream: param.stream.clone().into_owned(),
+            comm: res.sub_comm(CommPlane::Combine, 0)?,
+            gather: named.op == OpType::AllGather,
+            input: param.input.clone().into_owned(),
+            output: param.output.clone().into_owned(),
+            ccl: (res.ccl_input.clone(), res.ccl_output.clone()),
+            how: (param.dtype, param.reduce_op),
+            me,
+            p,
+            c,
+            u,
+            windows: PerRankWindows::new(res, (p, c, u))?,
+            round: None,
+        })))
+    }
+
+    /// Byte offset of element `e`.
+    fn b(&self, e: u64) -> usize {
+        (e * self.u) as usize
+    }
+}
+
+impl StagedOp for RingWindowRounds {
+    fn issue_next(&mut self) -> Result<bool> {
+        let (p, c) = (self.p, self.c);
+        if self.round.is_none() {
+            let Some(win) = self.windows.next() else {
+                return Ok(false);
+            };
+            let w = win.len;
+            let (cin, cout) = &self.ccl;
+            let slots = slots_shared(p, w, self.u);
+            let at = (MemKind::CclOutput, 0);
+            let ring = if self.gather {
+                WindowRing::Gather(RingAllGather::new(
+                    (cout.range(0, self.b(p * w))?, slots),
+                    at,
+                ))
+            } else {
+                let bufs = (
+                    cin.range(0, self.b(p * w))?,
+                    cout.range(0, self.b(p * w))?,
+                    slots,
+                );
+                WindowRing::Scatter(RingReduceScatter::new(bufs, at, self.how))
+            };
+            self.round = Some((win, ring, 0));
+        }
+        let (win, ring, next) = self.round.as_mut().expect("a round is being issued");
+        let (e0, w, i) = (win.first, win.len, *next);
+        *next += 1;
+        // stages: the copies in, p − 1 ring steps, the copies out
+        let (copies_in, copies_out) = if self.gather { (1, p) } else { (p, 1) };
+        let s = &self.stream;
+        let (cin, cout) = &self.ccl;
+        let b = |e: u64| (e * self.u) as usize;
+        if i < copies_in {
+            let (dst, src) = if self.gather {
+                let me = self.me;
+                (cout.range(b(me * w), b(w))?, self.input.range(b(e0), b(w))?)
+            } else {
+                (
+                    cin.range(b(i * w), b(w))?,
+                    self.input.range(b(i * c + e0), b(w))?,
+                )
+            };
+            s.memcpy_async(&dst, &src)?;
+        } else if i < copies_in + p - 1 {
+            let step = (i - copies_in) as usize;
+            match ring {
+                WindowRing::Gather(g) => g.step(s, &self.comm, step)?,
+                WindowRing::Scatter(r) => r.step(s, &self.comm, step)?,
             }
-            let bufs = (
-                res.ccl_input.range(0, b(p * w))?,
-                res.ccl_output.range(0, b(p * w))?,
-                slots(p, w, u),
-            );
-            let how = (param.dtype, param.reduce_op);
-            RingReduceScatter::new(bufs, (MemKind::CclOutput, 0), how).run(s, comm)?;
-            s.memcpy_async(
-                &param.output.range(b(e0), b(w))?,
-                &res.ccl_input.range(b(me * w), b(w))?,
-            )
-        })
+        } else {
+            let q = i - copies_in - (p - 1);
+            let (dst, src) = if self.gather {
+                (
+                    self.output.range(b(q * c + e0), b(w))?,
+                    cout.range(b(q * w), b(w))?,
+                )
+            } else {
+                let me = self.me;
+                (self.output.range(b(e0), b(w))?, cin.range(b(me * w), b(w))?)
+            };
+            s.memcpy_async(&dst, &src)?;
+            if q + 1 == copies_out {
+                self.round = None;
+            }
+        }
+        Ok(true)
     }
 }
 

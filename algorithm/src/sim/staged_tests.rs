@@ -14,8 +14,8 @@ fn ring_executor(t: &TopoInfo) -> AllReduceRingExecutor {
     AllReduceRingExecutor(Named::new("AllReduceRingExecutor", OpType::AllReduce, t))
 }
 
-/// The ring AllReduce orchestrated whole: offers no stages.
-struct Whole(AllReduceRingExecutor);
+/// A built-in executor orchestrated whole: offers no stages.
+struct Whole(Box<dyn CollExecutor>);
 
 impl CollExecutor for Whole {
     fn name(&self) -> &str {
@@ -93,11 +93,16 @@ impl CollExecutor for Watched {
 
 fn fixtures(most_queued: Arc<AtomicU64>, fail: Option<(u32, usize)>) -> ExecutorRegistry {
     let reg = ExecutorRegistry::empty();
-    reg.register(
-        "Whole",
-        Arc::new(|t: &TopoInfo| Box::new(Whole(ring_executor(t))) as Box<dyn CollExecutor>),
-    )
-    .unwrap();
+    for (name, _) in STAGED {
+        reg.register(
+            &format!("Whole{name}"),
+            Arc::new(move |t: &TopoInfo| {
+                let inner = registry().create(name, t).expect("a built-in executor");
+                Box::new(Whole(inner)) as Box<dyn CollExecutor>
+            }),
+        )
+        .unwrap();
+    }
     reg.register(
         "Watched",
         Arc::new(move |t: &TopoInfo| {
@@ -113,27 +118,36 @@ fn fixtures(most_queued: Arc<AtomicU64>, fail: Option<(u32, usize)>) -> Executor
     reg
 }
 
+/// The built-in executors that issue their ops a stage at a time.
+const STAGED: [(&str, OpType); 3] = [
+    ("AllReduceRingExecutor", OpType::AllReduce),
+    ("AllGatherRingExecutor", OpType::AllGather),
+    ("ReduceScatterRingExecutor", OpType::ReduceScatter),
+];
+
 #[test]
 fn a_staged_plan_reports_what_the_whole_plan_does() {
     let reg = fixtures(Arc::default(), None);
-    for p in [2u32, 3, 5, 8, 33] {
-        for (count, ccl) in [(0u64, None), (1, None), (1000, None), (1024, Some(1024))] {
-            for timed in [false, true] {
-                let mut spec = SimSpec::all_reduce(p, count, DataType::Fp32, ReduceOp::Sum);
-                spec.ccl_buffer_size = ccl;
-                if timed {
-                    spec = spec
-                        .on_hosts(&[p / 2, p - p / 2])
-                        .timed(crate::cost::CostParams::default());
+    for (name, op) in STAGED {
+        for p in [2u32, 3, 5, 8, 33] {
+            // the last two force several op-base rounds
+            for (count, ccl) in [(0u64, None), (1, None), (1000, None), (1024, Some(1024))] {
+                for timed in [false, true] {
+                    let mut spec = SimSpec::op(op, p, count, DataType::Fp32, ReduceOp::Sum);
+                    spec.ccl_buffer_size = ccl.map(|c: usize| c.max(128 * p as usize));
+                    if timed {
+                        spec = spec
+                            .on_hosts(&[p / 2, p - p / 2])
+                            .timed(crate::cost::CostParams::default());
+                    }
+                    let staged = simulate(registry(), name, &spec)
+                        .unwrap_or_else(|e| panic!("{name} p={p} count={count}: {e}"));
+                    let whole = simulate(&reg, &format!("Whole{name}"), &spec).unwrap();
+                    assert!(staged.checked || count == 0);
+                    assert!(staged.tasks > 0 || count == 0);
+                    let what = format!("{name} p={p} count={count} ccl={ccl:?} timed={timed}");
+                    assert_eq!(staged, whole, "{what}");
                 }
-                let staged = simulate(registry(), "AllReduceRingExecutor", &spec)
-                    .unwrap_or_else(|e| panic!("p={p} count={count}: {e}"));
-                let whole = simulate(&reg, "Whole", &spec).unwrap();
-                assert!(staged.checked || count == 0);
-                assert_eq!(
-                    staged, whole,
-                    "p={p} count={count} ccl={ccl:?} timed={timed}"
-                );
             }
         }
     }

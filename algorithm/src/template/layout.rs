@@ -90,6 +90,27 @@ pub fn slots(p: u64, w: u64, u: u64) -> Vec<Slice> {
         .collect()
 }
 
+/// [`slots`], shared: a thread that asks for the same slots again gets
+/// the same table (see [`Slice::split_shared`]).
+pub fn slots_shared(p: u64, w: u64, u: u64) -> Arc<[Slice]> {
+    /// The last table: p, w, u, slots.
+    type Last = Option<((u64, u64, u64), Arc<[Slice]>)>;
+    thread_local! {
+        static LAST: RefCell<Last> = const { RefCell::new(None) };
+    }
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        match &*last {
+            Some((k, t)) if *k == (p, w, u) => t.clone(),
+            _ => {
+                let t: Arc<[Slice]> = slots(p, w, u).into();
+                *last = Some(((p, w, u), t.clone()));
+                t
+            }
+        }
+    })
+}
+
 /// Consecutive groups of bytes of a buffer: group g is bytes
 /// `[b[g], b[g + 1])` (the core groups of RHD, the blocks of NHR/NB).
 ///
@@ -314,16 +335,50 @@ pub fn run_per_rank_rounds(
     (p, count, u): (u64, u64, u64),
     mut round: impl FnMut(Window) -> Result<()>,
 ) -> Result<()> {
-    let n = per_rank_window(res, p, u)?;
-    for index in 0..count.div_ceil(n) {
-        let first = index * n;
-        round(Window {
-            index,
-            first,
-            len: n.min(count - first),
-        })?;
+    for w in PerRankWindows::new(res, (p, count, u))? {
+        round(w)?;
     }
     Ok(())
+}
+
+/// The windows of [`run_per_rank_rounds`], one at a time (for plans
+/// issued a stage at a time: see [`crate::StagedOp`]).
+#[derive(Clone, Debug)]
+pub struct PerRankWindows {
+    /// Elements per window, elements per rank block, next window.
+    n: u64,
+    count: u64,
+    index: u64,
+}
+
+impl PerRankWindows {
+    /// The windows of `count` elements per rank block (p blocks of `u`
+    /// bytes each) that fit [`per_rank_window`].
+    pub fn new(res: &AlgResourceResponse, (p, count, u): (u64, u64, u64)) -> Result<Self> {
+        Ok(PerRankWindows {
+            n: per_rank_window(res, p, u)?,
+            count,
+            index: 0,
+        })
+    }
+}
+
+impl Iterator for PerRankWindows {
+    type Item = Window;
+
+    fn next(&mut self) -> Option<Window> {
+        let first = self.index * self.n;
+        if first >= self.count {
+            return None;
+        }
+        let w = Window {
+            index: self.index,
+            first,
+            len: self.n.min(self.count - first),
+        };
+        self.index += 1;
+        Some(w)
+    }
 }
 
 /// Where block i of a run sits in a buffer: `base + i · stride` bytes.
