@@ -251,7 +251,7 @@ impl FlatExecutor for AllGatherRingExecutor {
         param: &OpParam,
         res: &AlgResourceResponse,
     ) -> Result<Option<Box<dyn StagedOp>>> {
-        RingWindowRounds::new(&self.0, param, res)
+        RingWindowRounds::staged(&self.0, param, res)
     }
 }
 
@@ -277,7 +277,7 @@ impl FlatExecutor for ReduceScatterRingExecutor {
         param: &OpParam,
         res: &AlgResourceResponse,
     ) -> Result<Option<Box<dyn StagedOp>>> {
-        RingWindowRounds::new(&self.0, param, res)
+        RingWindowRounds::staged(&self.0, param, res)
     }
 }
 
@@ -320,7 +320,7 @@ enum WindowRing {
 impl RingWindowRounds {
     /// The stages of `param` (AllGather or ReduceScatter) in op-base mode
     /// on more than one rank, else `None`.
-    fn new(
+    fn staged(
         named: &Named,
         param: &OpParam,
         res: &AlgResourceResponse,
