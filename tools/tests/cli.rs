@@ -1254,3 +1254,42 @@ fn hccl_sim_predicts_time_and_writes_a_timeline() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn hccl_sim_drivers_share_the_ranks_and_report_the_same() {
+    // the value of a report line, e.g. "steps (α count): 126"
+    let line = |text: &str, key: &str| -> String {
+        text.lines()
+            .find(|l| l.starts_with(key))
+            .unwrap_or_else(|| panic!("no {key:?} in {text}"))[key.len()..]
+            .trim()
+            .to_owned()
+    };
+    let mut reports = Vec::new();
+    for drivers in ["1", "2", "3"] {
+        let out = hccl_sim(&[
+            "--executor",
+            "AllGatherRingExecutor",
+            "--ranks",
+            "64",
+            "--count",
+            "100",
+            "--drivers",
+            drivers,
+        ]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(line(&text, "result check:"), "success (bytes)");
+        assert_eq!(line(&text, "steps (α count):"), "63");
+        reports.push((
+            line(&text, "tasks run:"),
+            line(&text, "total link bytes:"),
+            line(&text, "busiest link:"),
+        ));
+    }
+    assert!(reports.windows(2).all(|w| w[0] == w[1]), "{reports:?}");
+}

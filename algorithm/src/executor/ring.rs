@@ -285,7 +285,9 @@ impl FlatExecutor for ReduceScatterRingExecutor {
 /// [`crate::CollExecutor::staged`]): per round (a window of `w` elements
 /// of every rank block, [`run_per_rank_rounds`]) the staging copies in,
 /// the ring's p−1 steps over p slots of `w` elements in the CCL buffers,
-/// the copies out; one copy or one ring step per stage.
+/// the copies out; one copy or one ring step per stage. A round of whole
+/// blocks (`w` = count) copies the p blocks in one task: slots and user
+/// blocks are then the same run of bytes.
 ///
 /// - AllGather: this rank's window → its slot of the CCL output; the ring
 ///   allgather there; every slot → its block of the user output.
@@ -385,20 +387,34 @@ impl StagedOp for RingWindowRounds {
         let (win, ring, next) = self.round.as_mut().expect("a round is being issued");
         let (e0, w, i) = (win.first, win.len, *next);
         *next += 1;
-        // stages: the copies in, p − 1 ring steps, the copies out
-        let (copies_in, copies_out) = if self.gather { (1, p) } else { (p, 1) };
+        // stages: the copies in, p − 1 ring steps, the copies out; the p
+        // blocks' copies are one when the round holds whole blocks (the
+        // slots and the user blocks are then one run on both sides)
+        let blocks = if w == c { 1 } else { p };
+        let (copies_in, copies_out) = if self.gather {
+            (1, blocks)
+        } else {
+            (blocks, 1)
+        };
         let s = &self.stream;
         let (cin, cout) = &self.ccl;
         let b = |e: u64| (e * self.u) as usize;
+        // block q's window in the user buffer, its slot, their length (or
+        // all p blocks at once)
+        let user_slot = |q: u64| -> (usize, usize, usize) {
+            if blocks == 1 {
+                (0, 0, b(p * c))
+            } else {
+                (b(q * c + e0), b(q * w), b(w))
+            }
+        };
         if i < copies_in {
             let (dst, src) = if self.gather {
                 let me = self.me;
                 (cout.range(b(me * w), b(w))?, self.input.range(b(e0), b(w))?)
             } else {
-                (
-                    cin.range(b(i * w), b(w))?,
-                    self.input.range(b(i * c + e0), b(w))?,
-                )
+                let (at, slot, len) = user_slot(i);
+                (cin.range(slot, len)?, self.input.range(at, len)?)
             };
             s.memcpy_async(&dst, &src)?;
         } else if i < copies_in + p - 1 {
@@ -410,10 +426,8 @@ impl StagedOp for RingWindowRounds {
         } else {
             let q = i - copies_in - (p - 1);
             let (dst, src) = if self.gather {
-                (
-                    self.output.range(b(q * c + e0), b(w))?,
-                    cout.range(b(q * w), b(w))?,
-                )
+                let (at, slot, len) = user_slot(q);
+                (self.output.range(at, len)?, cout.range(slot, len)?)
             } else {
                 let me = self.me;
                 (self.output.range(b(e0), b(w))?, cin.range(b(me * w), b(w))?)

@@ -310,6 +310,7 @@ fn child_row(args: &Args, exe: &str, ranks: u32) -> Result<Row, String> {
         .args(["--executor", exe, "--ranks", &ranks.to_string()])
         .args(["--count", &args.count.to_string(), "--dtype", &args.dtype])
         .args(["--op", &args.op, "--data", &args.data])
+        .args(args.drivers.map(|d| format!("--drivers={d}")))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -391,6 +392,11 @@ fn scale_table(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         "count {} {} per rank, data {}; ratio = time / time of the same executor at {} ranks",
         args.count, args.dtype, args.data, args.table_ranks[0]
     );
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    match args.drivers {
+        Some(d) => println!("driver threads: {d} ({cores} cores)"),
+        None => println!("driver threads: one per core from 1,024 ranks ({cores} cores)"),
+    }
     println!(
         "| executor | ranks | data | time (s) | max RSS (MiB) | tasks | tasks/s | time ratio |"
     );
