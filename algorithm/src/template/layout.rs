@@ -220,10 +220,16 @@ pub fn round_capacity(res: &AlgResourceResponse) -> usize {
 /// bytes each must fit both CCL buffers (and the round-size cap that
 /// keeps a round in cache).
 pub fn per_rank_window(res: &AlgResourceResponse, p: u64, u: u64) -> Result<u64> {
-    let n = round_capacity(res) as u64 / (p * u);
+    let cap = round_capacity(res) as u64;
+    let n = cap / (p * u);
     if n == 0 {
+        // `p` counts blocks: one per rank, or several (the pipeline's
+        // reduce-scatter stages a copy of every block per host)
         return Err(HcclError::para(format!(
-            "the CCL buffer cannot hold one element per rank for {p} ranks"
+            "an op-base round holds at most {cap} bytes (the smaller CCL buffer, capped at \
+             {PIPELINE_CHUNK_BYTES}), less than one {u}-byte element of each of its {p} blocks \
+             ({} bytes)",
+            p * u
         )));
     }
     Ok(n)
