@@ -21,9 +21,12 @@
 
 mod data;
 mod link;
+mod progress;
 mod symbolic;
 mod timing;
 
+use progress::Progress;
+pub use progress::{ProgressHook, SimPhase, SimProgress};
 pub use timing::{timeline_json, HostLinkLoad, SimEvent};
 
 use crate::executor::ExecutorRegistry;
@@ -89,6 +92,8 @@ pub struct SimSpec {
     /// (`None`: one per core for plans of 1,024 ranks or more, else one).
     /// Reports do not depend on it; a timed simulation uses one.
     pub drivers: Option<usize>,
+    /// Told how far the simulation got every so often (`None`: nobody).
+    pub progress: Option<ProgressHook>,
 }
 
 /// How the simulator keeps and checks the data of a plan.
@@ -139,6 +144,7 @@ impl SimSpec {
             cost: None,
             timeline_events: 0,
             drivers: None,
+            progress: None,
         }
     }
 
@@ -631,7 +637,12 @@ fn simulate_once(
             spec.timeline_events,
         ))
     });
+    let progress = Progress::new(spec.progress.clone(), p);
+    let mut timer = progress.timer();
     for r in 0..p {
+        if timer.due() {
+            progress.orchestrated(r / 2);
+        }
         let topo = topo0.for_rank(r)?;
         let exec = registry.create(name, &topo)?;
         // the driver below skips ranks whose key did not move since
@@ -774,6 +785,10 @@ fn simulate_once(
         CommPlane::Combine,
     ];
     for r in 0..p as usize {
+        // the requests above and the plans here: half the work each
+        if timer.due() {
+            progress.orchestrated((p + r as u32) / 2);
+        }
         let topo = topo0.for_rank(r as u32)?;
         let mut exec = registry.create(name, &topo)?;
         // the same request as before (calc_res_request is a function of
@@ -874,7 +889,12 @@ fn simulate_once(
             None => exec.orchestrate(&params[r], &response).map_err(at)?,
         }
     }
-    drive(&mut ranks, &params, (timing.is_some(), spec.drivers))?;
+    drive(
+        &mut ranks,
+        &params,
+        (timing.is_some(), spec.drivers),
+        progress,
+    )?;
     for (r, rank) in ranks.iter().enumerate() {
         for s in std::iter::once(&rank.stream).chain(rank.slaves.iter()) {
             s.synchronize().map_err(|e| e.rank(r as u32))?;
@@ -987,6 +1007,7 @@ fn drive(
     ranks: &mut [SimRank],
     params: &[OpParam],
     (timed, asked): (bool, Option<usize>),
+    progress: Progress,
 ) -> Result<(), SimFailure> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let drivers = match asked {
@@ -995,8 +1016,9 @@ fn drive(
         None if ranks.len() < PARALLEL_ABOVE => 1,
         None => cores.min(MAX_DRIVERS).min(ranks.len() / WINDOW).max(1),
     };
+    let progress = progress.with_shards(drivers);
     if drivers == 1 {
-        return Shard::new(ranks, params, 0).drive(None);
+        return Shard::new(ranks, params, 0).drive(None, (&progress, 0));
     }
     let per = ranks.len().div_ceil(drivers);
     let rounds = Drivers::new(drivers);
@@ -1008,8 +1030,10 @@ fn drive(
             .zip(params.chunks(per))
             .enumerate()
             .map(|(i, (shard, params))| {
-                let rounds = &rounds;
-                scope.spawn(move || Shard::new(shard, params, i * per).drive(Some((rounds, i))))
+                let (rounds, progress) = (&rounds, &progress);
+                scope.spawn(move || {
+                    Shard::new(shard, params, i * per).drive(Some((rounds, i)), (progress, i))
+                })
             })
             .collect();
         for h in handles {
@@ -1135,7 +1159,11 @@ impl<'a, 'p> Shard<'a, 'p> {
     /// advances about half a window of steps per pass. Only the order of
     /// polls changes: what a poll does, and so every report, does not
     /// depend on it.
-    fn drive(self, rounds: Option<(&Drivers, usize)>) -> Result<(), SimFailure> {
+    fn drive(
+        self,
+        rounds: Option<(&Drivers, usize)>,
+        (progress, thread): (&Progress, usize),
+    ) -> Result<(), SimFailure> {
         let Shard {
             ranks,
             params,
@@ -1145,6 +1173,7 @@ impl<'a, 'p> Shard<'a, 'p> {
         let mut seen: Vec<Option<u64>> = vec![None; ranks.len()];
         let mut active: Vec<usize> = (0..ranks.len()).collect();
         let mut shifted = false;
+        let mut timer = progress.timer();
         // staged ranks start with their first stages
         let mut failure = None;
         for (r, rank) in ranks.iter_mut().enumerate() {
@@ -1196,6 +1225,10 @@ impl<'a, 'p> Shard<'a, 'p> {
                 start += len;
             }
             active.retain(|&r| ranks[r].device.has_work() || ranks[r].stages.is_some());
+            if progress.wanted() && timer.due() {
+                let tasks = ranks.iter().map(|r| r.device.stats().tasks).sum();
+                progress.running(thread, tasks, (ranks.len() - active.len()) as u32);
+            }
             if let Some(e) = failure.take() {
                 if let Some((d, _)) = rounds {
                     d.failed.store(true, Ordering::Release);

@@ -227,3 +227,36 @@ fn a_stage_that_fails_under_several_drivers_names_its_rank() {
     assert!(msg.contains("stage refused on purpose"), "{msg}");
     assert!(msg.contains("rank 5"), "{msg}");
 }
+
+#[test]
+fn a_long_simulation_tells_its_progress() {
+    for drivers in [1, 2] {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::<SimProgress>::new()));
+        let sink = seen.clone();
+        let spec = SimSpec {
+            drivers: Some(drivers),
+            progress: Some(ProgressHook {
+                every: std::time::Duration::from_micros(200),
+                tell: Arc::new(move |p| sink.lock().unwrap().push(*p)),
+            }),
+            ..SimSpec::all_reduce(256, 4096, DataType::Fp32, ReduceOp::Sum)
+        };
+        let r = simulate(registry(), "AllReduceRingExecutor", &spec).unwrap();
+        let seen = seen.lock().unwrap();
+        let running: Vec<_> = seen
+            .iter()
+            .filter(|p| p.phase == SimPhase::Running)
+            .collect();
+        assert!(!running.is_empty(), "drivers={drivers}: {seen:?}");
+        for w in running.windows(2) {
+            assert!(w[0].tasks <= w[1].tasks, "tasks only grow: {w:?}");
+            assert!(w[0].elapsed <= w[1].elapsed);
+        }
+        for p in seen.iter() {
+            assert_eq!(p.ranks, 256);
+            assert!(p.ranks_done <= 256 && p.tasks <= r.tasks, "{p:?}");
+        }
+        let text = running[0].to_string();
+        assert!(text.contains("of 256 ranks done"), "{text}");
+    }
+}

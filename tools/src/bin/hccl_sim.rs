@@ -27,7 +27,7 @@
 
 use clap::Parser;
 use hccl_adapter::{DataType, ReduceOp};
-use hccl_algorithm::sim::{simulate, DataMode, SimSpec};
+use hccl_algorithm::sim::{simulate, DataMode, ProgressHook, SimSpec};
 use hccl_algorithm::{registry, CommPlane, OpType};
 use std::time::Instant;
 
@@ -66,6 +66,10 @@ struct Args {
     /// uses one).
     #[arg(long)]
     drivers: Option<usize>,
+    /// Print how far the simulation got to stderr every this many seconds
+    /// (0: never).
+    #[arg(long, default_value_t = 5.0)]
+    progress: f64,
     /// Predict the op's time with the α-β-γ parameters of this tuning file
     /// (`hccl-test --calibrate`); `--predict` uses the built-in ones.
     #[arg(long)]
@@ -156,6 +160,14 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     };
     spec.check = !args.no_check;
     spec.drivers = args.drivers;
+    if args.progress > 0.0 {
+        let every = std::time::Duration::try_from_secs_f64(args.progress)
+            .map_err(|e| format!("--progress {}: {e}", args.progress))?;
+        spec.progress = Some(ProgressHook {
+            every,
+            tell: std::sync::Arc::new(|p| eprintln!("hccl-sim: {p}")),
+        });
+    }
     if !args.servers.is_empty() {
         spec.rank_to_server = args
             .servers
@@ -311,6 +323,8 @@ fn child_row(args: &Args, exe: &str, ranks: u32) -> Result<Row, String> {
         .args(["--count", &args.count.to_string(), "--dtype", &args.dtype])
         .args(["--op", &args.op, "--data", &args.data])
         .args(args.drivers.map(|d| format!("--drivers={d}")))
+        // the row's stderr is read when it ends: no progress lines
+        .arg("--progress=0")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
