@@ -167,6 +167,17 @@ pub trait StagedOp: Send {
     fn issue_next(&mut self) -> Result<bool>;
 }
 
+/// Issues every stage of `stages`, if there are any (an executor's
+/// `orchestrate` through its [`CollExecutor::staged`] plan); returns
+/// whether there were.
+pub(crate) fn issue_all(stages: Option<Box<dyn StagedOp>>) -> Result<bool> {
+    let Some(mut stages) = stages else {
+        return Ok(false);
+    };
+    while stages.issue_next()? {}
+    Ok(true)
+}
+
 /// An op prepared by an executor to run again on the same arguments (see
 /// [`CollExecutor::repeat_plan`]). Each launch enqueues the whole op on
 /// `stream`, as the orchestration it repeats did. It holds no user

@@ -25,6 +25,7 @@
 //!   output, p slots per op-base round.
 
 use super::flat::{input_to_output, is_graph, ring_peers, share_user_buffers, FlatExecutor, Named};
+use super::issue_all;
 use crate::op::{OpParam, OpType};
 use crate::prim::{self, Rx, Tx};
 use crate::resource::AlgResourceResponse;
@@ -87,8 +88,7 @@ impl FlatExecutor for AllReduceRingExecutor {
         ring_peers(r, n)
     }
     fn run(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
-        if let Some(mut stages) = self.stages(param, res)? {
-            while stages.issue_next()? {}
+        if issue_all(self.stages(param, res)?)? {
             return Ok(());
         }
         if self.0.topo.user_rank_size == 1 {
@@ -238,8 +238,7 @@ impl FlatExecutor for AllGatherRingExecutor {
             let out = (param.output.range(0, b(p * c))?, slots(p, c, u));
             return RingAllGather::new(out, (MemKind::ParamOutput, 0)).run(s, &comm);
         }
-        if let Some(mut stages) = self.stages(param, res)? {
-            while stages.issue_next()? {}
+        if issue_all(self.stages(param, res)?)? {
             return Ok(());
         }
         without_ring(&self.0, param)
@@ -263,8 +262,7 @@ impl FlatExecutor for ReduceScatterRingExecutor {
         ring_peers(r, n)
     }
     fn run(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
-        if let Some(mut stages) = self.stages(param, res)? {
-            while stages.issue_next()? {}
+        if issue_all(self.stages(param, res)?)? {
             return Ok(());
         }
         without_ring(&self.0, param)
