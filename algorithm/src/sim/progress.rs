@@ -96,12 +96,14 @@ impl Progress {
         self.hook.is_some()
     }
 
-    /// A timer for one thread: due every hook period.
+    /// A timer for one thread: due every hook period (never without a
+    /// hook, nor with a period past the clock's end).
     pub(crate) fn timer(&self) -> Timer {
-        Timer {
-            every: self.hook.as_ref().map(|h| h.every),
-            next: Instant::now() + self.hook.as_ref().map_or(Duration::MAX, |h| h.every),
-        }
+        let every = self.hook.as_ref().and_then(|h| {
+            let next = Instant::now().checked_add(h.every)?;
+            Some((h.every, next))
+        });
+        Timer { every }
     }
 
     /// Tells the hook, while orchestrating, that `done` ranks are.
@@ -143,21 +145,24 @@ impl Progress {
 
 /// When a thread's next progress report is due.
 pub(crate) struct Timer {
-    every: Option<Duration>,
-    next: Instant,
+    /// The period and the next report's time; `None`: never.
+    every: Option<(Duration, Instant)>,
 }
 
 impl Timer {
     /// Whether a report is due now (then the next one is a period away).
     pub(crate) fn due(&mut self) -> bool {
-        let Some(every) = self.every else {
+        let Some((every, next)) = &mut self.every else {
             return false;
         };
         let now = Instant::now();
-        if now < self.next {
+        if now < *next {
             return false;
         }
-        self.next = now + every;
+        match now.checked_add(*every) {
+            Some(n) => *next = n,
+            None => self.every = None,
+        }
         true
     }
 }

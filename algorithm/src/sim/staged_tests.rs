@@ -259,4 +259,17 @@ fn a_long_simulation_tells_its_progress() {
         let text = running[0].to_string();
         assert!(text.contains("of 256 ranks done"), "{text}");
     }
+    // a period longer than the clock can count: never told, no panic
+    let spec = SimSpec {
+        progress: Some(ProgressHook {
+            every: std::time::Duration::MAX,
+            tell: Arc::new(|p| panic!("told {p}")),
+        }),
+        ..SimSpec::all_reduce(8, 100, DataType::Fp32, ReduceOp::Sum)
+    };
+    assert!(
+        simulate(registry(), "AllReduceRingExecutor", &spec)
+            .unwrap()
+            .checked
+    );
 }
