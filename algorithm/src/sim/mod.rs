@@ -1017,11 +1017,15 @@ fn drive(
         None => cores.min(MAX_DRIVERS).min(ranks.len() / WINDOW).max(1),
     };
     let progress = progress.with_shards(drivers);
-    if drivers == 1 {
+    if drivers <= 1 {
         return Shard::new(ranks, params, 0).drive(None, (&progress, 0));
     }
     let per = ranks.len().div_ceil(drivers);
-    let rounds = Drivers::new(drivers);
+    // shards of `per` ranks: fewer than asked when `per` rounds up (5
+    // ranks for 4 threads are 3 shards of 2, 2 and 1), and every thread
+    // counted in `Drivers` must exist for them to agree
+    let shards = ranks.len().div_ceil(per);
+    let rounds = Drivers::new(shards);
     let mut stuck: Vec<Stuck> = Vec::new();
     let mut failure = None;
     std::thread::scope(|scope| {

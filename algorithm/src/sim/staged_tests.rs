@@ -196,11 +196,12 @@ fn several_drivers_report_what_one_does() {
         ("AllToAllMeshExecutor", OpType::AllToAll),
     ];
     for (name, op) in ops {
-        for p in [7u32, 64] {
+        for p in [5u32, 7, 64] {
             let spec = SimSpec::op(op, p, 300, DataType::Fp32, ReduceOp::Sum);
             let one = simulate(registry(), name, &spec).unwrap();
             assert!(one.checked);
-            for drivers in [2, 3] {
+            // 4 threads for 5 ranks make 3 shards (2, 2, 1); 9 for 7, 7
+            for drivers in [2, 3, 4, 9] {
                 let many = SimSpec {
                     drivers: Some(drivers),
                     ..spec.clone()
