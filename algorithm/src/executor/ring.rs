@@ -30,8 +30,8 @@ use crate::op::{OpParam, OpType};
 use crate::prim::{self, Rx, Tx};
 use crate::resource::AlgResourceResponse;
 use crate::template::layout::{
-    copy_through, round_capacity, run_op_base_loop, run_per_rank_rounds, slots, slots_shared,
-    Chunk, OpBaseChunks, PerRankWindows, Slice, Window, PIPELINE_CHUNK_BYTES,
+    copy_blocks, copy_through, round_capacity, run_op_base_loop, run_per_rank_rounds, slots,
+    slots_shared, Chunk, OpBaseChunks, PerRankWindows, Slice, Window, PIPELINE_CHUNK_BYTES,
 };
 use crate::template::{chain, ring, RingAllGather, RingReduceScatter};
 use crate::topo::{CommPlane, SubCommInfo, TopoInfo};
@@ -190,15 +190,15 @@ fn all_reduce_graph(param: &OpParam, res: &AlgResourceResponse, comm: &SubCommIn
     })
 }
 
-/// The ring AllGather or ReduceScatter where no ring runs: nothing to do
-/// for no elements, a local copy on one rank.
-fn without_ring(named: &Named, param: &OpParam) -> Result<()> {
-    let (p, c, u) = (
-        named.topo.user_rank_size as u64,
-        param.count,
-        param.dtype.size() as u64,
-    );
-    if c > 0 && p == 1 {
+/// The op-base ring AllGather or ReduceScatter: its stages
+/// ([`RingWindowRounds`]) issued whole, or where no ring runs, nothing for
+/// no elements and a local copy on one rank.
+fn run_window_rounds(named: &Named, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+    if issue_all(RingWindowRounds::staged(named, param, res)?)? {
+        return Ok(());
+    }
+    let (c, u) = (param.count, param.dtype.size() as u64);
+    if c > 0 && named.topo.user_rank_size == 1 {
         return copy_through(param, (c * u) as usize);
     }
     Ok(())
@@ -238,10 +238,7 @@ impl FlatExecutor for AllGatherRingExecutor {
             let out = (param.output.range(0, b(p * c))?, slots(p, c, u));
             return RingAllGather::new(out, (MemKind::ParamOutput, 0)).run(s, &comm);
         }
-        if issue_all(self.stages(param, res)?)? {
-            return Ok(());
-        }
-        without_ring(&self.0, param)
+        run_window_rounds(&self.0, param, res)
     }
     /// Op-base on more than one rank, per round: the copy of this rank's
     /// window into its slot, the p−1 ring steps, the p slots' copies out.
@@ -262,10 +259,7 @@ impl FlatExecutor for ReduceScatterRingExecutor {
         ring_peers(r, n)
     }
     fn run(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
-        if issue_all(self.stages(param, res)?)? {
-            return Ok(());
-        }
-        without_ring(&self.0, param)
+        run_window_rounds(&self.0, param, res)
     }
     /// Op-base on more than one rank, per round: the p blocks' windows
     /// copied into their slots, the p−1 ring steps, this rank's reduced
@@ -349,16 +343,13 @@ impl RingWindowRounds {
             round: None,
         })))
     }
-
-    /// Byte offset of element `e`.
-    fn b(&self, e: u64) -> usize {
-        (e * self.u) as usize
-    }
 }
 
 impl StagedOp for RingWindowRounds {
     fn issue_next(&mut self) -> Result<bool> {
         let (p, c) = (self.p, self.c);
+        let u = self.u;
+        let b = move |e: u64| (e * u) as usize;
         if self.round.is_none() {
             let Some(win) = self.windows.next() else {
                 return Ok(false);
@@ -368,16 +359,9 @@ impl StagedOp for RingWindowRounds {
             let slots = slots_shared(p, w, self.u);
             let at = (MemKind::CclOutput, 0);
             let ring = if self.gather {
-                WindowRing::Gather(RingAllGather::new(
-                    (cout.range(0, self.b(p * w))?, slots),
-                    at,
-                ))
+                WindowRing::Gather(RingAllGather::new((cout.range(0, b(p * w))?, slots), at))
             } else {
-                let bufs = (
-                    cin.range(0, self.b(p * w))?,
-                    cout.range(0, self.b(p * w))?,
-                    slots,
-                );
+                let bufs = (cin.range(0, b(p * w))?, cout.range(0, b(p * w))?, slots);
                 WindowRing::Scatter(RingReduceScatter::new(bufs, at, self.how))
             };
             self.round = Some((win, ring, 0));
@@ -396,25 +380,25 @@ impl StagedOp for RingWindowRounds {
         };
         let s = &self.stream;
         let (cin, cout) = &self.ccl;
-        let b = |e: u64| (e * self.u) as usize;
-        // block q's window in the user buffer, its slot, their length (or
-        // all p blocks at once)
-        let user_slot = |q: u64| -> (usize, usize, usize) {
-            if blocks == 1 {
-                (0, 0, b(p * c))
-            } else {
-                (b(q * c + e0), b(q * w), b(w))
-            }
+        // blocks first.. of the p (all when they are one run): each one's
+        // window of the user buffer (stride c) and its slot (stride w)
+        let copy = |dst_user: bool, user: &DeviceMem, slot: &DeviceMem, q: u64| {
+            let (first, n) = if blocks == 1 { (0, p) } else { (q, 1) };
+            let user = (user, b(first * c + e0), b(c));
+            let slot = (slot, b(first * w), b(w));
+            let (dst, src) = if dst_user { (user, slot) } else { (slot, user) };
+            copy_blocks(s, n as u32, b(w), dst, src)
         };
         if i < copies_in {
-            let (dst, src) = if self.gather {
+            if self.gather {
                 let me = self.me;
-                (cout.range(b(me * w), b(w))?, self.input.range(b(e0), b(w))?)
+                s.memcpy_async(
+                    &cout.range(b(me * w), b(w))?,
+                    &self.input.range(b(e0), b(w))?,
+                )?;
             } else {
-                let (at, slot, len) = user_slot(i);
-                (cin.range(slot, len)?, self.input.range(at, len)?)
-            };
-            s.memcpy_async(&dst, &src)?;
+                copy(false, &self.input, cin, i)?;
+            }
         } else if i < copies_in + p - 1 {
             let step = (i - copies_in) as usize;
             match ring {
@@ -423,14 +407,15 @@ impl StagedOp for RingWindowRounds {
             }
         } else {
             let q = i - copies_in - (p - 1);
-            let (dst, src) = if self.gather {
-                let (at, slot, len) = user_slot(q);
-                (self.output.range(at, len)?, cout.range(slot, len)?)
+            if self.gather {
+                copy(true, &self.output, cout, q)?;
             } else {
                 let me = self.me;
-                (self.output.range(b(e0), b(w))?, cin.range(b(me * w), b(w))?)
-            };
-            s.memcpy_async(&dst, &src)?;
+                s.memcpy_async(
+                    &self.output.range(b(e0), b(w))?,
+                    &cin.range(b(me * w), b(w))?,
+                )?;
+            }
             if q + 1 == copies_out {
                 self.round = None;
             }
