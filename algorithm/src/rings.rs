@@ -32,6 +32,7 @@
 use crate::topo::TopoInfo;
 use hccl_platform::{HcclError, Result};
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 // The limits live with the topology, which carries them to executors.
 pub use crate::topo::{ChannelLimits, MAX_CHANNELS};
@@ -111,12 +112,23 @@ pub fn connect(hosts: &[Vec<u32>], rank: u32) -> Result<RingChannel> {
 /// order of the 2m others: its edges in and out then come from and go to
 /// the orders' (distinct) first and second ranks.
 pub fn intra_orders(k: u32) -> Vec<Vec<u32>> {
+    intra_orders_upto(k, usize::MAX)
+}
+
+/// The first `n` of [`intra_orders`]`(k)`, made without the others: a
+/// host of k ranks has about k orders of k ranks each, and a communicator
+/// keeps at most [`MAX_CHANNELS`] of them (the simulator's one host of
+/// 1,024 ranks would otherwise build a million entries per rank).
+fn intra_orders_upto(k: u32, n: usize) -> Vec<Vec<u32>> {
     if k <= 2 {
         return match k {
             0 => vec![],
             1 => vec![vec![0]],
             _ => vec![vec![0, 1], vec![1, 0]],
-        };
+        }
+        .into_iter()
+        .take(n)
+        .collect();
     }
     let even = k - k % 2;
     let m = even / 2;
@@ -129,13 +141,18 @@ pub fn intra_orders(k: u32) -> Vec<Vec<u32>> {
         v.push((i + m) % even);
         v
     };
-    let mut out = Vec::with_capacity(even as usize);
+    let wanted = n.min(even as usize);
+    let mut out = Vec::with_capacity(wanted);
     for i in 0..m {
+        if out.len() >= wanted {
+            break;
+        }
         let fwd = zigzag(i);
         let back: Vec<u32> = fwd.iter().rev().copied().collect();
         out.push(fwd);
         out.push(back);
     }
+    out.truncate(wanted);
     if k % 2 == 1 {
         for o in &mut out {
             o.insert(1, even);
@@ -157,20 +174,35 @@ pub struct Rings {
 impl Rings {
     /// The channels of `topo` within its channel limits
     /// ([`TopoInfo::channels`]).
-    pub fn of(topo: &TopoInfo) -> Result<Rings> {
+    ///
+    /// Every rank's executor and the selector ask for them, and they
+    /// depend only on the rank table and the limits: the last few are
+    /// kept ([`RingsCache`]) and shared, so a communicator of p ranks in
+    /// one process (the simulator) builds them once, not p times.
+    pub fn of(topo: &TopoInfo) -> Result<Arc<Rings>> {
+        if let Some(r) = CACHE.get(&topo.rank_to_server, topo.channels) {
+            return Ok(r);
+        }
         let hosts: Vec<Vec<u32>> = (0..topo.server_num())
             .map(|s| topo.server_ranks(s))
             .collect();
-        Self::new(&hosts, topo.channels)
+        let rings = Arc::new(Self::new(&hosts, topo.channels)?);
+        CACHE.put(&topo.rank_to_server, topo.channels, &rings);
+        Ok(rings)
     }
 
     /// The channels of ranks on `hosts` (each host's ranks, hosts in ring
     /// order) within `limits`: the [`intra_orders`] every host has (as
     /// many as the host with the fewest offers, counting hosts of two or
-    /// more ranks), then doubled and limited as [`ChannelLimits`] says.
+    /// more ranks, and at most [`MAX_CHANNELS`]), then doubled and limited
+    /// as [`ChannelLimits`] says.
     pub fn new(hosts: &[Vec<u32>], limits: ChannelLimits) -> Result<Rings> {
-        let per_host: Vec<Vec<Vec<u32>>> =
-            hosts.iter().map(|h| intra_orders(h.len() as u32)).collect();
+        // NCCL's MAXCHANNELS bounds the channels: a host's orders past it
+        // would never be used
+        let per_host: Vec<Vec<Vec<u32>>> = hosts
+            .iter()
+            .map(|h| intra_orders_upto(h.len() as u32, MAX_CHANNELS as usize))
+            .collect();
         let base = per_host
             .iter()
             .filter(|o| o.first().is_some_and(|o| o.len() >= 2))
@@ -275,6 +307,49 @@ impl Rings {
     /// the module docs): channels of different groups may run in parallel.
     pub fn groups(&self) -> &[Vec<usize>] {
         &self.groups
+    }
+}
+
+/// The channels of the last few (rank table, limits) asked for: see
+/// [`Rings::of`].
+static CACHE: RingsCache = RingsCache {
+    entries: Mutex::new(Vec::new()),
+};
+
+/// Entries a [`RingsCache`] keeps: a process holds a few communicators
+/// (a world, its sub-communicators, a test's several).
+const CACHED: usize = 8;
+
+/// Built channels by rank table (compared by content: two communicators
+/// over the same hosts share them) and channel limits, the most recently
+/// used last.
+struct RingsCache {
+    entries: Mutex<Vec<CachedRings>>,
+}
+
+/// A rank table, the limits, and the channels built for them.
+type CachedRings = (Arc<[u32]>, ChannelLimits, Arc<Rings>);
+
+impl RingsCache {
+    fn get(&self, table: &Arc<[u32]>, limits: ChannelLimits) -> Option<Arc<Rings>> {
+        // a poisoned lock only means a panic elsewhere mid-update of a
+        // plain Vec: its entries are still whole
+        let mut e = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let at = e
+            .iter()
+            .rposition(|(t, l, _)| *l == limits && (Arc::ptr_eq(t, table) || **t == **table))?;
+        let hit = e.remove(at);
+        let rings = hit.2.clone();
+        e.push(hit);
+        Some(rings)
+    }
+
+    fn put(&self, table: &Arc<[u32]>, limits: ChannelLimits, rings: &Arc<Rings>) {
+        let mut e = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if e.len() >= CACHED {
+            e.remove(0);
+        }
+        e.push((table.clone(), limits, rings.clone()));
     }
 }
 

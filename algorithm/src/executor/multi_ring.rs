@@ -38,6 +38,7 @@ use crate::template::layout::{copy_through, Slice, PIPELINE_CHUNK_BYTES, SLICE_A
 use crate::template::{chain, ring, RingAllGather, RingReduceScatter};
 use crate::topo::{CommPlane, SubCommInfo, TopoInfo};
 use hccl_platform::{HcclError, MemKind, Result, Stream};
+use std::sync::Arc;
 
 /// The multi-ring executors: (registered name, op).
 #[cfg(test)]
@@ -58,7 +59,7 @@ pub(crate) struct MultiRingExecutor {
     topo: TopoInfo,
     /// The channels, worked out once per communicator (`None` only for a
     /// topology they cannot be built for, reported when the op is asked).
-    rings: Option<Rings>,
+    rings: Option<Arc<Rings>>,
 }
 
 /// One round of one channel: where its data sits in the user buffers.

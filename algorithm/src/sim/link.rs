@@ -203,6 +203,11 @@ impl SimLink {
         }
     }
 
+    /// The plane the link serves (`CommPlane as usize`).
+    pub(crate) fn plane(&self) -> usize {
+        self.plane
+    }
+
     /// The same link, keeping predicted time with `timing`.
     pub(crate) fn timed(self, timing: Option<Arc<Timing>>) -> Self {
         SimLink { timing, ..self }

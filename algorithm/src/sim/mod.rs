@@ -21,6 +21,7 @@
 
 mod data;
 mod link;
+mod links;
 mod progress;
 mod symbolic;
 mod timing;
@@ -41,7 +42,7 @@ use hccl_platform::{
 use hccl_platform::{InProcEndpoint, InProcLink};
 use link::{Arrivals, Clock, SimLink, Stamp};
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -580,10 +581,19 @@ fn simulate_once(
         .max()
         .unwrap_or(0) as usize
         * u;
-    // mesh executors need a slot per rank: give them room for one round
+    // Mesh executors need a slot per rank: room for one round. An op
+    // whose largest buffer already holds a block per rank needs no more
+    // than that buffer; the others (a whole window per slot) p of it. A
+    // slot per rank spaced wider than its data touches a page per slot
+    // (the 1,024-rank AllGather mesh: 4 GiB of 4 MiB buffers for 16 KiB).
+    let per_rank_blocks = !matches!(
+        spec.op_type,
+        OpType::AllReduce | OpType::Broadcast | OpType::Reduce | OpType::Send | OpType::Receive
+    );
+    let slots = if per_rank_blocks { 1 } else { p as usize };
     let ccl = spec
         .ccl_buffer_size
-        .unwrap_or_else(|| (largest * p as usize).clamp(4096, 4 << 20));
+        .unwrap_or_else(|| (largest * slots).clamp(4096, 4 << 20));
     let config = DeviceConfig {
         exec_timeout: None,
         ..Default::default()
@@ -776,8 +786,7 @@ fn simulate_once(
     }
 
     // Links, made once per unordered pair, with the plane of first use.
-    let mut pairs: HashMap<(u32, u32), (Arc<SimLink>, Arc<SimLink>)> = HashMap::new();
-    let mut link_plane: HashMap<(u32, u32), CommPlane> = HashMap::new();
+    let mut links = links::LinkTable::default();
     let planes = [
         CommPlane::Level0,
         CommPlane::Level1,
@@ -811,44 +820,35 @@ fn simulate_once(
                         .rank(a)
                         .into());
                     }
-                    let key = (a.min(b), a.max(b));
-                    let (lo, hi) = pairs
-                        .entry(key)
-                        .or_insert_with(|| {
-                            let (x, y) = InProcLink::pair(
-                                &endpoints[key.0 as usize],
-                                &endpoints[key.1 as usize],
-                            );
-                            let lo_to_hi: Arrivals = Default::default();
-                            let hi_to_lo: Arrivals = Default::default();
-                            let ctl_lo_to_hi: Arrivals = Default::default();
-                            let ctl_hi_to_lo: Arrivals = Default::default();
-                            (
-                                Arc::new(
-                                    SimLink::new(
-                                        x,
-                                        clocks[key.0 as usize].clone(),
-                                        planes[pi],
-                                        (lo_to_hi.clone(), hi_to_lo.clone()),
-                                        (ctl_lo_to_hi.clone(), ctl_hi_to_lo.clone()),
-                                    )
-                                    .timed(timing.clone()),
-                                ),
-                                Arc::new(
-                                    SimLink::new(
-                                        y,
-                                        clocks[key.1 as usize].clone(),
-                                        planes[pi],
-                                        (hi_to_lo, lo_to_hi),
-                                        (ctl_hi_to_lo, ctl_lo_to_hi),
-                                    )
-                                    .timed(timing.clone()),
-                                ),
+                    let mine = links.end(a, b, |lo, hi| {
+                        let (x, y) =
+                            InProcLink::pair(&endpoints[lo as usize], &endpoints[hi as usize]);
+                        let lo_to_hi: Arrivals = Default::default();
+                        let hi_to_lo: Arrivals = Default::default();
+                        let ctl_lo_to_hi: Arrivals = Default::default();
+                        let ctl_hi_to_lo: Arrivals = Default::default();
+                        let end = |inner, at: u32, arrivals, ctl| {
+                            Arc::new(
+                                SimLink::new(
+                                    inner,
+                                    clocks[at as usize].clone(),
+                                    planes[pi],
+                                    arrivals,
+                                    ctl,
+                                )
+                                .timed(timing.clone()),
                             )
-                        })
-                        .clone();
-                    link_plane.entry(key).or_insert(planes[pi]);
-                    let mine = if a == key.0 { lo } else { hi };
+                        };
+                        (
+                            end(
+                                x,
+                                lo,
+                                (lo_to_hi.clone(), hi_to_lo.clone()),
+                                (ctl_lo_to_hi.clone(), ctl_hi_to_lo.clone()),
+                            ),
+                            end(y, hi, (hi_to_lo, lo_to_hi), (ctl_hi_to_lo, ctl_lo_to_hi)),
+                        )
+                    });
                     sub.links[i] = Some(LinkHandle::new(mine));
                 }
             }
@@ -960,26 +960,7 @@ fn simulate_once(
         report.busiest_host_link = t.busiest_host_link();
         (report.timeline, report.timeline_dropped) = t.take_events();
     }
-    let mut sent = vec![0u64; p as usize];
-    let mut plane_sent = vec![[0u64; CommPlane::COUNT]; p as usize];
-    for (key, (lo, hi)) in &pairs {
-        let plane = link_plane[key] as usize;
-        for (from, to, l) in [(key.0, key.1, lo), (key.1, key.0, hi)] {
-            let b = l.bytes.load(Ordering::Relaxed);
-            let t = l.transfers.load(Ordering::Relaxed);
-            if t > 0 {
-                report.link_bytes.insert((from, to), b);
-                report.link_transfers.insert((from, to), t);
-            }
-            report.plane_bytes[plane] += b;
-            sent[from as usize] += b;
-            plane_sent[from as usize][plane] += b;
-        }
-    }
-    report.max_rank_bytes_sent = sent.into_iter().max().unwrap_or(0);
-    for (pl, max) in report.plane_max_rank_bytes.iter_mut().enumerate() {
-        *max = plane_sent.iter().map(|s| s[pl]).max().unwrap_or(0);
-    }
+    links.report_traffic(p, &mut report);
     for rank in &ranks {
         let st = rank.device.stats();
         report.tasks += st.tasks;

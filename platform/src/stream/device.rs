@@ -481,7 +481,10 @@ impl Device {
         loop {
             self.0.refresh(&mut snap, &mut gen);
             let mut round = false;
-            for s in snap.iter() {
+            // an idle stream costs two loads, not a lock and a run's set-up:
+            // a multi-channel plan keeps dozens of streams, most idle (an
+            // enqueue after this look wakes the driver, which polls again)
+            for s in snap.iter().filter(|s| !s.is_idle()) {
                 round |= s.run_ready(&self.0);
             }
             self.0.flush_hooks();
@@ -1017,6 +1020,18 @@ impl DeviceInner {
     /// (a device-wide counter would cost every enqueue and every completion
     /// an atomic read-modify-write; this is asked far less often).
     pub(crate) fn has_work(&self) -> bool {
+        // a caller between polls (the simulator asks of every rank after
+        // every pass) reads the driver's snapshot: no upgrade per stream
+        if let Ok(mut snap) = self.driver.try_lock() {
+            let mut gen = match self.poll_gen.load(Ordering::Relaxed) {
+                u64::MAX => None,
+                g => Some(g),
+            };
+            self.refresh(&mut snap, &mut gen);
+            self.poll_gen
+                .store(gen.unwrap_or(u64::MAX), Ordering::Relaxed);
+            return snap.iter().any(|s| !s.is_idle());
+        }
         let live: smallvec::SmallVec<[_; 8]> = {
             let v = self.streams.lock().unwrap_or_else(|p| p.into_inner());
             v.iter().filter_map(Weak::upgrade).collect()
