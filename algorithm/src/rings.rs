@@ -318,7 +318,7 @@ static CACHE: RingsCache = RingsCache {
 
 /// Entries a [`RingsCache`] keeps: a process holds a few communicators
 /// (a world, its sub-communicators, a test's several).
-const CACHED: usize = 8;
+const CACHED: usize = 16;
 
 /// Built channels by rank table (compared by content: two communicators
 /// over the same hosts share them) and channel limits, the most recently
@@ -439,6 +439,49 @@ mod tests {
         assert_eq!(distinct.count(), 2);
         assert_eq!(distinct.order(1), rings.order(1));
         assert_eq!(distinct.groups(), &[vec![0], vec![1]]);
+    }
+
+    /// A host of more ranks than NCCL's MAXCHANNELS offers more orders
+    /// than a communicator may use: the first MAX_CHANNELS are kept, the
+    /// same as the full set's first ones, and still share no edge.
+    #[test]
+    fn channels_stop_at_max_channels() {
+        let k = 2 * MAX_CHANNELS + 6;
+        assert_eq!(intra_orders(k).len(), k as usize);
+        let first = intra_orders_upto(k, MAX_CHANNELS as usize);
+        assert_eq!(first[..], intra_orders(k)[..MAX_CHANNELS as usize]);
+        for limits in [ChannelLimits::default(), doubled()] {
+            let rings = topo(&[k, k], limits);
+            assert_eq!(rings.count(), MAX_CHANNELS as usize);
+            check_consistent(&rings, 2 * k);
+            assert_eq!(rings.groups().len(), MAX_CHANNELS as usize, "no shared edge");
+        }
+        // odd hosts: k−1 orders, the extra rank second in each
+        let odd = intra_orders_upto(2 * MAX_CHANNELS + 1, 3);
+        assert!(odd.iter().all(|o| o[1] == 2 * MAX_CHANNELS));
+    }
+
+    /// Every rank's view of a communicator, and another communicator over
+    /// the same hosts, share one built set of channels; other hosts or
+    /// limits get their own.
+    #[test]
+    fn channels_are_built_once_per_rank_table() {
+        let map = vec![0, 0, 0, 1, 1, 1, 2];
+        let t0 = TopoInfo::new(0, map.clone()).unwrap();
+        let a = Rings::of(&t0).unwrap();
+        let b = Rings::of(&t0.for_rank(5).unwrap()).unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        let other_comm = TopoInfo::new(3, map.clone()).unwrap();
+        assert!(Arc::ptr_eq(&a, &Rings::of(&other_comm).unwrap()));
+        let limited = t0.clone().with_channels(ChannelLimits::new(1, 1).unwrap());
+        let one = Rings::of(&limited).unwrap();
+        assert_eq!(one.count(), 1);
+        assert!(a.count() > 1);
+        let moved = TopoInfo::new(0, vec![0, 0, 1, 1, 1, 1, 2]).unwrap();
+        assert_ne!(*Rings::of(&moved).unwrap(), *a);
+        // what the cache returns is what building them gives
+        let hosts = vec![vec![0, 1, 2], vec![3, 4, 5], vec![6]];
+        assert_eq!(*a, Rings::new(&hosts, ChannelLimits::default()).unwrap());
     }
 
     #[test]
