@@ -454,7 +454,11 @@ mod tests {
             let rings = topo(&[k, k], limits);
             assert_eq!(rings.count(), MAX_CHANNELS as usize);
             check_consistent(&rings, 2 * k);
-            assert_eq!(rings.groups().len(), MAX_CHANNELS as usize, "no shared edge");
+            assert_eq!(
+                rings.groups().len(),
+                MAX_CHANNELS as usize,
+                "no shared edge"
+            );
         }
         // odd hosts: k−1 orders, the extra rank second in each
         let odd = intra_orders_upto(2 * MAX_CHANNELS + 1, 3);

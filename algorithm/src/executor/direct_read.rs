@@ -250,12 +250,12 @@ impl FlatExecutor for DirectExecutor {
 /// `me` in the mesh table. For the V ops every rank passes the same
 /// count vectors, so `me` works `q`'s block out from its own arguments;
 /// a Receive reads the sender's whole buffer.
-fn read_from(param: &OpParam, p: u32, me: u32, q: u32) -> Result<Option<Block>> {
+fn read_from<'a>(param: &'a OpParam, p: u32, me: u32, q: u32) -> Result<Option<Block>> {
     if q == me {
         return Ok(None);
     }
-    let vcounts = |v: &Option<crate::op::VCounts>, what: &str| {
-        v.clone().ok_or_else(|| {
+    let vcounts = |v: &'a Option<crate::op::VCounts>, what: &str| {
+        v.as_ref().ok_or_else(|| {
             HcclError::para(format!("{}: the {what} counts are missing", param.op_type))
         })
     };
@@ -281,7 +281,7 @@ fn read_from(param: &OpParam, p: u32, me: u32, q: u32) -> Result<Option<Block>> 
                  sender's displacements from its own arguments",
             ))
         }
-        _ => MeshPlan::of(param, p, q)?.sends[me as usize],
+        _ => MeshPlan::sent(param, p, q, me)?,
     })
 }
 

@@ -17,7 +17,7 @@ use super::flat::{mesh_peers, mesh_variant, FlatExecutor, Named};
 use crate::op::{OpParam, OpType};
 use crate::prim::{self, Rx, Tx};
 use crate::resource::AlgResourceResponse;
-use crate::template::layout::PIPELINE_CHUNK_BYTES;
+use crate::template::layout::{PIPELINE_CHUNK_BYTES, SLICE_ALIGN};
 use crate::template::mesh::{window, Block, MeshPlan};
 use crate::topo::{CommPlane, TopoInfo};
 use hccl_platform::{HcclError, MemKind, Result};
@@ -173,6 +173,20 @@ impl FlatExecutor for MeshExecutor {
                 param.dtype
             )));
         }
+        // Slots no wider than the longest block (in 128-byte lines) when
+        // every rank's longest block is the same (not so for the V ops,
+        // whose counts each rank knows only its own of): small ops then
+        // touch a few lines of the buffer rather than a page per slot
+        // (at 1,024 ranks, 4 MiB of every rank's buffer for 16 bytes).
+        let uniform = !matches!(
+            op,
+            OpType::AllToAllV | OpType::AllGatherV | OpType::ReduceScatterV
+        );
+        let n = if uniform {
+            n.min(((longest * u).div_ceil(SLICE_ALIGN as u64) * SLICE_ALIGN as u64 / u).max(1))
+        } else {
+            n
+        };
         let slot_at = |q: u32| {
             if single {
                 0

@@ -581,19 +581,10 @@ fn simulate_once(
         .max()
         .unwrap_or(0) as usize
         * u;
-    // Mesh executors need a slot per rank: room for one round. An op
-    // whose largest buffer already holds a block per rank needs no more
-    // than that buffer; the others (a whole window per slot) p of it. A
-    // slot per rank spaced wider than its data touches a page per slot
-    // (the 1,024-rank AllGather mesh: 4 GiB of 4 MiB buffers for 16 KiB).
-    let per_rank_blocks = !matches!(
-        spec.op_type,
-        OpType::AllReduce | OpType::Broadcast | OpType::Reduce | OpType::Send | OpType::Receive
-    );
-    let slots = if per_rank_blocks { 1 } else { p as usize };
+    // mesh executors need a slot per rank: give them room for one round
     let ccl = spec
         .ccl_buffer_size
-        .unwrap_or_else(|| (largest * slots).clamp(4096, 4 << 20));
+        .unwrap_or_else(|| (largest * p as usize).clamp(4096, 4 << 20));
     let config = DeviceConfig {
         exec_timeout: None,
         ..Default::default()

@@ -259,6 +259,34 @@ impl MeshPlan {
         Ok(plan)
     }
 
+    /// The block rank `from` of `p` sends rank `to`: `MeshPlan::of(param,
+    /// p, from)?.sends[to]`, worked out without the p-entry plan (a reader
+    /// asks it of every peer: O(p²) per rank otherwise, O(p³) for the
+    /// simulator's p ranks). The V ops, whose blocks come from count
+    /// vectors, take the plan.
+    pub fn sent(param: &OpParam, p: u32, from: u32, to: u32) -> Result<Option<Block>> {
+        let c = param.count;
+        let root = param.root;
+        if from == to || to >= p {
+            return Ok(None);
+        }
+        Ok(match param.op_type {
+            OpType::AllReduce | OpType::AllGather => Block::new(0, c),
+            OpType::ReduceScatter | OpType::AllToAll => Block::new(to as u64 * c, c),
+            OpType::Broadcast => (from == root).then_some(Block { off: 0, len: c }),
+            OpType::Reduce | OpType::Gather => (to == root).then_some(Block { off: 0, len: c }),
+            OpType::Scatter => (from == root).then_some(Block {
+                off: to as u64 * c,
+                len: c,
+            }),
+            OpType::Send => (to == param.peer).then_some(Block { off: 0, len: c }),
+            OpType::Receive => None,
+            OpType::AllGatherV | OpType::ReduceScatterV | OpType::AllToAllV => {
+                MeshPlan::of(param, p, from)?.sends[to as usize]
+            }
+        })
+    }
+
     /// Elements of the longest block (sets the number of rounds).
     pub fn longest(&self) -> u64 {
         let blocks = self
@@ -271,5 +299,87 @@ impl MeshPlan {
             .chain(self.own.iter().map(|(s, _)| s.len))
             .max()
             .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hccl_platform::{DataType, Device, DeviceMem, ReduceOp, Stream};
+
+    /// `MeshPlan::sent` gives, for every op, root, peer and pair, the
+    /// block the sender's whole plan says it sends.
+    #[test]
+    fn sent_is_the_senders_plan_entry() {
+        let dev = Device::new(0, Default::default());
+        let ops = [
+            OpType::AllReduce,
+            OpType::AllGather,
+            OpType::AllGatherV,
+            OpType::ReduceScatter,
+            OpType::ReduceScatterV,
+            OpType::Broadcast,
+            OpType::Reduce,
+            OpType::Scatter,
+            OpType::Gather,
+            OpType::AllToAll,
+            OpType::AllToAllV,
+            OpType::Send,
+            OpType::Receive,
+        ];
+        let mut compared = 0;
+        for p in 1..=5u32 {
+            for op in ops {
+                for root in 0..p {
+                    let mut param = OpParam::new(
+                        "t",
+                        op,
+                        Stream::new(&dev),
+                        DeviceMem::null(),
+                        DeviceMem::null(),
+                        3,
+                        DataType::Fp32,
+                        ReduceOp::Sum,
+                        root,
+                    );
+                    param.peer = (root + 1) % p;
+                    // uneven counts; each rank's own count is 3 where the
+                    // op ties the two together
+                    let counts: Vec<u64> = (0..p as u64)
+                        .map(|q| if q % 2 == 0 { 3 } else { q })
+                        .collect();
+                    let displs = counts
+                        .iter()
+                        .scan(0, |a, &c| {
+                            let d = *a;
+                            *a += c;
+                            Some(d)
+                        })
+                        .collect();
+                    let v = crate::op::VCounts { counts, displs };
+                    param.send_v = Some(v.clone());
+                    param.recv_v = Some(v);
+                    for from in 0..p {
+                        let Ok(plan) = MeshPlan::of(&param, p, from) else {
+                            continue; // a V op whose own count is not 3
+                        };
+                        for to in 0..p {
+                            let want = if from == to {
+                                None
+                            } else {
+                                plan.sends[to as usize]
+                            };
+                            assert_eq!(
+                                MeshPlan::sent(&param, p, from, to).unwrap(),
+                                want,
+                                "{op} p={p} root={root} {from}->{to}"
+                            );
+                            compared += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(compared > 1000, "{compared}");
     }
 }

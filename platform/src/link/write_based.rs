@@ -154,9 +154,6 @@ pub(crate) struct Taken {
     peer_mem: Mutex<Option<PeerParam>>,
     /// The peer regions this end has mapped recently.
     imports: Mutex<PeerImports>,
-    /// The staging window of reductions read with cross-memory attach,
-    /// allocated at the first one.
-    stage: Mutex<Option<DeviceMem>>,
 }
 
 /// The peer's user buffers of the current op.
@@ -188,6 +185,15 @@ const RECENT_IMPORTS: usize = 8;
 
 /// Bytes of the staging window a cross-memory read-reduce goes through.
 const STAGE_BYTES: usize = 256 << 10;
+
+thread_local! {
+    /// The staging window of the read-reduces this thread runs, allocated
+    /// at the first one. A window is used only within one call, so a
+    /// thread (a device's driver) needs one, not one per link: a mesh of
+    /// p ranks has p − 1 links a rank, and the simulator's 1,024 ranks
+    /// touched a page of a window per link (4 GiB).
+    static STAGE: std::cell::RefCell<Option<DeviceMem>> = const { std::cell::RefCell::new(None) };
+}
 
 impl PeerImports {
     /// The range `h` names, mapped (from the list, or imported now).
@@ -310,11 +316,13 @@ fn read_peer_reduce<W: WriteBased>(
         peer_stats::mapped_read(dst.len());
         return Ok(());
     }
-    let mut stage = taken.stage.lock().unwrap_or_else(|p| p.into_inner());
-    let stage = match &mut *stage {
-        Some(s) => s.clone(),
-        empty => empty.insert(DeviceMem::alloc(STAGE_BYTES)?).clone(),
-    };
+    let stage = STAGE.with(|st| -> Result<DeviceMem> {
+        let mut st = st.borrow_mut();
+        Ok(match &mut *st {
+            Some(s) => s.clone(),
+            empty => empty.insert(DeviceMem::alloc(STAGE_BYTES)?).clone(),
+        })
+    })?;
     // whole elements per window (STAGE_BYTES is a multiple of every size)
     let mut at = 0;
     while at < dst.len() {
