@@ -36,6 +36,24 @@ pub enum OpType {
 }
 
 impl OpType {
+    /// Every op type, in declaration order (the flight recorder stores an
+    /// op as its index here: append, never reorder).
+    pub const ALL: [OpType; 13] = [
+        OpType::AllReduce,
+        OpType::AllGather,
+        OpType::ReduceScatter,
+        OpType::Broadcast,
+        OpType::Reduce,
+        OpType::Scatter,
+        OpType::Gather,
+        OpType::AllToAll,
+        OpType::AllToAllV,
+        OpType::AllGatherV,
+        OpType::ReduceScatterV,
+        OpType::Send,
+        OpType::Receive,
+    ];
+
     /// How many distinct [`code`](Self::code)s there are (codes are
     /// `0..CODES`).
     pub const CODES: usize = 12;

@@ -35,21 +35,7 @@ pub const DEFAULT_FR_BUFFER_SIZE: usize = 2000;
 pub const FR_DUMP_VERSION: u32 = 1;
 
 /// Every op type, by the index a slot stores.
-const OP_TYPES: [OpType; 13] = [
-    OpType::AllReduce,
-    OpType::AllGather,
-    OpType::ReduceScatter,
-    OpType::Broadcast,
-    OpType::Reduce,
-    OpType::Scatter,
-    OpType::Gather,
-    OpType::AllToAll,
-    OpType::AllToAllV,
-    OpType::AllGatherV,
-    OpType::ReduceScatterV,
-    OpType::Send,
-    OpType::Receive,
-];
+const OP_TYPES: [OpType; 13] = OpType::ALL;
 
 fn op_index(op: OpType) -> u64 {
     OP_TYPES.iter().position(|&o| o == op).unwrap_or(0) as u64

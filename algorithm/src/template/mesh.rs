@@ -312,24 +312,9 @@ mod tests {
     #[test]
     fn sent_is_the_senders_plan_entry() {
         let dev = Device::new(0, Default::default());
-        let ops = [
-            OpType::AllReduce,
-            OpType::AllGather,
-            OpType::AllGatherV,
-            OpType::ReduceScatter,
-            OpType::ReduceScatterV,
-            OpType::Broadcast,
-            OpType::Reduce,
-            OpType::Scatter,
-            OpType::Gather,
-            OpType::AllToAll,
-            OpType::AllToAllV,
-            OpType::Send,
-            OpType::Receive,
-        ];
         let mut compared = 0;
         for p in 1..=5u32 {
-            for op in ops {
+            for op in OpType::ALL {
                 for root in 0..p {
                     let mut param = OpParam::new(
                         "t",
