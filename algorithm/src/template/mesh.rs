@@ -79,7 +79,6 @@ impl MeshPlan {
                 plan.reduce = true;
                 plan.own = Some((Block { off: 0, len: c }, Block { off: 0, len: c }));
                 for q in others {
-                    plan.sends[q as usize] = Block::new(0, c);
                     plan.recvs[q as usize] = Block::new(0, c);
                 }
             }
@@ -92,7 +91,6 @@ impl MeshPlan {
                     },
                 ));
                 for q in others {
-                    plan.sends[q as usize] = Block::new(0, c);
                     plan.recvs[q as usize] = Block::new(q as u64 * c, c);
                 }
             }
@@ -127,7 +125,6 @@ impl MeshPlan {
                     Block { off: 0, len: c },
                 ));
                 for q in others {
-                    plan.sends[q as usize] = Block::new(q as u64 * c, c);
                     plan.recvs[q as usize] = Block::new(0, c);
                 }
             }
@@ -154,11 +151,7 @@ impl MeshPlan {
                 }
             }
             OpType::Broadcast => {
-                if me == root {
-                    for q in others {
-                        plan.sends[q as usize] = Block::new(0, c);
-                    }
-                } else {
+                if me != root {
                     plan.recvs[root as usize] = Block::new(0, c);
                 }
             }
@@ -169,8 +162,6 @@ impl MeshPlan {
                     for q in others {
                         plan.recvs[q as usize] = Block::new(0, c);
                     }
-                } else {
-                    plan.sends[root as usize] = Block::new(0, c);
                 }
             }
             OpType::Scatter => {
@@ -182,9 +173,6 @@ impl MeshPlan {
                         },
                         Block { off: 0, len: c },
                     ));
-                    for q in others {
-                        plan.sends[q as usize] = Block::new(q as u64 * c, c);
-                    }
                 } else {
                     plan.recvs[root as usize] = Block::new(0, c);
                 }
@@ -201,8 +189,6 @@ impl MeshPlan {
                     for q in others {
                         plan.recvs[q as usize] = Block::new(q as u64 * c, c);
                     }
-                } else {
-                    plan.sends[root as usize] = Block::new(0, c);
                 }
             }
             OpType::AllToAll => {
@@ -217,7 +203,6 @@ impl MeshPlan {
                     },
                 ));
                 for q in others {
-                    plan.sends[q as usize] = Block::new(q as u64 * c, c);
                     plan.recvs[q as usize] = Block::new(q as u64 * c, c);
                 }
             }
@@ -248,6 +233,23 @@ impl MeshPlan {
                 plan.recvs[param.peer as usize] = Block::new(0, c);
             }
         }
+        // what this rank sends each peer, for the ops of fixed counts: one
+        // rule, shared with the readers that ask it of a single peer
+        if matches!(
+            param.op_type,
+            OpType::AllReduce
+                | OpType::AllGather
+                | OpType::ReduceScatter
+                | OpType::Broadcast
+                | OpType::Reduce
+                | OpType::Scatter
+                | OpType::Gather
+                | OpType::AllToAll
+        ) {
+            for q in (0..p).filter(|&q| q != me) {
+                plan.sends[q as usize] = Self::sent(param, p, me, q)?;
+            }
+        }
         if let Some((src, dst)) = plan.own {
             if src.len != dst.len {
                 return Err(HcclError::para(format!(
@@ -262,8 +264,9 @@ impl MeshPlan {
     /// The block rank `from` of `p` sends rank `to`: `MeshPlan::of(param,
     /// p, from)?.sends[to]`, worked out without the p-entry plan (a reader
     /// asks it of every peer: O(p²) per rank otherwise, O(p³) for the
-    /// simulator's p ranks). The V ops, whose blocks come from count
-    /// vectors, take the plan.
+    /// simulator's p ranks). The plan takes its sends of the fixed-count
+    /// ops from here; the V ops, whose blocks come from count vectors,
+    /// take them from the plan.
     pub fn sent(param: &OpParam, p: u32, from: u32, to: u32) -> Result<Option<Block>> {
         let c = param.count;
         let root = param.root;
@@ -308,7 +311,10 @@ mod tests {
     use hccl_platform::{DataType, Device, DeviceMem, ReduceOp, Stream};
 
     /// `MeshPlan::sent` gives, for every op, root, peer and pair, the
-    /// block the sender's whole plan says it sends.
+    /// block the sender's whole plan says it sends; and for the ops of
+    /// fixed counts (whose sends the plan takes from it) a sent block is
+    /// exactly as long as the block the receiver's plan expects from the
+    /// sender, and nothing is sent where nothing is expected.
     #[test]
     fn sent_is_the_senders_plan_entry() {
         let dev = Device::new(0, Default::default());
@@ -360,6 +366,24 @@ mod tests {
                                 "{op} p={p} root={root} {from}->{to}"
                             );
                             compared += 1;
+                            let fixed = !matches!(
+                                op,
+                                OpType::AllGatherV
+                                    | OpType::ReduceScatterV
+                                    | OpType::AllToAllV
+                                    | OpType::Send
+                                    | OpType::Receive
+                            );
+                            if fixed && from != to {
+                                let expected = MeshPlan::of(&param, p, to).unwrap().recvs
+                                    [from as usize]
+                                    .map(|b| b.len);
+                                assert_eq!(
+                                    want.map(|b| b.len),
+                                    expected,
+                                    "{op} p={p} root={root} {from}->{to}: sent and expected differ"
+                                );
+                            }
                         }
                     }
                 }

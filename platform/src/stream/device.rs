@@ -474,17 +474,10 @@ impl Device {
         // a single-thread driver of many devices (the simulator) calls this
         // millions of times: keep the snapshot between calls and re-read
         // the stream list only when it changed
-        let mut gen = match self.0.poll_gen.load(Ordering::Relaxed) {
-            u64::MAX => None,
-            g => Some(g),
-        };
         loop {
-            self.0.refresh(&mut snap, &mut gen);
+            self.0.refresh_kept(&mut snap);
             let mut round = false;
-            // an idle stream costs two loads, not a lock and a run's set-up:
-            // a multi-channel plan keeps dozens of streams, most idle (an
-            // enqueue after this look wakes the driver, which polls again)
-            for s in snap.iter().filter(|s| !s.is_idle()) {
+            for s in snap.iter() {
                 round |= s.run_ready(&self.0);
             }
             self.0.flush_hooks();
@@ -496,9 +489,6 @@ impl Device {
                 break;
             }
         }
-        self.0
-            .poll_gen
-            .store(gen.unwrap_or(u64::MAX), Ordering::Relaxed);
         // nobody drives until the caller polls again
         self.0.release_hooks();
         drop(snap);
@@ -1003,6 +993,19 @@ impl DeviceInner {
         }
     }
 
+    /// [`refresh`](Self::refresh) of the driver's kept snapshot `snap`
+    /// (held under `driver`), whose generation `poll_gen` records between
+    /// `poll_once` calls.
+    fn refresh_kept(&self, snap: &mut Vec<Arc<StreamInner>>) {
+        let mut gen = match self.poll_gen.load(Ordering::Relaxed) {
+            u64::MAX => None,
+            g => Some(g),
+        };
+        self.refresh(snap, &mut gen);
+        self.poll_gen
+            .store(gen.unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
     /// Re-reads the live streams into `out` unless none registered since
     /// the generation in `seen` (None: read anyway).
     fn refresh(&self, out: &mut Vec<Arc<StreamInner>>, seen: &mut Option<u64>) {
@@ -1023,13 +1026,7 @@ impl DeviceInner {
         // a caller between polls (the simulator asks of every rank after
         // every pass) reads the driver's snapshot: no upgrade per stream
         if let Ok(mut snap) = self.driver.try_lock() {
-            let mut gen = match self.poll_gen.load(Ordering::Relaxed) {
-                u64::MAX => None,
-                g => Some(g),
-            };
-            self.refresh(&mut snap, &mut gen);
-            self.poll_gen
-                .store(gen.unwrap_or(u64::MAX), Ordering::Relaxed);
+            self.refresh_kept(&mut snap);
             return snap.iter().any(|s| !s.is_idle());
         }
         let live: smallvec::SmallVec<[_; 8]> = {
