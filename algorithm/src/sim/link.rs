@@ -157,8 +157,20 @@ impl StampQueue {
     }
 }
 
-/// Arrival times of transfers into one rank from one peer, in order.
-pub(crate) type Arrivals = Arc<StampQueue>;
+/// The stamps both ends of one link send each other, in one allocation
+/// per link (a simulated mesh of 1,024 ranks has half a million links):
+/// transfers low rank → high, high → low, then acks low → high, high → low.
+#[derive(Debug, Default)]
+pub(crate) struct PairStamps([StampQueue; 4]);
+
+/// Which queue of a [`PairStamps`] each end pushes to and pops from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Side {
+    /// The lower rank's end.
+    Low = 0,
+    /// The higher rank's end.
+    High = 1,
+}
 
 /// One end of a simulated link.
 #[derive(Debug)]
@@ -166,15 +178,10 @@ pub(crate) struct SimLink {
     inner: InProcLink,
     local_clock: Clock,
     /// The plane the link serves (`CommPlane as usize`).
-    plane: usize,
-    /// Transfers this end sent, arriving at the peer (the peer pops them).
-    outgoing: Arrivals,
-    /// Transfers the peer sent to this end.
-    incoming: Arrivals,
-    /// Acks this end sent (the peer pops them).
-    outgoing_ctl: Arrivals,
-    /// Acks the peer sent to this end.
-    incoming_ctl: Arrivals,
+    plane: u8,
+    side: Side,
+    /// Stamps of the transfers and acks both ends sent (see [`PairStamps`]).
+    stamps: Arc<PairStamps>,
     pub(crate) bytes: AtomicU64,
     pub(crate) transfers: AtomicU64,
     /// The timed model, in timed simulations.
@@ -186,17 +193,15 @@ impl SimLink {
         inner: InProcLink,
         local_clock: Clock,
         plane: CommPlane,
-        (outgoing, incoming): (Arrivals, Arrivals),
-        (outgoing_ctl, incoming_ctl): (Arrivals, Arrivals),
+        side: Side,
+        stamps: Arc<PairStamps>,
     ) -> Self {
         SimLink {
             inner,
             local_clock,
-            plane: plane as usize,
-            outgoing,
-            incoming,
-            outgoing_ctl,
-            incoming_ctl,
+            plane: plane as u8,
+            side,
+            stamps,
             bytes: AtomicU64::new(0),
             transfers: AtomicU64::new(0),
             timing: None,
@@ -205,17 +210,37 @@ impl SimLink {
 
     /// The plane the link serves (`CommPlane as usize`).
     pub(crate) fn plane(&self) -> usize {
-        self.plane
+        self.plane as usize
     }
 
     /// The same link, keeping predicted time with `timing`.
     pub(crate) fn timed(self, timing: Option<Arc<Timing>>) -> Self {
         SimLink { timing, ..self }
     }
+
+    /// Transfers this end sent, arriving at the peer (the peer pops them).
+    fn outgoing(&self) -> &StampQueue {
+        &self.stamps.0[self.side as usize]
+    }
+
+    /// Transfers the peer sent to this end.
+    fn incoming(&self) -> &StampQueue {
+        &self.stamps.0[1 - self.side as usize]
+    }
+
+    /// Acks this end sent (the peer pops them).
+    fn outgoing_ctl(&self) -> &StampQueue {
+        &self.stamps.0[2 + self.side as usize]
+    }
+
+    /// Acks the peer sent to this end.
+    fn incoming_ctl(&self) -> &StampQueue {
+        &self.stamps.0[3 - self.side as usize]
+    }
 }
 
 impl SimLink {
-    fn arrive(&self, from: &Arrivals, stream: u64) {
+    fn arrive(&self, from: &StampQueue, stream: u64) {
         if let Some(t) = from.pop() {
             self.local_clock.merge(t);
             if let Some(timing) = &self.timing {
@@ -256,7 +281,7 @@ impl SimLink {
     fn hand_off(&self) -> Stamp {
         let mut t = self.local_clock.get();
         t.total += 1;
-        t.planes[self.plane] += 1;
+        t.planes[self.plane()] += 1;
         t
     }
 }
@@ -283,9 +308,9 @@ impl Link for SimLink {
                     let mut t = self.hand_off();
                     let reduce = matches!(op, LinkOp::TxWithReduce { .. });
                     t.time = self.timed_transfer(state.stream, op.bytes(), false, reduce);
-                    self.outgoing.push(t);
+                    self.outgoing().push(t);
                 }
-                LinkOp::RxWaitDone => self.arrive(&self.incoming, state.stream),
+                LinkOp::RxWaitDone => self.arrive(self.incoming(), state.stream),
                 // a read of the peer's buffer is a hand-off that ends here:
                 // the peer's progress came with the ack that allowed it
                 op if op.is_peer_read() => {
@@ -301,9 +326,9 @@ impl Link for SimLink {
                 LinkOp::TxAck => {
                     let mut t = self.local_clock.get();
                     t.time = self.time_of(state.stream);
-                    self.outgoing_ctl.push(t);
+                    self.outgoing_ctl().push(t);
                 }
-                LinkOp::RxAck => self.arrive(&self.incoming_ctl, state.stream),
+                LinkOp::RxAck => self.arrive(self.incoming_ctl(), state.stream),
                 _ => {}
             }
         }

@@ -40,7 +40,7 @@ use hccl_platform::{
     ReduceOp, Stream,
 };
 use hccl_platform::{InProcEndpoint, InProcLink};
-use link::{Arrivals, Clock, SimLink, Stamp};
+use link::{Clock, PairStamps, Side, SimLink, Stamp};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -740,7 +740,7 @@ fn simulate_once(
         } else {
             DeviceMem::null()
         };
-        endpoints.push(InProcEndpoint {
+        endpoints.push(Arc::new(InProcEndpoint {
             rank: r,
             mems: vec![
                 (MemKind::CclInput, ccl_in.clone()),
@@ -755,7 +755,7 @@ fn simulate_once(
             } else {
                 None
             },
-        });
+        }));
         mems.push((ccl_in, ccl_out, scratch));
         clocks.push(Arc::default());
         let slaves = (0..req.stream_num)
@@ -812,33 +812,24 @@ fn simulate_once(
                         .into());
                     }
                     let mine = links.end(a, b, |lo, hi| {
-                        let (x, y) =
-                            InProcLink::pair(&endpoints[lo as usize], &endpoints[hi as usize]);
-                        let lo_to_hi: Arrivals = Default::default();
-                        let hi_to_lo: Arrivals = Default::default();
-                        let ctl_lo_to_hi: Arrivals = Default::default();
-                        let ctl_hi_to_lo: Arrivals = Default::default();
-                        let end = |inner, at: u32, arrivals, ctl| {
+                        let (x, y) = InProcLink::pair_shared(
+                            &endpoints[lo as usize],
+                            &endpoints[hi as usize],
+                        );
+                        let stamps = Arc::new(PairStamps::default());
+                        let end = |inner, at: u32, side| {
                             Arc::new(
                                 SimLink::new(
                                     inner,
                                     clocks[at as usize].clone(),
                                     planes[pi],
-                                    arrivals,
-                                    ctl,
+                                    side,
+                                    stamps.clone(),
                                 )
                                 .timed(timing.clone()),
                             )
                         };
-                        (
-                            end(
-                                x,
-                                lo,
-                                (lo_to_hi.clone(), hi_to_lo.clone()),
-                                (ctl_lo_to_hi.clone(), ctl_hi_to_lo.clone()),
-                            ),
-                            end(y, hi, (hi_to_lo, lo_to_hi), (ctl_hi_to_lo, ctl_lo_to_hi)),
-                        )
+                        (end(x, lo, Side::Low), end(y, hi, Side::High))
                     });
                     sub.links[i] = Some(LinkHandle::new(mine));
                 }

@@ -71,30 +71,31 @@ pub(crate) fn raised_word(counter: &impl Word) -> u64 {
     counter.load(Ordering::Acquire)
 }
 
-/// One counter on its own 128-byte line (counters that two ranks touch do
-/// not share lines).
-#[repr(align(128))]
-#[derive(Debug, Default)]
-struct Line(AtomicU64);
-
 /// The counters of one end of a write-based link, raised only by the peer
 /// and read only by the owner, when they live in ordinary memory (the
 /// in-process link; a loom model).
+///
+/// The four are adjacent: one thread writes them all and one reads them
+/// all, so a line each would save the reader no miss worth the 512 bytes
+/// it costs a link end (a simulated mesh of 1,024 ranks has a million
+/// ends). What must not share their line is the other direction's
+/// counters: whoever holds them aligns them (the in-process mailbox is
+/// 128-byte aligned).
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
-    ack: Line,
-    signal: Line,
-    done: Line,
-    desc: Line,
+    ack: AtomicU64,
+    signal: AtomicU64,
+    done: AtomicU64,
+    desc: AtomicU64,
 }
 
 impl Counters {
     fn line(&self, c: Counter) -> &AtomicU64 {
         match c {
-            Counter::Ack => &self.ack.0,
-            Counter::Signal => &self.signal.0,
-            Counter::Done => &self.done.0,
-            Counter::Desc => &self.desc.0,
+            Counter::Ack => &self.ack,
+            Counter::Signal => &self.signal,
+            Counter::Done => &self.done,
+            Counter::Desc => &self.desc,
         }
     }
 
@@ -151,9 +152,12 @@ pub(crate) struct Taken {
     /// `RxParamMem`). Reads of them run after it in stream order, and the
     /// next op's `RxParamMem` only after they completed (ops on a
     /// communicator are ordered), so one value serves.
-    peer_mem: Mutex<Option<PeerParam>>,
-    /// The peer regions this end has mapped recently.
-    imports: Mutex<PeerImports>,
+    /// Boxed, as are `imports`: only links that carry user buffers use
+    /// them, and a simulated mesh keeps a million ends.
+    peer_mem: Mutex<Option<Box<PeerParam>>>,
+    /// The peer regions this end has mapped recently (made at the first
+    /// handle the peer sends).
+    imports: Mutex<Option<Box<PeerImports>>>,
 }
 
 /// The peer's user buffers of the current op.
@@ -369,14 +373,15 @@ fn remote<W: WriteBased>(
 fn take_param_mem<W: WriteBased>(w: &W, taken: &Taken, mem: ParamMem) {
     let (mut input, mut output) = (None, None);
     if w.maps_peer_param() && (mem.input_handle.is_some() || mem.output_handle.is_some()) {
-        let mut imports = taken.imports.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = taken.imports.lock().unwrap_or_else(|p| p.into_inner());
+        let imports = guard.get_or_insert_with(Default::default);
         input = mem.input_handle.and_then(|h| imports.resolve(&h, w.peer()));
         output = mem
             .output_handle
             .and_then(|h| imports.resolve(&h, w.peer()));
     }
     *taken.peer_mem.lock().unwrap_or_else(|p| p.into_inner()) =
-        Some(PeerParam { mem, input, output });
+        Some(Box::new(PeerParam { mem, input, output }));
 }
 
 /// Which raise of a counter the wait with `state` waits for: the n-th wait

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 #[derive(Default)]
 struct State {
-    endpoints: Vec<Option<InProcEndpoint>>,
+    endpoints: Vec<Option<Arc<InProcEndpoint>>>,
     /// Ends created by one rank and not yet collected by the other, keyed
     /// by (lower rank, higher rank, collecting rank).
     parked: HashMap<(u32, u32, u32), LinkHandle>,
@@ -73,7 +73,7 @@ impl InProcRendezvous {
                 ep.rank
             )));
         }
-        *slot = Some(ep);
+        *slot = Some(Arc::new(ep));
         self.joined.notify_all();
         Ok(())
     }
@@ -116,7 +116,7 @@ impl InProcRendezvous {
                 .ok_or_else(|| HcclError::internal(format!("rank {r} has not joined the group")))
         };
         let (a, b) = (ep(local)?, ep(remote)?);
-        let (mine, theirs) = InProcLink::pair(&a, &b);
+        let (mine, theirs) = InProcLink::pair_shared(&a, &b);
         st.parked.insert(
             (key.0, key.1, remote),
             LinkHandle::new(crate::sync::Arc::new(theirs)),
