@@ -30,14 +30,14 @@
 //! plane, its ranks in ring order).
 
 use super::flat::{check_mode, check_op};
-use super::CollExecutor;
+use super::{issue_all, CollExecutor, StagedOp};
 use crate::op::{OpParam, OpType};
 use crate::resource::{AlgResourceRequest, AlgResourceResponse, SingleSubCommTransport};
 use crate::rings::Rings;
 use crate::template::layout::{copy_through, Slice, PIPELINE_CHUNK_BYTES, SLICE_ALIGN};
 use crate::template::{chain, ring, RingAllGather, RingReduceScatter};
 use crate::topo::{CommPlane, SubCommInfo, TopoInfo};
-use hccl_platform::{HcclError, MemKind, Result, Stream};
+use hccl_platform::{DataType, DeviceMem, HcclError, MemKind, Notify, ReduceOp, Result, Stream};
 use std::sync::Arc;
 
 /// The multi-ring executors: (registered name, op).
@@ -74,14 +74,312 @@ struct Round {
     len: u64,
 }
 
-/// What every round of an op shares.
-struct Ctx<'a> {
-    param: &'a OpParam<'a>,
-    res: &'a AlgResourceResponse,
-    rings: &'a Rings,
+/// What every round of an op shares, owned, so a plan issued a stage at
+/// a time holds it.
+struct Ctx {
+    op: OpType,
+    /// Ranks, and this rank's user rank.
+    p: u32,
+    me: u32,
+    /// Elements per rank block (AllGather, ReduceScatter), bytes per element.
+    c: u64,
+    u: u64,
+    how: (DataType, ReduceOp),
+    root: u32,
+    input: DeviceMem,
+    output: DeviceMem,
+    /// The CCL input and output.
+    ccl: (DeviceMem, DeviceMem),
+    rings: Arc<Rings>,
     comms: Vec<SubCommInfo>,
+    /// This rank's index in each channel's ring.
+    index: Vec<u32>,
     /// Bytes of each channel's region of the CCL buffers.
     region: usize,
+}
+
+/// One channel's round, prepared when its first stage is issued: what is
+/// worth building once (a ring template's p slices, a chain's segments)
+/// and the stage to issue next.
+struct Prepared {
+    round: Round,
+    plan: RoundPlan,
+    next: usize,
+}
+
+/// The template a round runs.
+enum RoundPlan {
+    AllReduce(ring::RingAllReduce),
+    Gather(RingAllGather),
+    Scatter(RingReduceScatter),
+    /// Broadcast, Reduce: the chain's segments and this rank's position.
+    Chain {
+        segs: Vec<Slice>,
+        pos: u32,
+    },
+}
+
+/// The rounds of one group of channels, on the group's stream, in the
+/// order every rank issues them (round i of every channel, channel after
+/// channel: the order of the edges they share).
+struct GroupCursor {
+    stream: Stream,
+    rounds: std::vec::IntoIter<Round>,
+    current: Option<Prepared>,
+}
+
+/// Where a [`MultiRingStages`] plan stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// The busy slave streams' starts are next.
+    Start,
+    /// The groups' rounds, a stage of each group per call.
+    Rounds,
+    /// The busy slave streams' ends are next.
+    End,
+    Done,
+}
+
+/// The op of a multi-ring executor, a stage at a time (see
+/// [`crate::CollExecutor::staged`]): the starts of the busy slave streams,
+/// then per call one stage of every group still running (each group on
+/// its own stream, so each stream gets exactly the tasks, in the order,
+/// of the whole op), then the ends.
+struct MultiRingStages {
+    x: Ctx,
+    master: Stream,
+    groups: Vec<GroupCursor>,
+    /// (slave stream, its start and end notifies) of every busy group
+    /// beyond the first.
+    slaves: Vec<(Stream, Notify, Notify)>,
+    phase: Phase,
+}
+
+impl StagedOp for MultiRingStages {
+    fn issue_next(&mut self) -> Result<bool> {
+        match self.phase {
+            Phase::Start => {
+                for (s, start, _) in &self.slaves {
+                    self.master.notify_record(start)?;
+                    s.notify_wait(start)?;
+                }
+                self.phase = Phase::Rounds;
+                Ok(true)
+            }
+            Phase::Rounds => {
+                let mut issued = false;
+                for g in &mut self.groups {
+                    issued |= g.issue_one(&self.x)?;
+                }
+                if !issued {
+                    self.phase = Phase::End;
+                    return self.issue_next();
+                }
+                Ok(true)
+            }
+            Phase::End => {
+                for (s, _, done) in &self.slaves {
+                    s.notify_record(done)?;
+                    self.master.notify_wait(done)?;
+                }
+                self.phase = Phase::Done;
+                Ok(true)
+            }
+            Phase::Done => Ok(false),
+        }
+    }
+}
+
+impl GroupCursor {
+    /// Issues the group's next stage; `false` once every round has been.
+    fn issue_one(&mut self, x: &Ctx) -> Result<bool> {
+        loop {
+            if self.current.is_none() {
+                let Some(round) = self.rounds.next() else {
+                    return Ok(false);
+                };
+                self.current = Some(Prepared::new(x, round)?);
+            }
+            let cur = self.current.as_mut().expect("a round is being issued");
+            if cur.next < cur.stages(x) {
+                cur.stage(x, &self.stream)?;
+                cur.next += 1;
+                return Ok(true);
+            }
+            self.current = None;
+        }
+    }
+}
+
+impl Prepared {
+    fn new(x: &Ctx, round: Round) -> Result<Prepared> {
+        let j = round.channel;
+        let base = j * x.region;
+        let (p, u) = (x.p as u64, x.u);
+        let b = |e: u64| (e * u) as usize;
+        let comm = &x.comms[j];
+        let plan = match x.op {
+            OpType::AllReduce => {
+                let len = round.len as usize;
+                let cin = x.ccl.0.range(base, len)?;
+                let cout = x.ccl.1.range(base, len)?;
+                let at = (MemKind::CclOutput, base);
+                RoundPlan::AllReduce(ring::RingAllReduce::new(comm, (&cin, &cout), at, x.how))
+            }
+            OpType::AllGather | OpType::ReduceScatter => {
+                let w = round.len;
+                // the ring's slices: the slots (by user rank) in ring order
+                let slices: Vec<Slice> = x
+                    .rings
+                    .order(j)
+                    .iter()
+                    .map(|&q| Slice {
+                        offset: b(q as u64 * w),
+                        len: b(w),
+                    })
+                    .collect();
+                let at = (MemKind::CclOutput, base);
+                let cout = x.ccl.1.range(base, b(p * w))?;
+                if x.op == OpType::AllGather {
+                    RoundPlan::Gather(RingAllGather::new((cout, slices), at))
+                } else {
+                    let cin = x.ccl.0.range(base, b(p * w))?;
+                    RoundPlan::Scatter(RingReduceScatter::new((cin, cout, slices), at, x.how))
+                }
+            }
+            OpType::Broadcast | OpType::Reduce => {
+                let root = x
+                    .rings
+                    .order(j)
+                    .iter()
+                    .position(|&q| q == x.root)
+                    .unwrap_or(0) as u32;
+                let (me, p) = (x.index[j], x.p);
+                // Broadcast: the chain starts at the root; Reduce: it starts
+                // after the root and ends at it
+                let pos = if x.op == OpType::Broadcast {
+                    (me + p - root) % p
+                } else {
+                    (me + 2 * p - root - 1) % p
+                };
+                let segs = Slice::split(round.len as usize, p as usize);
+                RoundPlan::Chain { segs, pos }
+            }
+            op => {
+                return Err(HcclError::internal(format!(
+                    "a multi-ring plan cannot run {op}"
+                )))
+            }
+        };
+        Ok(Prepared {
+            round,
+            plan,
+            next: 0,
+        })
+    }
+
+    /// Stages of the round: its copies in, its template's steps, its
+    /// copies out.
+    fn stages(&self, x: &Ctx) -> usize {
+        let steps = match &self.plan {
+            RoundPlan::AllReduce(ar) => ar.stages(),
+            RoundPlan::Gather(_) | RoundPlan::Scatter(_) => x.p as usize - 1,
+            RoundPlan::Chain { segs, .. } => segs.len(),
+        };
+        steps + 2
+    }
+
+    /// Enqueues stage `self.next` on `s`.
+    fn stage(&self, x: &Ctx, s: &Stream) -> Result<()> {
+        let (i, last) = (self.next, self.stages(x) - 1);
+        let r = self.round;
+        let j = r.channel;
+        let base = j * x.region;
+        let comm = &x.comms[j];
+        let (cin, cout) = &x.ccl;
+        let (p, c, u) = (x.p as u64, x.c, x.u);
+        let b = |e: u64| (e * u) as usize;
+        let (off, len) = (r.first as usize, r.len as usize);
+        // AllGather / ReduceScatter: the slot of user rank q, the window
+        // of rank q's block in a user buffer
+        let (e0, w) = (r.first, r.len);
+        let slot = |q: u64| Slice {
+            offset: b(q * w),
+            len: b(w),
+        };
+        let user = |mem: &DeviceMem, q: u64| mem.range(b(q * c + e0), b(w));
+        match &self.plan {
+            RoundPlan::AllReduce(ar) => {
+                if i == 0 {
+                    s.memcpy_async(&cin.range(base, len)?, &x.input.range(off, len)?)
+                } else if i == last {
+                    s.memcpy_async(&x.output.range(off, len)?, &cout.range(base, len)?)
+                } else {
+                    ar.stage(s, comm, i - 1)
+                }
+            }
+            RoundPlan::Gather(g) => {
+                let out = cout.range(base, b(p * w))?;
+                if i == 0 {
+                    let mine = slot(x.me as u64).of(&out)?;
+                    s.memcpy_async(&mine, &x.input.range(b(e0), b(w))?)
+                } else if i == last {
+                    for q in 0..p {
+                        s.memcpy_async(&user(&x.output, q)?, &slot(q).of(&out)?)?;
+                    }
+                    Ok(())
+                } else {
+                    g.step(s, comm, i - 1)
+                }
+            }
+            RoundPlan::Scatter(rs) => {
+                let cin = cin.range(base, b(p * w))?;
+                if i == 0 {
+                    for q in 0..p {
+                        s.memcpy_async(&slot(q).of(&cin)?, &user(&x.input, q)?)?;
+                    }
+                    Ok(())
+                } else if i == last {
+                    let mine = slot(x.me as u64).of(&cin)?;
+                    s.memcpy_async(&x.output.range(b(e0), b(w))?, &mine)
+                } else {
+                    rs.step(s, comm, i - 1)
+                }
+            }
+            RoundPlan::Chain { segs, pos } => {
+                let (pos, n) = (*pos, x.p);
+                let w = cin.range(base, len)?;
+                let broadcast = x.op == OpType::Broadcast;
+                if i == 0 {
+                    if broadcast && pos == 0 {
+                        s.memcpy_async(&w, &x.output.range(off, len)?)?;
+                    } else if !broadcast {
+                        s.memcpy_async(&w, &x.input.range(off, len)?)?;
+                    }
+                    return Ok(());
+                }
+                if i == last {
+                    // Broadcast: every rank but the chain's start takes
+                    // the round; Reduce: the root, where the chain ends
+                    let takes = if broadcast { pos > 0 } else { x.me == x.root };
+                    if takes {
+                        s.memcpy_async(&x.output.range(off, len)?, &w)?;
+                    }
+                    return Ok(());
+                }
+                let me = x.index[j];
+                let links = (comm.link((me + n - 1) % n)?, comm.link((me + 1) % n)?);
+                let landing;
+                let reduce = if broadcast {
+                    None
+                } else {
+                    landing = cout.range(base, len)?;
+                    Some((&landing, x.how.0, x.how.1))
+                };
+                chain::segment_at(s, (pos, n), links, (&w, base), reduce, (i - 1, segs[i - 1]))
+            }
+        }
+    }
 }
 
 impl MultiRingExecutor {
@@ -153,7 +451,16 @@ impl MultiRingExecutor {
             .collect())
     }
 
-    fn run(&self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
+    /// The op as stages (see [`MultiRingStages`]): `None` for no data or
+    /// one rank, which [`CollExecutor::orchestrate`] handles alone.
+    fn stages(
+        &self,
+        param: &OpParam,
+        res: &AlgResourceResponse,
+    ) -> Result<Option<Box<dyn StagedOp>>> {
+        if param.count == 0 || self.topo.user_rank_size == 1 {
+            return Ok(None);
+        }
         let rings = self.rings()?;
         let missing = |what: &str| {
             HcclError::internal(format!("{}: the framework granted no {what}", self.name))
@@ -168,159 +475,71 @@ impl MultiRingExecutor {
                 self.name
             )));
         }
-        let ctx = Ctx {
-            param,
-            res,
-            rings,
+        let rounds = self.rounds(param, rings, region)?;
+        let master = param.stream.clone().into_owned();
+        let mut groups = Vec::new();
+        let mut slaves = Vec::new();
+        for (g, group) in rings.groups().iter().enumerate() {
+            let most = group.iter().map(|&j| rounds[j].len()).max().unwrap_or(0);
+            let rounds = &rounds;
+            let order: Vec<Round> = (0..most)
+                .flat_map(|i| group.iter().filter_map(move |&j| rounds[j].get(i)))
+                .copied()
+                .collect();
+            // a group with nothing to do needs no start or end
+            if order.is_empty() {
+                continue;
+            }
+            let stream = match g {
+                0 => master.clone(),
+                g => {
+                    let s = res
+                        .slave_streams
+                        .get(g - 1)
+                        .ok_or_else(|| missing("slave stream"))?;
+                    let start = res
+                        .notifies_main
+                        .get(g - 1)
+                        .ok_or_else(|| missing("notify"))?;
+                    let done = res
+                        .notifies_aux
+                        .get(g - 1)
+                        .ok_or_else(|| missing("notify"))?;
+                    slaves.push((s.clone(), start.clone(), done.clone()));
+                    s.clone()
+                }
+            };
+            groups.push(GroupCursor {
+                stream,
+                rounds: order.into_iter(),
+                current: None,
+            });
+        }
+        let x = Ctx {
+            op: self.op,
+            p: self.topo.user_rank_size,
+            me: self.topo.user_rank,
+            c: param.count,
+            u: param.dtype.size() as u64,
+            how: (param.dtype, param.reduce_op),
+            root: param.root,
+            input: param.input.clone().into_owned(),
+            output: param.output.clone().into_owned(),
+            ccl: (res.ccl_input.clone(), res.ccl_output.clone()),
+            index: (0..c).map(|j| self.index(rings, j)).collect(),
             comms: (0..c)
                 .map(|j| res.sub_comm(CommPlane::Combine, j))
                 .collect::<Result<_>>()?,
+            rings: self.rings.clone().ok_or_else(|| missing("channels"))?,
             region,
         };
-        let rounds = self.rounds(param, rings, region)?;
-        let groups = rings.groups();
-        let master = &*param.stream;
-        let stream = |g: usize| -> Result<&Stream> {
-            match g {
-                0 => Ok(master),
-                g => res
-                    .slave_streams
-                    .get(g - 1)
-                    .ok_or_else(|| missing("slave stream")),
-            }
-        };
-        // a group with nothing to do needs no start or end
-        let busy: Vec<bool> = groups
-            .iter()
-            .map(|g| g.iter().any(|&j| !rounds[j].is_empty()))
-            .collect();
-        for g in (1..groups.len()).filter(|&g| busy[g]) {
-            let start = res
-                .notifies_main
-                .get(g - 1)
-                .ok_or_else(|| missing("notify"))?;
-            master.notify_record(start)?;
-            stream(g)?.notify_wait(start)?;
-        }
-        for (g, group) in groups.iter().enumerate() {
-            let s = stream(g)?;
-            // round i of every channel of the group, channel after channel:
-            // the order every rank issues them in on the edges they share
-            let most = group.iter().map(|&j| rounds[j].len()).max().unwrap_or(0);
-            for i in 0..most {
-                for &j in group {
-                    if let Some(&round) = rounds[j].get(i) {
-                        self.round(&ctx, s, round)?;
-                    }
-                }
-            }
-        }
-        for g in (1..groups.len()).filter(|&g| busy[g]) {
-            let done = res
-                .notifies_aux
-                .get(g - 1)
-                .ok_or_else(|| missing("notify"))?;
-            stream(g)?.notify_record(done)?;
-            master.notify_wait(done)?;
-        }
-        Ok(())
-    }
-
-    /// Enqueues one round of one channel on `s`.
-    fn round(&self, x: &Ctx<'_>, s: &Stream, r: Round) -> Result<()> {
-        let (param, res) = (x.param, x.res);
-        let j = r.channel;
-        let comm = &x.comms[j];
-        let base = j * x.region;
-        let p = self.topo.user_rank_size;
-        let me = self.index(x.rings, j);
-        let how = (param.dtype, param.reduce_op);
-        let (off, len) = (r.first as usize, r.len as usize);
-        match self.op {
-            OpType::AllReduce => {
-                let cin = res.ccl_input.range(base, len)?;
-                let cout = res.ccl_output.range(base, len)?;
-                s.memcpy_async(&cin, &param.input.range(off, len)?)?;
-                ring::all_reduce(s, comm, (&cin, &cout), (MemKind::CclOutput, base), how)?;
-                s.memcpy_async(&param.output.range(off, len)?, &cout)
-            }
-            OpType::AllGather | OpType::ReduceScatter => self.blocks(x, s, r),
-            OpType::Broadcast | OpType::Reduce => {
-                let root = x
-                    .rings
-                    .order(j)
-                    .iter()
-                    .position(|&q| q == param.root)
-                    .unwrap_or(0) as u32;
-                let links = (comm.link((me + p - 1) % p)?, comm.link((me + 1) % p)?);
-                let w = res.ccl_input.range(base, len)?;
-                if self.op == OpType::Broadcast {
-                    // the chain starts at the root
-                    let pos = (me + p - root) % p;
-                    let user = param.output.range(off, len)?;
-                    if pos == 0 {
-                        s.memcpy_async(&w, &user)?;
-                    }
-                    chain::run_at(s, (pos, p), links, (&w, base), None)?;
-                    if pos > 0 {
-                        s.memcpy_async(&user, &w)?;
-                    }
-                    return Ok(());
-                }
-                // the chain starts after the root and ends at it
-                let pos = (me + 2 * p - root - 1) % p;
-                s.memcpy_async(&w, &param.input.range(off, len)?)?;
-                let landing = res.ccl_output.range(base, len)?;
-                let reduce = (&landing, param.dtype, param.reduce_op);
-                chain::run_at(s, (pos, p), links, (&w, base), Some(reduce))?;
-                if self.topo.user_rank == param.root {
-                    s.memcpy_async(&param.output.range(off, len)?, &w)?;
-                }
-                Ok(())
-            }
-            op => Err(HcclError::internal(format!(
-                "{} cannot run {op}",
-                self.name
-            ))),
-        }
-    }
-
-    /// An AllGather or ReduceScatter round: elements `first..first+len` of
-    /// every rank's block, in p slots (by user rank) of the channel's
-    /// region; the ring's slices are those slots in ring order.
-    fn blocks(&self, x: &Ctx<'_>, s: &Stream, r: Round) -> Result<()> {
-        let (param, res) = (x.param, x.res);
-        let j = r.channel;
-        let base = j * x.region;
-        let (p, me) = (self.topo.user_rank_size as u64, self.topo.user_rank);
-        let (c, u) = (param.count, param.dtype.size() as u64);
-        let (e0, w) = (r.first, r.len);
-        let b = |e: u64| (e * u) as usize;
-        let slot = |q: u32| Slice {
-            offset: b(q as u64 * w),
-            len: b(w),
-        };
-        let slices: Vec<Slice> = x.rings.order(j).iter().map(|&q| slot(q)).collect();
-        let at = (MemKind::CclOutput, base);
-        if self.op == OpType::AllGather {
-            let out = res.ccl_output.range(base, b(p * w))?;
-            s.memcpy_async(&slot(me).of(&out)?, &param.input.range(b(e0), b(w))?)?;
-            RingAllGather::new((out.clone(), slices), at).run(s, &x.comms[j])?;
-            for q in 0..p as u32 {
-                let dst = param.output.range(b(q as u64 * c + e0), b(w))?;
-                s.memcpy_async(&dst, &slot(q).of(&out)?)?;
-            }
-            return Ok(());
-        }
-        let cin = res.ccl_input.range(base, b(p * w))?;
-        let cout = res.ccl_output.range(base, b(p * w))?;
-        for q in 0..p as u32 {
-            let src = param.input.range(b(q as u64 * c + e0), b(w))?;
-            s.memcpy_async(&slot(q).of(&cin)?, &src)?;
-        }
-        let how = (param.dtype, param.reduce_op);
-        RingReduceScatter::new((cin.clone(), cout, slices), at, how).run(s, &x.comms[j])?;
-        s.memcpy_async(&param.output.range(b(e0), b(w))?, &slot(me).of(&cin)?)
+        Ok(Some(Box::new(MultiRingStages {
+            x,
+            master,
+            groups,
+            slaves,
+            phase: Phase::Start,
+        })))
     }
 }
 
@@ -365,7 +584,17 @@ impl CollExecutor for MultiRingExecutor {
             }
             return copy_through(param, param.input_bytes() as usize);
         }
-        self.run(param, res)
+        issue_all(self.stages(param, res)?)?;
+        Ok(())
+    }
+
+    fn staged(
+        &mut self,
+        param: &OpParam,
+        res: &AlgResourceResponse,
+    ) -> Result<Option<Box<dyn StagedOp>>> {
+        check_mode(self.name, param, false)?;
+        self.stages(param, res)
     }
 }
 

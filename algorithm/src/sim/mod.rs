@@ -778,6 +778,14 @@ fn simulate_once(
 
     // Links, made once per unordered pair, with the plane of first use.
     let mut links = links::LinkTable::default();
+    // large untimed plans are driven in an order that follows their links
+    // (see `locality_order`): each rank's first few peers, as asked for
+    let reorder = p as usize >= PARALLEL_ABOVE && timing.is_none();
+    let mut peers: Vec<Vec<u32>> = if reorder {
+        vec![Vec::new(); p as usize]
+    } else {
+        Vec::new()
+    };
     let planes = [
         CommPlane::Level0,
         CommPlane::Level1,
@@ -810,6 +818,11 @@ fn simulate_once(
                         ))
                         .rank(a)
                         .into());
+                    }
+                    if let Some(mine) = peers.get_mut(a as usize) {
+                        if mine.len() < LOCALITY_PEERS && !mine.contains(&b) && a != b {
+                            mine.push(b);
+                        }
                     }
                     let mine = links.end(a, b, |lo, hi| {
                         let (x, y) = InProcLink::pair_shared(
@@ -871,12 +884,25 @@ fn simulate_once(
             None => exec.orchestrate(&params[r], &response).map_err(at)?,
         }
     }
-    drive(
+    // drive in locality order, then put the ranks back in rank order
+    let ids: Vec<u32> = if reorder {
+        locality_order(&peers)
+    } else {
+        (0..p).collect()
+    };
+    drop(peers);
+    let mut ranks = permute(ranks, &ids);
+    let params_in_order = permute(params, &ids);
+    let driven = drive(
         &mut ranks,
-        &params,
+        &params_in_order,
+        &ids,
         (timing.is_some(), spec.drivers),
         progress,
-    )?;
+    );
+    let ranks = unpermute(ranks, &ids);
+    drop(params_in_order);
+    driven?;
     for (r, rank) in ranks.iter().enumerate() {
         for s in std::iter::once(&rank.stream).chain(rank.slaves.iter()) {
             s.synchronize().map_err(|e| e.rank(r as u32))?;
@@ -969,6 +995,7 @@ const WINDOW: usize = 256;
 fn drive(
     ranks: &mut [SimRank],
     params: &[OpParam],
+    ids: &[u32],
     (timed, asked): (bool, Option<usize>),
     progress: Progress,
 ) -> Result<(), SimFailure> {
@@ -981,7 +1008,7 @@ fn drive(
     };
     let progress = progress.with_shards(drivers);
     if drivers <= 1 {
-        return Shard::new(ranks, params, 0).drive(None, (&progress, 0));
+        return Shard::new(ranks, params, ids).drive(None, (&progress, 0));
     }
     let per = ranks.len().div_ceil(drivers);
     // shards of `per` ranks: fewer than asked when `per` rounds up (5
@@ -995,11 +1022,12 @@ fn drive(
         let handles: Vec<_> = ranks
             .chunks_mut(per)
             .zip(params.chunks(per))
+            .zip(ids.chunks(per))
             .enumerate()
-            .map(|(i, (shard, params))| {
+            .map(|(i, ((shard, params), ids))| {
                 let (rounds, progress) = (&rounds, &progress);
                 scope.spawn(move || {
-                    Shard::new(shard, params, i * per).drive(Some((rounds, i)), (progress, i))
+                    Shard::new(shard, params, ids).drive(Some((rounds, i)), (progress, i))
                 })
             })
             .collect();
@@ -1014,11 +1042,71 @@ fn drive(
             }
         }
     });
+    // shards hold ranks in drive order: report stuck ones by rank
+    stuck.sort_by_key(|s| s.rank);
     match failure {
         Some(e) => Err(e),
         None if !stuck.is_empty() => Err(SimFailure::Deadlock { stuck }),
         None => Ok(()),
     }
+}
+
+/// Peers of each rank (the first asked for) that [`locality_order`] follows.
+const LOCALITY_PEERS: usize = 4;
+
+/// The order to drive ranks in so that ranks next to each other in it
+/// exchange data: a depth-first walk of the link graph from rank 0, each
+/// rank's peers taken in the order it asked for them (ranks it does not
+/// reach follow, in rank order). The driver advances windows of
+/// consecutive ranks and splits the ranks into contiguous shards; in rank
+/// order a ring whose neighbours are far apart in number (a multi-ring
+/// plan's first channel on one host runs 0, 1, p−1, 2, p−2, …) advanced
+/// one step per pass and had its shards' threads wait on each other at
+/// every edge.
+fn locality_order(peers: &[Vec<u32>]) -> Vec<u32> {
+    let p = peers.len();
+    let mut seen = vec![false; p];
+    let mut order = Vec::with_capacity(p);
+    let mut stack = Vec::new();
+    for root in 0..p as u32 {
+        if seen[root as usize] {
+            continue;
+        }
+        stack.push(root);
+        while let Some(r) = stack.pop() {
+            if std::mem::replace(&mut seen[r as usize], true) {
+                continue;
+            }
+            order.push(r);
+            // the first peer is walked first: pushed last
+            for &q in peers[r as usize].iter().rev() {
+                if !seen[q as usize] {
+                    stack.push(q);
+                }
+            }
+        }
+    }
+    order
+}
+
+/// `v` in the order `ids` gives (`ids` a permutation of its indices).
+fn permute<T>(v: Vec<T>, ids: &[u32]) -> Vec<T> {
+    let mut slots: Vec<Option<T>> = v.into_iter().map(Some).collect();
+    ids.iter()
+        .map(|&i| slots[i as usize].take().expect("ids is a permutation"))
+        .collect()
+}
+
+/// Undoes [`permute`]: `v[k]` goes back to index `ids[k]`.
+fn unpermute<T>(v: Vec<T>, ids: &[u32]) -> Vec<T> {
+    let mut slots: Vec<Option<T>> = (0..v.len()).map(|_| None).collect();
+    for (x, &i) in v.into_iter().zip(ids) {
+        slots[i as usize] = Some(x);
+    }
+    slots
+        .into_iter()
+        .map(|x| x.expect("ids is a permutation"))
+        .collect()
 }
 
 /// Plans of at least this many ranks are driven by several threads (see
@@ -1093,17 +1181,13 @@ impl Drivers {
 struct Shard<'a, 'p> {
     ranks: &'a mut [SimRank],
     params: &'a [OpParam<'p>],
-    /// Rank number of `ranks[0]`.
-    first: usize,
+    /// The rank number of each of `ranks`.
+    ids: &'a [u32],
 }
 
 impl<'a, 'p> Shard<'a, 'p> {
-    fn new(ranks: &'a mut [SimRank], params: &'a [OpParam<'p>], first: usize) -> Self {
-        Shard {
-            ranks,
-            params,
-            first,
-        }
+    fn new(ranks: &'a mut [SimRank], params: &'a [OpParam<'p>], ids: &'a [u32]) -> Self {
+        Shard { ranks, params, ids }
     }
 
     /// Polls the shard's ranks until all work is done (with `rounds`:
@@ -1131,11 +1215,7 @@ impl<'a, 'p> Shard<'a, 'p> {
         rounds: Option<(&Drivers, usize)>,
         (progress, thread): (&Progress, usize),
     ) -> Result<(), SimFailure> {
-        let Shard {
-            ranks,
-            params,
-            first,
-        } = self;
+        let Shard { ranks, params, ids } = self;
         let wakers: Vec<_> = ranks.iter().map(|r| r.device.waker()).collect();
         let mut seen: Vec<Option<u64>> = vec![None; ranks.len()];
         let mut active: Vec<usize> = (0..ranks.len()).collect();
@@ -1144,7 +1224,7 @@ impl<'a, 'p> Shard<'a, 'p> {
         // staged ranks start with their first stages
         let mut failure = None;
         for (r, rank) in ranks.iter_mut().enumerate() {
-            if let Err(e) = rank.top_up(&params[r].tag, (first + r) as u32) {
+            if let Err(e) = rank.top_up(&params[r].tag, ids[r]) {
                 failure = Some(e);
                 break;
             }
@@ -1177,7 +1257,7 @@ impl<'a, 'p> Shard<'a, 'p> {
                         // a staged rank's queue shrinks only here: it
                         // gets its next stages when it runs short
                         if rank.stages.is_some() {
-                            if let Err(e) = rank.top_up(&params[r].tag, (first + r) as u32) {
+                            if let Err(e) = rank.top_up(&params[r].tag, ids[r]) {
                                 failure = Some(e);
                                 break 'pass;
                             }
@@ -1226,7 +1306,7 @@ impl<'a, 'p> Shard<'a, 'p> {
                         .blocked_tasks()
                         .into_iter()
                         .map(move |b| Stuck {
-                            rank: (first + r) as u32,
+                            rank: ids[r],
                             step: b.step,
                             verb: b.verb,
                             peer: b.peer,

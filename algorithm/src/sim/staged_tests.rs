@@ -119,17 +119,47 @@ fn fixtures(most_queued: Arc<AtomicU64>, fail: Option<(u32, usize)>) -> Executor
 }
 
 /// The built-in executors that issue their ops a stage at a time.
-const STAGED: [(&str, OpType); 3] = [
+const STAGED: [(&str, OpType); 8] = [
     ("AllReduceRingExecutor", OpType::AllReduce),
     ("AllGatherRingExecutor", OpType::AllGather),
     ("ReduceScatterRingExecutor", OpType::ReduceScatter),
+    ("AllReduceMultiRingExecutor", OpType::AllReduce),
+    ("AllGatherMultiRingExecutor", OpType::AllGather),
+    ("ReduceScatterMultiRingExecutor", OpType::ReduceScatter),
+    ("BroadcastMultiRingExecutor", OpType::Broadcast),
+    ("ReduceMultiRingExecutor", OpType::Reduce),
 ];
+
+/// `whole` as `staged` should report it. A multi-ring plan runs its
+/// channels on several streams of a rank, which share the rank's one
+/// logical clock, and its flows across hosts share the host links in the
+/// order they run: its step count (the longest chain of hand-offs) and,
+/// slightly, its predicted time follow the order the driver happens to
+/// run the streams' tasks in, which a plan issued as it runs changes. Its
+/// tasks and traffic do not, and its prediction stays within 1 %.
+fn comparable(name: &str, whole: &SimReport, staged: &SimReport) -> SimReport {
+    let mut w = whole.clone();
+    if name.contains("MultiRing") {
+        w.steps = staged.steps;
+        w.plane_steps = staged.plane_steps;
+        if let (Some(a), Some(b)) = (whole.predicted_ns, staged.predicted_ns) {
+            let off = (a as f64 - b as f64).abs() / (a.max(1) as f64);
+            assert!(off < 0.01, "{name}: predicted {b} ns staged, {a} ns whole");
+            w.predicted_ns = staged.predicted_ns;
+        }
+    }
+    w
+}
 
 #[test]
 fn a_staged_plan_reports_what_the_whole_plan_does() {
     let reg = fixtures(Arc::default(), None);
+    let (mut ran, mut refused) = (0, 0);
     for (name, op) in STAGED {
-        for p in [2u32, 3, 5, 8, 33] {
+        // 33 ranks make 32 channels of a multi-ring plan, each a stream:
+        // slow in a debug build and no other path than 8 ranks' 8
+        let most = if name.contains("MultiRing") { 8 } else { 33 };
+        for p in [2u32, 3, 5, 8, 33].into_iter().filter(|&p| p <= most) {
             // the last two force several op-base rounds
             for (count, ccl) in [(0u64, None), (1, None), (1000, None), (1024, Some(1024))] {
                 for timed in [false, true] {
@@ -140,19 +170,32 @@ fn a_staged_plan_reports_what_the_whole_plan_does() {
                             .on_hosts(&[p / 2, p - p / 2])
                             .timed(crate::cost::CostParams::default());
                     }
-                    let staged = simulate(registry(), name, &spec)
-                        .unwrap_or_else(|e| panic!("{name} p={p} count={count}: {e}"));
-                    let whole = simulate(&reg, &format!("Whole{name}"), &spec).unwrap();
+                    let what = format!("{name} p={p} count={count} ccl={ccl:?} timed={timed}");
+                    let staged = simulate(registry(), name, &spec);
+                    let whole = simulate(&reg, &format!("Whole{name}"), &spec);
+                    let (staged, whole) = match (staged, whole) {
+                        (Ok(s), Ok(w)) => (s, w),
+                        // the multi-ring AllGather and ReduceScatter need
+                        // a slot per rank in each channel's share of the
+                        // CCL buffer: refused alike, whole or staged
+                        (Err(s), Err(w)) if name.contains("MultiRing") => {
+                            assert_eq!(s.to_string(), w.to_string(), "{what}");
+                            assert!(s.to_string().contains("cannot hold one"), "{what}: {s}");
+                            refused += 1;
+                            continue;
+                        }
+                        (s, w) => panic!("{what}: staged {:?}, whole {:?}", s.err(), w.err()),
+                    };
+                    ran += 1;
                     assert!(staged.checked || count == 0);
                     assert!(staged.tasks > 0 || count == 0);
-                    let what = format!("{name} p={p} count={count} ccl={ccl:?} timed={timed}");
-                    assert_eq!(staged, whole, "{what}");
+                    assert_eq!(staged, comparable(name, &whole, &staged), "{what}");
                 }
             }
         }
     }
+    assert!(refused * 10 < ran, "{refused} of {} refused", ran + refused);
 }
-
 #[test]
 fn a_staged_plan_is_issued_as_its_ranks_run() {
     // 256 ranks: 510 ring steps of ~6 tasks each per rank, 3,000+ tasks

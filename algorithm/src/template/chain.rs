@@ -39,12 +39,17 @@ pub fn run_at(
     (w, base): (&DeviceMem, usize),
     reduce: Option<(&DeviceMem, DataType, ReduceOp)>,
 ) -> Result<()> {
-    let kind = if reduce.is_some() {
+    run_in(s, (pos, p), (up, down), (w, kind_of(reduce), base), reduce)
+}
+
+/// The buffer a chain's segments are written into at the next rank: the
+/// CCL input, or for a reduction the landing area in the CCL output.
+fn kind_of(reduce: Option<(&DeviceMem, DataType, ReduceOp)>) -> MemKind {
+    if reduce.is_some() {
         MemKind::CclOutput
     } else {
         MemKind::CclInput
-    };
-    run_in(s, (pos, p), (up, down), (w, kind, base), reduce)
+    }
 }
 
 /// [`run`] with the segments written into the next rank's `kind` buffer
@@ -57,21 +62,50 @@ pub fn run_in(
     (w, kind, base): (&DeviceMem, MemKind, usize),
     reduce: Option<(&DeviceMem, DataType, ReduceOp)>,
 ) -> Result<()> {
-    for (k, seg) in Slice::split(w.len(), p as usize).iter().enumerate() {
-        s.set_step(k as u32 + pos);
-        let piece = seg.of(w)?;
-        if pos > 0 {
-            match reduce {
-                Some((landing, dtype, op)) => {
-                    let into = (&piece, &seg.of(landing)?);
-                    prim::recv_reduce(s, Rx::new(up), into, (dtype, op))?;
-                }
-                None => prim::recv(s, Rx::new(up))?,
+    for seg in Slice::split(w.len(), p as usize).into_iter().enumerate() {
+        segment_in(s, (pos, p), (up, down), (w, kind, base), reduce, seg)?;
+    }
+    Ok(())
+}
+
+/// Segment `k` (`seg` of `Slice::split(w.len(), p)`) of [`run_at`]
+/// alone: a plan issued a stage at a time issues the p segments in order,
+/// which enqueues exactly what `run_at` does.
+pub fn segment_at(
+    s: &Stream,
+    (pos, p): (u32, u32),
+    (up, down): (&LinkHandle, &LinkHandle),
+    (w, base): (&DeviceMem, usize),
+    reduce: Option<(&DeviceMem, DataType, ReduceOp)>,
+    seg: (usize, Slice),
+) -> Result<()> {
+    let at = (w, kind_of(reduce), base);
+    segment_in(s, (pos, p), (up, down), at, reduce, seg)
+}
+
+/// Segment `k` of [`run_in`]: received (and reduced) from `up` unless this
+/// rank starts the chain, passed to `down` unless it ends it.
+fn segment_in(
+    s: &Stream,
+    (pos, p): (u32, u32),
+    (up, down): (&LinkHandle, &LinkHandle),
+    (w, kind, base): (&DeviceMem, MemKind, usize),
+    reduce: Option<(&DeviceMem, DataType, ReduceOp)>,
+    (k, seg): (usize, Slice),
+) -> Result<()> {
+    s.set_step(k as u32 + pos);
+    let piece = seg.of(w)?;
+    if pos > 0 {
+        match reduce {
+            Some((landing, dtype, op)) => {
+                let into = (&piece, &seg.of(landing)?);
+                prim::recv_reduce(s, Rx::new(up), into, (dtype, op))?;
             }
+            None => prim::recv(s, Rx::new(up))?,
         }
-        if pos + 1 < p {
-            prim::send(s, Tx::new(down, &piece, kind, base + seg.offset))?;
-        }
+    }
+    if pos + 1 < p {
+        prim::send(s, Tx::new(down, &piece, kind, base + seg.offset))?;
     }
     Ok(())
 }
