@@ -119,7 +119,7 @@ fn fixtures(most_queued: Arc<AtomicU64>, fail: Option<(u32, usize)>) -> Executor
 }
 
 /// The built-in executors that issue their ops a stage at a time.
-const STAGED: [(&str, OpType); 8] = [
+const STAGED: [(&str, OpType); 12] = [
     ("AllReduceRingExecutor", OpType::AllReduce),
     ("AllGatherRingExecutor", OpType::AllGather),
     ("ReduceScatterRingExecutor", OpType::ReduceScatter),
@@ -128,6 +128,10 @@ const STAGED: [(&str, OpType); 8] = [
     ("ReduceScatterMultiRingExecutor", OpType::ReduceScatter),
     ("BroadcastMultiRingExecutor", OpType::Broadcast),
     ("ReduceMultiRingExecutor", OpType::Reduce),
+    ("AllReduceTwoLevelExecutor", OpType::AllReduce),
+    ("AllReduceTwoLevelRHDExecutor", OpType::AllReduce),
+    ("AllReduceAHCExecutor", OpType::AllReduce),
+    ("AllReduceAHCNHRExecutor", OpType::AllReduce),
 ];
 
 /// `whole` as `staged` should report it. A multi-ring plan runs its

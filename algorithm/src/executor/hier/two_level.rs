@@ -3,16 +3,16 @@
 use super::hosts::{overlap, span, Hosts, Layout, Split};
 use super::level1::Level1Algorithm;
 use crate::executor::flat::{check_mode, check_op, is_graph, ring_peers, share_user_buffers};
-use crate::executor::CollExecutor;
+use crate::executor::{CollExecutor, StagedOp};
 use crate::op::{OpParam, OpType};
 use crate::prim::{self, Rx, Tx};
 use crate::resource::{AlgResourceRequest, AlgResourceResponse, SingleSubCommTransport};
 use crate::template::layout::{
-    copy_through, round_capacity, run_op_base_loop, run_per_rank_rounds, Slice,
+    copy_through, round_capacity, run_op_base_loop, run_per_rank_rounds, Chunk, OpBaseChunks, Slice,
 };
 use crate::template::{RingAllGather, RingReduceScatter};
 use crate::topo::{CommPlane, SubCommInfo, TopoInfo};
-use hccl_platform::{DeviceMem, HcclError, MemKind, Result, Stream};
+use hccl_platform::{DataType, DeviceMem, HcclError, MemKind, ReduceOp, Result, Stream};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -78,8 +78,13 @@ pub(super) fn hier_request(
     Ok(req)
 }
 
-/// The whole op when there is nothing to exchange: no data, or one rank
-/// (a copy). `None` when the executor has work to do.
+/// Whether there is nothing to exchange: no data, or one rank.
+fn trivial_case(param: &OpParam, topo: &TopoInfo) -> bool {
+    param.count == 0 || topo.user_rank_size == 1
+}
+
+/// The whole op when there is nothing to exchange (see [`trivial_case`]):
+/// nothing, or a copy. `None` when the executor has work to do.
 pub(super) fn trivial(param: &OpParam, topo: &TopoInfo) -> Option<Result<()>> {
     if param.count == 0 {
         return Some(Ok(()));
@@ -149,35 +154,28 @@ impl HierExecutor {
         }
     }
 
-    /// AllReduce: level-0 reduce-scatter of the parts, a level-1 allreduce
-    /// per run of parts this rank owns, level-0 allgather.
-    fn all_reduce(&self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
-        let s = &param.stream;
-        let (l0, l1) = (level0(res, &self.hosts)?, self.level1_comms(res)?);
-        let units = self.units();
-        let how = (param.dtype, param.reduce_op);
-        run_op_base_loop(param, res, round_capacity(res), |chunk, res| {
-            let bytes = chunk.bytes;
-            let cin = res.ccl_input.range(0, bytes)?;
-            let cout = res.ccl_output.range(0, bytes)?;
-            s.memcpy_async(&cin, &param.input.range(chunk.offset, bytes)?)?;
-            let parts = Slice::split(bytes, self.parts() as usize);
-            let slices = self
-                .hosts
-                .level0_slices(self.hosts.host, &parts, self.split());
-            let bufs = (cin.clone(), cout.clone(), slices.clone());
-            RingReduceScatter::new(bufs, (MemKind::CclOutput, 0), how).run(s, &l0)?;
-            for (u, comm) in units.iter().zip(&l1) {
-                let sp = span(&parts, u.clone());
-                let (i, o) = (
-                    cin.range(sp.offset, sp.len)?,
-                    cout.range(sp.offset, sp.len)?,
-                );
-                self.level1.all_reduce(s, comm, (&i, &o, sp.offset), how)?;
-            }
-            RingAllGather::new((cout.clone(), slices), (MemKind::CclOutput, 0)).run(s, &l0)?;
-            s.memcpy_async(&param.output.range(chunk.offset, bytes)?, &cout)
-        })
+    /// AllReduce in op-base mode as stages (see [`HierAllReduceRounds`]).
+    fn all_reduce_stages(
+        &self,
+        param: &OpParam,
+        res: &AlgResourceResponse,
+    ) -> Result<Box<dyn StagedOp>> {
+        Ok(Box::new(HierAllReduceRounds {
+            stream: param.stream.clone().into_owned(),
+            l0: level0(res, &self.hosts)?,
+            l1: self.level1_comms(res)?,
+            units: self.units(),
+            level1: self.level1.clone(),
+            hosts: self.hosts.clone(),
+            split: self.split(),
+            parts: self.parts(),
+            input: param.input.clone().into_owned(),
+            output: param.output.clone().into_owned(),
+            ccl: (res.ccl_input.clone(), res.ccl_output.clone()),
+            how: (param.dtype, param.reduce_op),
+            chunks: OpBaseChunks::new(param, round_capacity(res))?,
+            round: None,
+        }))
     }
 
     /// AllReduce in graph mode: the same three phases on the user output
@@ -399,6 +397,21 @@ impl CollExecutor for HierExecutor {
         self.kind == HierKind::TwoLevel && self.op == OpType::AllReduce && self.level1.graph()
     }
 
+    /// The op-base AllReduce is issued a stage at a time (the other ops,
+    /// and graph mode, whole).
+    fn staged(
+        &mut self,
+        param: &OpParam,
+        res: &AlgResourceResponse,
+    ) -> Result<Option<Box<dyn StagedOp>>> {
+        check_mode(&self.name, param, self.supports_graph())?;
+        let op_base = self.op == OpType::AllReduce && !is_graph(param);
+        if !op_base || trivial_case(param, &self.topo) {
+            return Ok(None);
+        }
+        self.all_reduce_stages(param, res).map(Some)
+    }
+
     fn orchestrate(&mut self, param: &OpParam, res: &AlgResourceResponse) -> Result<()> {
         check_mode(&self.name, param, self.supports_graph())?;
         if let Some(done) = trivial(param, &self.topo) {
@@ -406,12 +419,113 @@ impl CollExecutor for HierExecutor {
         }
         match self.op {
             OpType::AllReduce if is_graph(param) => self.all_reduce_graph(param, res),
-            OpType::AllReduce => self.all_reduce(param, res),
+            OpType::AllReduce => {
+                let mut stages = self.all_reduce_stages(param, res)?;
+                while stages.issue_next()? {}
+                Ok(())
+            }
             OpType::AllGather | OpType::ReduceScatter => self.blocks(param, res),
             op => Err(HcclError::internal(format!(
                 "{} cannot run {op}",
                 self.name
             ))),
         }
+    }
+}
+
+/// The op-base TwoLevel / AHC AllReduce, a stage at a time (see
+/// [`crate::CollExecutor::staged`]): per round of the op-base loop, the
+/// copy in, one stage per level-0 reduce-scatter step, one per level-1
+/// allreduce this rank joins (each whole), one per level-0 allgather
+/// step, the copy out. On one host, level 0 is a ring of every rank:
+/// 2(p−1) steps a rank that are never stored whole.
+struct HierAllReduceRounds {
+    stream: Stream,
+    l0: SubCommInfo,
+    l1: Vec<SubCommInfo>,
+    /// The runs of parts of each level-1 allreduce, in `l1`'s order.
+    units: Vec<Range<u32>>,
+    level1: Arc<dyn Level1Algorithm>,
+    hosts: Hosts,
+    split: Split,
+    /// Parts the data is cut into.
+    parts: u32,
+    input: DeviceMem,
+    output: DeviceMem,
+    /// The CCL input and output.
+    ccl: (DeviceMem, DeviceMem),
+    how: (DataType, ReduceOp),
+    chunks: OpBaseChunks,
+    round: Option<HierRound>,
+}
+
+/// One round of a [`HierAllReduceRounds`] being issued.
+struct HierRound {
+    chunk: Chunk,
+    /// Its bytes in the CCL input and output.
+    cin: DeviceMem,
+    cout: DeviceMem,
+    /// The round's parts.
+    parts: Vec<Slice>,
+    rs: RingReduceScatter,
+    ag: RingAllGather,
+    /// The next stage.
+    next: usize,
+}
+
+impl StagedOp for HierAllReduceRounds {
+    fn issue_next(&mut self) -> Result<bool> {
+        let s = &self.stream;
+        if self.round.is_none() {
+            let Some(chunk) = self.chunks.next() else {
+                return Ok(false);
+            };
+            let bytes = chunk.bytes;
+            let cin = self.ccl.0.range(0, bytes)?;
+            let cout = self.ccl.1.range(0, bytes)?;
+            let parts = Slice::split(bytes, self.parts as usize);
+            let slices: Arc<[Slice]> = self
+                .hosts
+                .level0_slices(self.hosts.host, &parts, self.split)
+                .into();
+            let at = (MemKind::CclOutput, 0);
+            let rs = (cin.clone(), cout.clone(), slices.clone());
+            self.round = Some(HierRound {
+                chunk,
+                rs: RingReduceScatter::new(rs, at, self.how),
+                ag: RingAllGather::new((cout.clone(), slices), at),
+                cin,
+                cout,
+                parts,
+                next: 0,
+            });
+        }
+        let r = self.round.as_mut().expect("a round is being issued");
+        let steps = (self.l0.local_rank_size as usize).saturating_sub(1);
+        let units = self.units.len();
+        let i = r.next;
+        r.next += 1;
+        if i == 0 {
+            let input = self.input.range(r.chunk.offset, r.chunk.bytes)?;
+            s.memcpy_async(&r.cin, &input)?;
+        } else if i <= steps {
+            r.rs.step(s, &self.l0, i - 1)?;
+        } else if i <= steps + units {
+            let k = i - steps - 1;
+            let sp = span(&r.parts, self.units[k].clone());
+            let (inp, out) = (
+                r.cin.range(sp.offset, sp.len)?,
+                r.cout.range(sp.offset, sp.len)?,
+            );
+            let bufs = (&inp, &out, sp.offset);
+            self.level1.all_reduce(s, &self.l1[k], bufs, self.how)?;
+        } else if i <= 2 * steps + units {
+            r.ag.step(s, &self.l0, i - steps - units - 1)?;
+        } else {
+            let out = self.output.range(r.chunk.offset, r.chunk.bytes)?;
+            s.memcpy_async(&out, &r.cout)?;
+            self.round = None;
+        }
+        Ok(true)
     }
 }
