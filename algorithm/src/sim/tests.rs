@@ -1072,3 +1072,27 @@ fn in_place_is_refused_for_ops_without_that_form() {
     let e = simulate(registry(), "AllToAllMeshExecutor", &spec).unwrap_err();
     assert!(e.to_string().contains("has no in-place form"), "{e}");
 }
+
+#[test]
+fn the_drive_order_follows_a_ring_however_its_ranks_are_numbered() {
+    // a zigzag ring over 8 ranks (a multi-ring plan's first channel on
+    // one host): each rank's peers as it asks for them, right then left
+    let ring = [0u32, 1, 7, 2, 6, 3, 5, 4];
+    let mut peers = vec![Vec::new(); 8];
+    for (i, &r) in ring.iter().enumerate() {
+        peers[r as usize] = vec![ring[(i + 1) % 8], ring[(i + 7) % 8]];
+    }
+    assert_eq!(locality_order(&peers), ring);
+    // ranks no link reaches follow in rank order; a rank without peers
+    // is its own walk
+    let mut peers = vec![Vec::new(); 6];
+    peers[0] = vec![3];
+    peers[3] = vec![0, 5];
+    assert_eq!(locality_order(&peers), [0, 3, 5, 1, 2, 4]);
+    // permuting and back restores every index
+    let ids = locality_order(&peers);
+    let v: Vec<String> = (0..6).map(|i| format!("r{i}")).collect();
+    let driven = permute(v.clone(), &ids);
+    assert_eq!(driven[1], "r3");
+    assert_eq!(unpermute(driven, &ids), v);
+}
