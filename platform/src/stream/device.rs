@@ -476,17 +476,26 @@ impl Device {
         // the stream list only when it changed
         loop {
             self.0.refresh_kept(&mut snap);
-            let mut round = false;
-            for s in snap.iter() {
-                round |= s.run_ready(&self.0);
+            // another round can only help a stream that stopped with
+            // tasks left before some stream's progress (a notify it waits
+            // for may have been recorded since): a stream that stopped
+            // after the last progress of the round saw everything the
+            // round did, and an idle one has nothing to run. A
+            // multi-channel plan keeps dozens of streams, most idle.
+            let (mut first_stuck, mut last_progress) = (None, None);
+            for (i, s) in snap.iter().enumerate() {
+                if s.run_ready(&self.0) {
+                    last_progress = Some(i);
+                }
+                if first_stuck.is_none() && !s.is_idle() {
+                    first_stuck = Some(i);
+                }
             }
             self.0.flush_hooks();
-            progressed |= round;
-            // another round can only help when one stream's progress may
-            // have unblocked another; a lone stream stopped at a task that
-            // waits for something outside this device
-            if !round || snap.len() == 1 {
-                break;
+            progressed |= last_progress.is_some();
+            match (first_stuck, last_progress) {
+                (Some(stuck), Some(last)) if stuck < last => {}
+                _ => break,
             }
         }
         // nobody drives until the caller polls again
