@@ -31,7 +31,7 @@ use crate::prim::{self, Rx, Tx};
 use crate::resource::AlgResourceResponse;
 use crate::template::layout::{
     copy_blocks, copy_through, round_capacity, run_op_base_loop, run_per_rank_rounds, slots,
-    slots_shared, Chunk, OpBaseChunks, PerRankWindows, Slice, Window, PIPELINE_CHUNK_BYTES,
+    slots_shared, Chunk, OpBaseIo, PerRankWindows, Slice, Window, PIPELINE_CHUNK_BYTES,
 };
 use crate::template::{chain, ring, RingAllGather, RingReduceScatter};
 use crate::topo::{CommPlane, SubCommInfo, TopoInfo};
@@ -108,13 +108,8 @@ impl FlatExecutor for AllReduceRingExecutor {
             return Ok(None);
         }
         Ok(Some(Box::new(RingAllReduceRounds {
-            stream: param.stream.clone().into_owned(),
+            io: OpBaseIo::new(param, res)?,
             comm: res.sub_comm(CommPlane::Combine, 0)?,
-            input: param.input.clone().into_owned(),
-            output: param.output.clone().into_owned(),
-            ccl: (res.ccl_input.clone(), res.ccl_output.clone()),
-            how: (param.dtype, param.reduce_op),
-            chunks: OpBaseChunks::new(param, round_capacity(res))?,
             round: None,
         })))
     }
@@ -125,39 +120,27 @@ impl FlatExecutor for AllReduceRingExecutor {
 /// input → CCL input, the ring allreduce's stages with the partials
 /// landing in the CCL output, CCL output → user output.
 struct RingAllReduceRounds {
-    stream: Stream,
+    io: OpBaseIo,
     comm: SubCommInfo,
-    input: DeviceMem,
-    output: DeviceMem,
-    /// The CCL input and output.
-    ccl: (DeviceMem, DeviceMem),
-    how: (DataType, ReduceOp),
-    chunks: OpBaseChunks,
     /// The round being issued and its next stage.
     round: Option<(Chunk, ring::RingAllReduce, usize)>,
 }
 
 impl StagedOp for RingAllReduceRounds {
     fn issue_next(&mut self) -> Result<bool> {
-        let s = &self.stream;
-        let (cin, cout) = &self.ccl;
         if self.round.is_none() {
-            let Some(chunk) = self.chunks.next() else {
+            let Some((chunk, cin, cout)) = self.io.next_round()? else {
                 return Ok(false);
             };
-            let cin = cin.range(0, chunk.bytes)?;
-            let cout = cout.range(0, chunk.bytes)?;
-            s.memcpy_async(&cin, &self.input.range(chunk.offset, chunk.bytes)?)?;
             let at = (MemKind::CclOutput, 0);
-            let ar = ring::RingAllReduce::new(&self.comm, (&cin, &cout), at, self.how);
+            let ar = ring::RingAllReduce::new(&self.comm, (&cin, &cout), at, self.io.how);
             self.round = Some((chunk, ar, 0));
         }
         let (chunk, ar, next) = self.round.as_mut().expect("a round is being issued");
-        ar.stage(s, &self.comm, *next)?;
+        ar.stage(&self.io.stream, &self.comm, *next)?;
         *next += 1;
         if *next == ar.stages() {
-            let out = self.output.range(chunk.offset, chunk.bytes)?;
-            s.memcpy_async(&out, &cout.range(0, chunk.bytes)?)?;
+            self.io.copy_out(chunk)?;
             self.round = None;
         }
         Ok(true)

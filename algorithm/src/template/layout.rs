@@ -5,7 +5,7 @@
 
 use crate::op::OpParam;
 use crate::resource::AlgResourceResponse;
-use hccl_platform::{DeviceMem, HcclError, Result, Stream};
+use hccl_platform::{DataType, DeviceMem, HcclError, ReduceOp, Result, Stream};
 use std::cell::RefCell;
 use std::sync::Arc;
 
@@ -318,6 +318,56 @@ impl Iterator for OpBaseChunks {
         self.first += count;
         self.index += 1;
         Some(chunk)
+    }
+}
+
+/// What an op-base plan issued a round at a time (see
+/// [`crate::StagedOp`]) stages through the CCL buffers: the user buffers,
+/// the CCL input and output, and the rounds still to come. Each round
+/// copies its chunk of the user input into the CCL input and, at its end,
+/// its result from the CCL output into the user output.
+pub(crate) struct OpBaseIo {
+    pub stream: Stream,
+    pub input: DeviceMem,
+    pub output: DeviceMem,
+    /// The CCL input and output.
+    pub ccl: (DeviceMem, DeviceMem),
+    pub how: (DataType, ReduceOp),
+    chunks: OpBaseChunks,
+}
+
+impl OpBaseIo {
+    /// `param`'s buffers and rounds, staged through `res`'s CCL buffers.
+    pub(crate) fn new(param: &OpParam, res: &AlgResourceResponse) -> Result<Self> {
+        Ok(OpBaseIo {
+            stream: param.stream.clone().into_owned(),
+            input: param.input.clone().into_owned(),
+            output: param.output.clone().into_owned(),
+            ccl: (res.ccl_input.clone(), res.ccl_output.clone()),
+            how: (param.dtype, param.reduce_op),
+            chunks: OpBaseChunks::new(param, round_capacity(res))?,
+        })
+    }
+
+    /// The next round, its chunk of the user input copied into the CCL
+    /// input: the chunk and its bytes in the CCL input and output.
+    pub(crate) fn next_round(&mut self) -> Result<Option<(Chunk, DeviceMem, DeviceMem)>> {
+        let Some(chunk) = self.chunks.next() else {
+            return Ok(None);
+        };
+        let cin = self.ccl.0.range(0, chunk.bytes)?;
+        let cout = self.ccl.1.range(0, chunk.bytes)?;
+        let input = self.input.range(chunk.offset, chunk.bytes)?;
+        self.stream.memcpy_async(&cin, &input)?;
+        Ok(Some((chunk, cin, cout)))
+    }
+
+    /// Ends `chunk`'s round: its result, in the CCL output, copied into
+    /// the user output.
+    pub(crate) fn copy_out(&self, chunk: &Chunk) -> Result<()> {
+        let out = self.output.range(chunk.offset, chunk.bytes)?;
+        self.stream
+            .memcpy_async(&out, &self.ccl.1.range(0, chunk.bytes)?)
     }
 }
 

@@ -8,11 +8,11 @@ use crate::op::{OpParam, OpType};
 use crate::prim::{self, Rx, Tx};
 use crate::resource::{AlgResourceRequest, AlgResourceResponse, SingleSubCommTransport};
 use crate::template::layout::{
-    copy_through, round_capacity, run_op_base_loop, run_per_rank_rounds, Chunk, OpBaseChunks, Slice,
+    copy_through, round_capacity, run_op_base_loop, run_per_rank_rounds, Chunk, OpBaseIo, Slice,
 };
 use crate::template::{RingAllGather, RingReduceScatter};
 use crate::topo::{CommPlane, SubCommInfo, TopoInfo};
-use hccl_platform::{DataType, DeviceMem, HcclError, MemKind, ReduceOp, Result, Stream};
+use hccl_platform::{DeviceMem, HcclError, MemKind, Result, Stream};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -161,7 +161,7 @@ impl HierExecutor {
         res: &AlgResourceResponse,
     ) -> Result<Box<dyn StagedOp>> {
         Ok(Box::new(HierAllReduceRounds {
-            stream: param.stream.clone().into_owned(),
+            io: OpBaseIo::new(param, res)?,
             l0: level0(res, &self.hosts)?,
             l1: self.level1_comms(res)?,
             units: self.units(),
@@ -169,11 +169,6 @@ impl HierExecutor {
             hosts: self.hosts.clone(),
             split: self.split(),
             parts: self.parts(),
-            input: param.input.clone().into_owned(),
-            output: param.output.clone().into_owned(),
-            ccl: (res.ccl_input.clone(), res.ccl_output.clone()),
-            how: (param.dtype, param.reduce_op),
-            chunks: OpBaseChunks::new(param, round_capacity(res))?,
             round: None,
         }))
     }
@@ -435,12 +430,12 @@ impl CollExecutor for HierExecutor {
 
 /// The op-base TwoLevel / AHC AllReduce, a stage at a time (see
 /// [`crate::CollExecutor::staged`]): per round of the op-base loop, the
-/// copy in, one stage per level-0 reduce-scatter step, one per level-1
-/// allreduce this rank joins (each whole), one per level-0 allgather
-/// step, the copy out. On one host, level 0 is a ring of every rank:
-/// 2(p−1) steps a rank that are never stored whole.
+/// copy in with the first stage, one stage per level-0 reduce-scatter
+/// step, one per level-1 allreduce this rank joins (each whole), one per
+/// level-0 allgather step, the copy out. On one host, level 0 is a ring
+/// of every rank: 2(p−1) steps a rank that are never stored whole.
 struct HierAllReduceRounds {
-    stream: Stream,
+    io: OpBaseIo,
     l0: SubCommInfo,
     l1: Vec<SubCommInfo>,
     /// The runs of parts of each level-1 allreduce, in `l1`'s order.
@@ -450,12 +445,6 @@ struct HierAllReduceRounds {
     split: Split,
     /// Parts the data is cut into.
     parts: u32,
-    input: DeviceMem,
-    output: DeviceMem,
-    /// The CCL input and output.
-    ccl: (DeviceMem, DeviceMem),
-    how: (DataType, ReduceOp),
-    chunks: OpBaseChunks,
     round: Option<HierRound>,
 }
 
@@ -475,15 +464,11 @@ struct HierRound {
 
 impl StagedOp for HierAllReduceRounds {
     fn issue_next(&mut self) -> Result<bool> {
-        let s = &self.stream;
         if self.round.is_none() {
-            let Some(chunk) = self.chunks.next() else {
+            let Some((chunk, cin, cout)) = self.io.next_round()? else {
                 return Ok(false);
             };
-            let bytes = chunk.bytes;
-            let cin = self.ccl.0.range(0, bytes)?;
-            let cout = self.ccl.1.range(0, bytes)?;
-            let parts = Slice::split(bytes, self.parts as usize);
+            let parts = Slice::split(chunk.bytes, self.parts as usize);
             let slices: Arc<[Slice]> = self
                 .hosts
                 .level0_slices(self.hosts.host, &parts, self.split)
@@ -492,7 +477,7 @@ impl StagedOp for HierAllReduceRounds {
             let rs = (cin.clone(), cout.clone(), slices.clone());
             self.round = Some(HierRound {
                 chunk,
-                rs: RingReduceScatter::new(rs, at, self.how),
+                rs: RingReduceScatter::new(rs, at, self.io.how),
                 ag: RingAllGather::new((cout.clone(), slices), at),
                 cin,
                 cout,
@@ -501,29 +486,26 @@ impl StagedOp for HierAllReduceRounds {
             });
         }
         let r = self.round.as_mut().expect("a round is being issued");
+        let s = &self.io.stream;
         let steps = (self.l0.local_rank_size as usize).saturating_sub(1);
         let units = self.units.len();
         let i = r.next;
         r.next += 1;
-        if i == 0 {
-            let input = self.input.range(r.chunk.offset, r.chunk.bytes)?;
-            s.memcpy_async(&r.cin, &input)?;
-        } else if i <= steps {
-            r.rs.step(s, &self.l0, i - 1)?;
-        } else if i <= steps + units {
-            let k = i - steps - 1;
+        if i < steps {
+            r.rs.step(s, &self.l0, i)?;
+        } else if i < steps + units {
+            let k = i - steps;
             let sp = span(&r.parts, self.units[k].clone());
             let (inp, out) = (
                 r.cin.range(sp.offset, sp.len)?,
                 r.cout.range(sp.offset, sp.len)?,
             );
             let bufs = (&inp, &out, sp.offset);
-            self.level1.all_reduce(s, &self.l1[k], bufs, self.how)?;
-        } else if i <= 2 * steps + units {
-            r.ag.step(s, &self.l0, i - steps - units - 1)?;
+            self.level1.all_reduce(s, &self.l1[k], bufs, self.io.how)?;
+        } else if i < 2 * steps + units {
+            r.ag.step(s, &self.l0, i - steps - units)?;
         } else {
-            let out = self.output.range(r.chunk.offset, r.chunk.bytes)?;
-            s.memcpy_async(&out, &r.cout)?;
+            self.io.copy_out(&r.chunk)?;
             self.round = None;
         }
         Ok(true)
