@@ -508,3 +508,38 @@ fn after_a_mismatch_the_next_ops_run_on_every_rank() {
         }
     });
 }
+
+/// A peer's report of a mismatch it found reaches the other ranks over
+/// their links; an op after it, still waiting on that peer when its
+/// kernel checks its links, must not take that old report for a failure
+/// of its own. Rank 0 is late to the op after the mismatch, so the
+/// others' kernels wait on it long enough to check their links.
+#[test]
+fn a_mismatch_reported_by_a_peer_does_not_fail_a_later_op() {
+    let p = 3;
+    let comms = comms(p, &[]);
+    run_ranks(p, Duration::from_secs(60), move |r| {
+        let comm = &comms[r as usize];
+        let s = comm.create_stream();
+        let c = if r == 1 { 2 } else { 3 };
+        let send = mem_f32(&vec![1.0; c]);
+        let recv = DeviceMem::alloc(c * 4).unwrap();
+        comm.all_reduce_raw(&send, &recv, c as u64, DataType::Fp32, ReduceOp::Sum, &s)
+            .unwrap();
+        let e = s.synchronize().unwrap_err();
+        assert!(
+            e.to_string().contains("inconsistent between ranks"),
+            "rank {r}: {e}"
+        );
+        if r == 0 {
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let send = mem_f32(&[r as f32 + 1.0; 4]);
+        let recv = DeviceMem::alloc(16).unwrap();
+        comm.all_reduce_raw(&send, &recv, 4, DataType::Fp32, ReduceOp::Sum, &s)
+            .unwrap();
+        s.synchronize()
+            .unwrap_or_else(|e| panic!("rank {r}: the op after a mismatch failed: {e}"));
+        assert_eq!(recv.to_vec::<f32>(4).unwrap(), vec![6.0; 4], "rank {r}");
+    });
+}

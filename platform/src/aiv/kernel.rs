@@ -235,6 +235,12 @@ impl Kernel for AivTask {
         AivTask::describe(self)
     }
 
+    /// A mismatch is not relayed: every rank compares every peer's
+    /// descriptor with its own, for every op, and finds it itself.
+    fn relays_failure(&self, e: &HcclError) -> bool {
+        !crate::link::is_inconsistency(e)
+    }
+
     /// The link to the peer the kernel waits for (errors name the peer,
     /// and a failure aborts that link first).
     fn waiting_link(&self) -> Option<&Arc<dyn Link>> {

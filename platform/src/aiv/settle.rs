@@ -11,7 +11,7 @@
 use super::board::AivBoards;
 use super::check::catch_up;
 use super::kernel::{pending_on, wake_if_completed};
-use crate::error::Result;
+use crate::error::{HcclError, Result};
 use crate::link::Link;
 use crate::stream::{Kernel, Settle};
 use crate::sync::{Arc, Weak};
@@ -69,6 +69,12 @@ impl Kernel for AivCheck {
             return Poll::Ready(Ok(()));
         }
         pending_on(&mut self.polls, &b.peers)
+    }
+
+    /// A mismatch is not relayed: every rank compares every peer's
+    /// descriptor with its own, for every op, and finds it itself.
+    fn relays_failure(&self, e: &HcclError) -> bool {
+        !crate::link::is_inconsistency(e)
     }
 
     fn describe(&self) -> String {

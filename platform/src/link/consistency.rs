@@ -10,6 +10,16 @@ use crate::mem::MemHandle;
 use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering};
 use std::collections::VecDeque;
 
+/// How HCCL's inconsistency error begins.
+const INCONSISTENT: &str =
+    "The arguments for collective communication are inconsistent between ranks";
+
+/// Whether `e` is HCCL's inconsistency error (a parameter of the op differs
+/// between this rank and a peer), as [`OpDesc::check`] makes it.
+pub(crate) fn is_inconsistency(e: &HcclError) -> bool {
+    e.code() == crate::HcclResult::EPara && e.to_string().contains(INCONSISTENT)
+}
+
 /// What an op looks like from one rank; two ranks running the same op
 /// must have equal descriptors.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -74,7 +84,7 @@ impl OpDesc {
         for ((name, local), (_, theirs)) in self.fields().into_iter().zip(remote.fields()) {
             if local != theirs {
                 return Err(HcclError::para(format!(
-                    "The arguments for collective communication are inconsistent between ranks: parameter {name}, local end {local}, remote end {theirs}"
+                    "{INCONSISTENT}: parameter {name}, local end {local}, remote end {theirs}"
                 ))
                 .peer(peer));
             }

@@ -55,6 +55,7 @@ mod tcp;
 mod verb;
 mod write_based;
 
+pub(crate) use consistency::is_inconsistency;
 pub use consistency::{OpDesc, ParamMem};
 #[cfg(feature = "ibverbs")]
 pub use ibverbs::{IbvLink, IbvTransport, IBVERBS_SCORE};

@@ -46,6 +46,16 @@ pub trait Kernel: Send + std::fmt::Debug {
         None
     }
 
+    /// Whether the stream tells the peers of its failure `e` (aborting its
+    /// links, so their waits on this rank end at once). `false` for a
+    /// failure every peer finds on its own: a relayed one stays on the
+    /// link and would end a later op of the peer that waits long enough
+    /// to look at its links.
+    fn relays_failure(&self, e: &crate::error::HcclError) -> bool {
+        let _ = e;
+        true
+    }
+
     /// Whether dropping the kernel only drops pins and reference counts
     /// (then the queue drops it under its lock instead of deferring it).
     fn cheap_drop(&self) -> bool {

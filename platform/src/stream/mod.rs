@@ -436,7 +436,7 @@ impl StreamInner {
                             Some(l) => e.rank(l.rank).tag(l.tag),
                             None => e,
                         };
-                        break Some((None, e));
+                        break Some((None, e, true));
                     }
                 }
             }
@@ -460,12 +460,13 @@ impl StreamInner {
                 }
                 Poll::Ready(Err(e)) => {
                     let head = q.tasks.front().expect("head exists");
+                    let relay = head.kernel().is_none_or(|k| k.relays_failure(&e));
                     let link = q.pools.link_of(head).cloned();
                     if timeline.is_some() {
                         traced.push(q.head_event(self.id, true));
                     }
                     q.pop(&mut released);
-                    break Some((link, e));
+                    break Some((link, e, relay));
                 }
                 Poll::Pending => {
                     // the clock is read only when a timeout can use it (the
@@ -491,12 +492,14 @@ impl StreamInner {
             dev.stats.record(done, bytes.0, bytes.1);
             self.complete(done);
         }
-        if let Some((link, e)) = failure {
+        if let Some((link, e, relay)) = failure {
             tracing::error!(error = %e, "stream task failed; discarding the stream's queued tasks");
-            if let Some(link) = link {
-                link.abort(&e.to_string());
+            if relay {
+                if let Some(link) = link {
+                    link.abort(&e.to_string());
+                }
+                dev.abort_links(&e.to_string());
             }
-            dev.abort_links(&e.to_string());
             self.fail(e, dev);
             return true;
         }
