@@ -3,7 +3,7 @@
 use super::hosts::{overlap, span, Hosts, Layout, Split};
 use super::level1::Level1Algorithm;
 use crate::executor::flat::{check_mode, check_op, is_graph, ring_peers, share_user_buffers};
-use crate::executor::{CollExecutor, StagedOp};
+use crate::executor::{issue_all, CollExecutor, StagedOp};
 use crate::op::{OpParam, OpType};
 use crate::prim::{self, Rx, Tx};
 use crate::resource::{AlgResourceRequest, AlgResourceResponse, SingleSubCommTransport};
@@ -415,8 +415,7 @@ impl CollExecutor for HierExecutor {
         match self.op {
             OpType::AllReduce if is_graph(param) => self.all_reduce_graph(param, res),
             OpType::AllReduce => {
-                let mut stages = self.all_reduce_stages(param, res)?;
-                while stages.issue_next()? {}
+                issue_all(Some(self.all_reduce_stages(param, res)?))?;
                 Ok(())
             }
             OpType::AllGather | OpType::ReduceScatter => self.blocks(param, res),
