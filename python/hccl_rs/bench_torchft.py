@@ -128,6 +128,14 @@ def replica(backend: str, rid: int, lighthouse: str, steps: int, out: str,
         n_ar = len(allreduce_s)
         opt.zero_grad()
         if step == kill_at:
+            # the kill must land inside a step both replicas are in: the
+            # quorum zero_grad() requested (on torchft's thread) is waited
+            # for first. Killed before that request reached the lighthouse,
+            # the survivor's step would wait for a quorum of min_replicas=2
+            # until the restarted process joined (seconds, under load), and
+            # the survivor's failed step would measure the restart instead
+            # of the backend's loss detection.
+            manager.wait_quorum()
             with open(out + ".killed", "w") as f:
                 f.write(repr(time.time()))
             os.kill(os.getpid(), signal.SIGKILL)
@@ -135,7 +143,11 @@ def replica(backend: str, rid: int, lighthouse: str, steps: int, out: str,
         loss.backward()
         opt.step()
         committed = manager.current_step() > step
+        # why a step did not commit: the error its allreduce reported (the
+        # backend's message, e.g. the lost peer it names), else none
+        err = manager.errored()
         records.append({
+            "error": None if err is None else str(getattr(err, "original_exception", err)),
             "step": step, "committed": committed, "wall_end": time.time(),
             "step_s": time.perf_counter() - t0, "allreduce_s": allreduce_s[n_ar:],
             "participants": manager.num_participants(),
@@ -226,6 +238,7 @@ def summarize(res: dict, kill_at: int) -> dict:
         k = res["killed_at"]
         failed = [rec for rec in res[0] if not rec["committed"] and rec["wall_end"] > k]
         out["failed_step_s"] = failed[0]["wall_end"] - k if failed else float("nan")
+        out["failed_step_error"] = failed[0].get("error") if failed else None
         after = [rec for rec in res[0] if rec["committed"] and rec["wall_end"] > k]
         out["recovery_survivor_s"] = after[0]["wall_end"] - k if after else float("nan")
         back = [rec for rec in res[1] if rec["committed"]]
