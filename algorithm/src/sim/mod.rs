@@ -354,13 +354,9 @@ const ISSUE_BELOW: u64 = 16;
 impl SimRank {
     /// Tasks queued on the rank's streams and not yet completed.
     fn queued(&self) -> u64 {
-        std::iter::once(&self.stream)
-            .chain(&self.slaves)
-            .map(|s| {
-                let p = s.progress();
-                p.enqueued - p.completed
-            })
-            .sum()
+        // (the device's own sum reads only its busy streams: a
+        // multi-ring plan's rank has 33, most idle)
+        self.device.outstanding_tasks()
     }
 
     /// Issues stages of the rank's staged plan while its queue is short;
@@ -373,9 +369,7 @@ impl SimRank {
             };
             // a failed stream discards its tasks: the rest of the plan
             // would only queue behind the failure
-            let failed = std::iter::once(&self.stream)
-                .chain(&self.slaves)
-                .any(|s| s.progress().failed_at.is_some());
+            let failed = self.device.any_stream_failed();
             if failed || !plan.issue_next().map_err(|e| e.rank(r).tag(tag))? {
                 self.stages = None;
                 break;

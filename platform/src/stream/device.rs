@@ -210,8 +210,19 @@ pub(crate) struct DeviceInner {
     pub(crate) events: Arc<EventCount>,
     /// Bumped when tasks complete, for synchronizers that are not driving.
     pub(crate) done: EventCount,
-    /// Held by whoever is driving.
-    pub(crate) driver: Mutex<Vec<Arc<StreamInner>>>,
+    /// Held by whoever is driving: its snapshot of the live streams.
+    pub(crate) driver: Mutex<Vec<Driven>>,
+    /// Streams that may have tasks outstanding, as bits ([`Driven::bit`]:
+    /// a stream's bit is shared by every 64th stream). Every enqueue sets
+    /// its stream's bit after counting the task; only
+    /// [`Device::poll_once`] clears bits: it takes them all and sets back
+    /// those of the streams it leaves with tasks, before it lets go of the
+    /// driver lock. So whoever holds that lock finds every stream with
+    /// tasks among the set bits, and the simulator's poll of a rank with
+    /// dozens of streams, most idle, reads only the busy ones.
+    pub(crate) active: AtomicU64,
+    /// Whether a task of any stream of the device ever failed.
+    any_failed: AtomicBool,
     /// The stream generation the driver's snapshot holds between
     /// `poll_once` calls (`u64::MAX`: none). Only touched under `driver`.
     poll_gen: AtomicU64,
@@ -313,6 +324,8 @@ impl Device {
             events: waker,
             done: EventCount::new(),
             driver: Mutex::new(Vec::new()),
+            active: AtomicU64::new(0),
+            any_failed: AtomicBool::new(false),
             poll_gen: AtomicU64::new(u64::MAX),
             spin_ns: AtomicU64::new(spin_ns),
             spin_cap_ns: AtomicU64::new(u64::MAX),
@@ -476,25 +489,40 @@ impl Device {
         // the stream list only when it changed
         loop {
             self.0.refresh_kept(&mut snap);
+            // only streams whose bits are set can have tasks (see
+            // `active`): a multi-channel plan keeps dozens of streams,
+            // most idle, and reading each one's counters was a cache miss
+            let taken = self.0.active.swap(0, Ordering::AcqRel);
+            if taken == 0 {
+                break;
+            }
             // another round can only help a stream that stopped with
             // tasks left before some stream's progress (a notify it waits
             // for may have been recorded since): a stream that stopped
             // after the last progress of the round saw everything the
-            // round did, and an idle one has nothing to run. A
-            // multi-channel plan keeps dozens of streams, most idle.
+            // round did, and an idle one has nothing to run
             let (mut first_stuck, mut last_progress) = (None, None);
+            let mut busy = 0u64;
             for (i, s) in snap.iter().enumerate() {
+                if taken & s.bit == 0 {
+                    continue;
+                }
                 if s.run_ready(&self.0) {
                     last_progress = Some(i);
                 }
-                if first_stuck.is_none() && !s.is_idle() {
-                    first_stuck = Some(i);
+                if !s.is_idle() {
+                    busy |= s.bit;
+                    first_stuck.get_or_insert(i);
                 }
             }
+            // streams enqueued on during the round (a host callback's
+            // enqueue, another thread's) set their bits meanwhile
+            let fresh = self.0.active.fetch_or(busy, Ordering::AcqRel);
             self.0.flush_hooks();
             progressed |= last_progress.is_some();
             match (first_stuck, last_progress) {
                 (Some(stuck), Some(last)) if stuck < last => {}
+                (_, Some(_)) if fresh & !busy != 0 => {}
                 _ => break,
             }
         }
@@ -519,6 +547,35 @@ impl Device {
     /// Whether any stream of the device has unfinished tasks.
     pub fn has_work(&self) -> bool {
         self.0.has_work()
+    }
+
+    /// Tasks enqueued on the device's streams and not yet completed, all
+    /// streams together. Between polls (the simulator asks before it
+    /// issues a rank's next stages) it reads only the streams that can
+    /// have tasks (see `DeviceInner::active`), not every stream of a
+    /// multi-channel plan.
+    pub fn outstanding_tasks(&self) -> u64 {
+        if let Ok(mut snap) = self.0.driver.try_lock() {
+            self.0.refresh_kept(&mut snap);
+            let active = self.0.active.load(Ordering::Acquire);
+            return snap
+                .iter()
+                .filter(|s| active & s.bit != 0)
+                .map(|s| s.outstanding())
+                .sum();
+        }
+        let live: smallvec::SmallVec<[_; 8]> = {
+            let v = self.0.streams.lock().unwrap_or_else(|p| p.into_inner());
+            v.iter().filter_map(Weak::upgrade).collect()
+        };
+        live.iter().map(|s| s.outstanding()).sum()
+    }
+
+    /// Whether a task of any of the device's streams has failed, ever
+    /// (a stream's [`StreamProgress::failed_at`](super::StreamProgress),
+    /// for all of them at once).
+    pub fn any_stream_failed(&self) -> bool {
+        self.0.any_failed.load(Ordering::Acquire)
     }
 
     /// Work completed so far.
@@ -627,6 +684,7 @@ impl DeviceInner {
 
     /// Calls the failure hooks for stream `stream`, failed with `e`.
     pub(crate) fn stream_failed(&self, stream: u64, e: &HcclError) {
+        self.any_failed.store(true, Ordering::Release);
         let hooks: Vec<FailureHook> = self
             .failure_hooks
             .lock()
@@ -721,7 +779,7 @@ impl DeviceInner {
 
     /// Fails every stream in `streams` that has tasks outstanding with the
     /// [`Device::fail_all`] error; returns whether any had.
-    fn fail_streams(&self, streams: &[Arc<StreamInner>]) -> bool {
+    fn fail_streams(&self, streams: &[Driven]) -> bool {
         let Some(err) = self
             .failed_all
             .lock()
@@ -766,7 +824,7 @@ impl DeviceInner {
     /// Fails the waiting task of every stream in `streams` with `lost` (a
     /// lost peer), each error saying what that stream was waiting for, and
     /// tells every peer.
-    fn fail_lost(&self, streams: &[Arc<StreamInner>], lost: &HcclError) {
+    fn fail_lost(&self, streams: &[Driven], lost: &HcclError) {
         let lost_rank = lost.context().peer;
         let mut first: Option<String> = None;
         for s in streams {
@@ -803,11 +861,7 @@ impl DeviceInner {
 
     /// Runs tasks of all streams until `done()` holds. The caller holds the
     /// driver lock, whose Vec is reused as the stream snapshot.
-    pub(crate) fn drive_until(
-        &self,
-        snapshot: &mut Vec<Arc<StreamInner>>,
-        done: &dyn Fn() -> bool,
-    ) {
+    pub(crate) fn drive_until(&self, snapshot: &mut Vec<Driven>, done: &dyn Fn() -> bool) {
         self.drive_until_or(snapshot, done, None);
     }
 
@@ -816,7 +870,7 @@ impl DeviceInner {
     /// a caller can look at something else (pending signals) and drive on.
     pub(crate) fn drive_until_or(
         &self,
-        snapshot: &mut Vec<Arc<StreamInner>>,
+        snapshot: &mut Vec<Driven>,
         done: &dyn Fn() -> bool,
         deadline: Option<Instant>,
     ) {
@@ -833,7 +887,7 @@ impl DeviceInner {
             u64::MAX => None,
             g => Some(g),
         };
-        snapshot.retain(|s| Arc::strong_count(s) > 1);
+        snapshot.retain(|s| Arc::strong_count(&s.stream) > 1);
         let finish = |gen: Option<u64>| {
             self.poll_gen
                 .store(gen.unwrap_or(u64::MAX), Ordering::Relaxed);
@@ -1005,7 +1059,7 @@ impl DeviceInner {
     /// [`refresh`](Self::refresh) of the driver's kept snapshot `snap`
     /// (held under `driver`), whose generation `poll_gen` records between
     /// `poll_once` calls.
-    fn refresh_kept(&self, snap: &mut Vec<Arc<StreamInner>>) {
+    fn refresh_kept(&self, snap: &mut Vec<Driven>) {
         let mut gen = match self.poll_gen.load(Ordering::Relaxed) {
             u64::MAX => None,
             g => Some(g),
@@ -1017,14 +1071,14 @@ impl DeviceInner {
 
     /// Re-reads the live streams into `out` unless none registered since
     /// the generation in `seen` (None: read anyway).
-    fn refresh(&self, out: &mut Vec<Arc<StreamInner>>, seen: &mut Option<u64>) {
+    fn refresh(&self, out: &mut Vec<Driven>, seen: &mut Option<u64>) {
         let gen = self.streams_gen.load(Ordering::Acquire);
         if *seen == Some(gen) {
             return;
         }
         out.clear();
         let v = self.streams.lock().unwrap_or_else(|p| p.into_inner());
-        out.extend(v.iter().filter_map(Weak::upgrade));
+        out.extend(v.iter().filter_map(Weak::upgrade).map(Driven::new));
         *seen = Some(gen);
     }
 
@@ -1036,7 +1090,9 @@ impl DeviceInner {
         // every pass) reads the driver's snapshot: no upgrade per stream
         if let Ok(mut snap) = self.driver.try_lock() {
             self.refresh_kept(&mut snap);
-            return snap.iter().any(|s| !s.is_idle());
+            // (no poll_once holds bits taken while we hold the lock)
+            let active = self.active.load(Ordering::Acquire);
+            return snap.iter().any(|s| active & s.bit != 0 && !s.is_idle());
         }
         let live: smallvec::SmallVec<[_; 8]> = {
             let v = self.streams.lock().unwrap_or_else(|p| p.into_inner());
@@ -1052,6 +1108,32 @@ impl Notify {
     /// A notify whose records wake `device`'s driver.
     pub fn new(device: &Device) -> Notify {
         Notify::with_waker(device.waker())
+    }
+}
+
+/// A stream in a driver's snapshot, its bit in [`DeviceInner::active`]
+/// beside the pointer: a walk that skips streams by their bits reads no
+/// skipped stream's memory.
+pub(crate) struct Driven {
+    stream: Arc<StreamInner>,
+    /// The stream's bit in `active`.
+    bit: u64,
+}
+
+impl Driven {
+    fn new(stream: Arc<StreamInner>) -> Self {
+        Driven {
+            bit: stream.active_bit(),
+            stream,
+        }
+    }
+}
+
+impl std::ops::Deref for Driven {
+    type Target = StreamInner;
+
+    fn deref(&self) -> &StreamInner {
+        &self.stream
     }
 }
 

@@ -977,7 +977,8 @@ impl Stream {
                 Rec::Launch(k) => {
                     // queue what came before, then launch as any launch:
                     // the launch sees the tasks in front of it
-                    self.inner.count_enqueued(std::mem::take(&mut pushed));
+                    self.inner
+                        .count_enqueued(std::mem::take(&mut pushed), &self.device.0);
                     self.inner.note_label(&q);
                     drop(q);
                     self.wake_worker();
@@ -993,7 +994,7 @@ impl Stream {
             q.push(op);
             pushed += 1;
         }
-        self.inner.count_enqueued(pushed);
+        self.inner.count_enqueued(pushed, &self.device.0);
         (q.label, q.step) = saved;
         self.inner.note_label(&q);
         drop(q);

@@ -11,9 +11,15 @@
 //! and parks whenever it finds nothing: every callback must run, once, in
 //! order, and the worker must never park with a task queued — loom
 //! reports a deadlock if the worker sleeps through an enqueue.
+//!
+//! A second model checks the device's set of busy streams that
+//! [`Device::poll_once`] walks instead of every stream: a poller takes the
+//! set while tasks are enqueued; once the enqueuer and the poller are
+//! done, one more poll must find every queued task.
 
 use super::device::worker_turn;
 use super::{Device, DeviceConfig, ExecMode, Stream};
+use crate::error::Result;
 use crate::sync::mutation::{self, Mutation};
 use crate::sync::{Arc, AtomicUsize, Ordering};
 use loom::thread;
@@ -103,4 +109,62 @@ fn stream_catches_skipped_wake() {
 #[should_panic(expected = "deadlock")]
 fn stream_catches_missing_recheck() {
     mutation::with(Mutation::StreamNoRecheck, model);
+}
+
+/// Enqueues on two streams of an inline device while another thread
+/// polls it twice; then one more poll must run every task (each a host
+/// callback: always runnable), whatever bits the concurrent polls took.
+fn busy_set_model() {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(3);
+    builder.check(|| {
+        let config = DeviceConfig {
+            exec_timeout: None,
+            spin: Duration::ZERO,
+            yields: 0,
+            mode: ExecMode::Inline,
+        };
+        let dev = Device::new(0, config);
+        let streams = [Stream::new(&dev), Stream::new(&dev)];
+        let ran = Arc::new(AtomicUsize::new(0));
+        let poller = {
+            let dev = dev.clone();
+            thread::spawn(move || {
+                for _ in 0..2 {
+                    dev.poll_once();
+                }
+            })
+        };
+        let count = |ran: &Arc<AtomicUsize>| {
+            let ran = ran.clone();
+            move || -> Result<()> {
+                ran.fetch_add(1, Ordering::Release);
+                Ok(())
+            }
+        };
+        for s in &streams {
+            s.host_callback(count(&ran)).unwrap();
+        }
+        poller.join().unwrap();
+        dev.poll_once();
+        assert_eq!(
+            ran.load(Ordering::Acquire),
+            2,
+            "a poll after the enqueues ran every queued task"
+        );
+    });
+}
+
+/// The busy set as written: no stream with a task is left out of it.
+#[test]
+fn stream_busy_set_keeps_every_queued_task() {
+    busy_set_model();
+}
+
+/// A bit set before the count: a poll between the two drops the stream
+/// with its task queued.
+#[test]
+#[should_panic(expected = "a poll after the enqueues ran every queued task")]
+fn stream_catches_bit_before_count() {
+    mutation::with(Mutation::StreamBitEarly, busy_set_model);
 }

@@ -340,7 +340,7 @@ impl StreamInner {
     }
 
     /// Tasks enqueued and not yet completed.
-    fn outstanding(&self) -> u64 {
+    pub(crate) fn outstanding(&self) -> u64 {
         let done = self.completed.load(Ordering::Acquire);
         self.enqueued.load(Ordering::Acquire).saturating_sub(done)
     }
@@ -348,19 +348,33 @@ impl StreamInner {
     /// Queues `op` on the locked queue `q` (this stream's) and counts it
     /// enqueued, under the same lock so a synchronizer never waits for a
     /// count that no queued task will complete.
-    fn push_locked(&self, q: &mut Queue, op: Op) {
+    fn push_locked(&self, q: &mut Queue, op: Op, dev: &device::DeviceInner) {
         q.push(op);
-        self.count_enqueued(1);
+        self.count_enqueued(1, dev);
     }
 
-    /// Counts `n` more tasks enqueued; called under the queue lock, after
-    /// queueing them.
-    fn count_enqueued(&self, n: u64) {
+    /// Counts `n` more tasks enqueued on this stream of `dev`; called under
+    /// the queue lock, after queueing them.
+    fn count_enqueued(&self, n: u64, dev: &device::DeviceInner) {
         if n > 0 {
+            let early = mutation::active(Mutation::StreamBitEarly);
+            if early {
+                dev.active.fetch_or(self.active_bit(), Ordering::Release);
+            }
             // only written under the queue lock: a load and a store do
             let c = self.enqueued.load(Ordering::Relaxed);
             self.enqueued.store(c + n, Ordering::Release);
+            // after the count: a driver that takes the bit sees the task
+            if !early {
+                dev.active.fetch_or(self.active_bit(), Ordering::Release);
+            }
         }
+    }
+
+    /// The stream's bit in its device's set of busy streams
+    /// (`DeviceInner::active`).
+    pub(crate) fn active_bit(&self) -> u64 {
+        1 << (self.id % 64)
     }
 
     /// Runs tasks from the head until one must wait. Returns whether any ran.
@@ -730,7 +744,7 @@ impl Stream {
                 return self.record(&q, &slot, make);
             }
             let op = make(&mut q.pools);
-            self.inner.push_locked(&mut q, op);
+            self.inner.push_locked(&mut q, op, &self.device.0);
         }
         if self.device.0.config.mode == ExecMode::Worker
             && !mutation::active(Mutation::StreamSkipWake)
@@ -1012,7 +1026,7 @@ impl Stream {
     /// the head start ahead.
     fn queue_kernel(&self, q: &mut Queue, kernel: Box<dyn Kernel>) {
         let op = TaskKind::Kernel(kernel).into_op(&mut q.pools);
-        self.inner.push_locked(q, op);
+        self.inner.push_locked(q, op, &self.device.0);
         if q.tasks.len() > 1 {
             q.start_ahead();
         }

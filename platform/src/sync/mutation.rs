@@ -48,6 +48,10 @@ pub(crate) enum Mutation {
     /// Stream: the worker parks after registering without looking at the
     /// queues again (the look–register–look handshake's second look).
     StreamNoRecheck,
+    /// Stream: an enqueue sets its stream's bit in the device's busy set
+    /// before counting the task, so a poll that takes the bit in between
+    /// finds the stream idle and drops it from the set with a task queued.
+    StreamBitEarly,
 }
 
 #[cfg(loom)]
