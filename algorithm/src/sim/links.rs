@@ -3,10 +3,14 @@
 //!
 //! A mesh plan of p ranks has p(p−1)/2 of them (523,776 at 1,024 ranks):
 //! they are kept in a vector in the order they were made, found through
-//! an index keyed by the pair packed into one word and hashed with a
-//! multiply-xorshift (SipHash, the std default, showed in profiles of
-//! those plans), and the report is built from them in one sequential
-//! pass, sorted once, instead of a tree insert per link.
+//! an index, and the report is built from them in one sequential pass,
+//! sorted once, instead of a tree insert per link. Up to [`DENSE_UP_TO`]
+//! ranks the index is a triangular array of every pair's slot (2 MiB at
+//! 1,024 ranks: a hash probe per link was a fifth of a mesh plan's set-up,
+//! each a miss in a table several times that size); above, where a mesh
+//! would not fit anyway and most plans have a few links a rank, a hash
+//! map keyed by the pair packed into one word and hashed with a
+//! multiply-xorshift (SipHash, the std default, showed in profiles).
 
 use super::link::SimLink;
 use super::SimReport;
@@ -23,14 +27,53 @@ struct Pair {
     ends: (Arc<SimLink>, Arc<SimLink>),
 }
 
+/// Plans of at most this many ranks index their links densely (see the
+/// module docs): 8 MiB of index at 2,048 ranks.
+const DENSE_UP_TO: u32 = 2048;
+
 /// Every link of a plan (see the module docs).
-#[derive(Default)]
 pub(crate) struct LinkTable {
     pairs: Vec<Pair>,
-    index: HashMap<u64, u32, BuildHasherDefault<PairHasher>>,
+    index: Index,
+}
+
+/// Where a pair's link is in [`LinkTable::pairs`].
+enum Index {
+    /// Slot of pair (lo, hi) at [`Index::triangle`], `u32::MAX` if none.
+    Dense {
+        p: u32,
+        at: Vec<u32>,
+    },
+    Hashed(HashMap<u64, u32, BuildHasherDefault<PairHasher>>),
+}
+
+impl Index {
+    /// The position of pair `lo < hi` (of `p` ranks) in a row-major
+    /// upper triangle without its diagonal.
+    fn triangle(p: u32, lo: u32, hi: u32) -> usize {
+        let (p, lo, hi) = (p as usize, lo as usize, hi as usize);
+        lo * (2 * p - lo - 1) / 2 + (hi - lo - 1)
+    }
 }
 
 impl LinkTable {
+    /// An empty table for a plan of `p` ranks.
+    pub(crate) fn new(p: u32) -> Self {
+        let index = if p <= DENSE_UP_TO {
+            let n = (p as usize) * (p as usize).saturating_sub(1) / 2;
+            Index::Dense {
+                p,
+                at: vec![u32::MAX; n],
+            }
+        } else {
+            Index::Hashed(HashMap::default())
+        };
+        LinkTable {
+            pairs: Vec::new(),
+            index,
+        }
+    }
+
     /// Rank `a`'s end of its link to `b`, made by `make` (the lower
     /// rank's end first) if the pair has none yet.
     pub(crate) fn end(
@@ -40,15 +83,25 @@ impl LinkTable {
         make: impl FnOnce(u32, u32) -> (Arc<SimLink>, Arc<SimLink>),
     ) -> Arc<SimLink> {
         let (lo, hi) = (a.min(b), a.max(b));
-        let key = (lo as u64) << 32 | hi as u64;
-        let at = *self.index.entry(key).or_insert_with(|| {
-            self.pairs.push(Pair {
+        let pairs = &mut self.pairs;
+        let add = || {
+            pairs.push(Pair {
                 lo,
                 hi,
                 ends: make(lo, hi),
             });
-            (self.pairs.len() - 1) as u32
-        });
+            (pairs.len() - 1) as u32
+        };
+        let at = match &mut self.index {
+            Index::Dense { p, at } => {
+                let slot = &mut at[Index::triangle(*p, lo, hi)];
+                if *slot == u32::MAX {
+                    *slot = add();
+                }
+                *slot
+            }
+            Index::Hashed(map) => *map.entry((lo as u64) << 32 | hi as u64).or_insert_with(add),
+        };
         let ends = &self.pairs[at as usize].ends;
         if a == lo { &ends.0 } else { &ends.1 }.clone()
     }
@@ -123,6 +176,21 @@ mod tests {
         let mut h = PairHasher::default();
         v.hash(&mut h);
         h.finish()
+    }
+
+    #[test]
+    fn the_triangle_gives_every_pair_its_own_slot() {
+        for p in [2u32, 3, 7, 64] {
+            let mut seen = vec![false; (p * (p - 1) / 2) as usize];
+            for lo in 0..p {
+                for hi in lo + 1..p {
+                    let i = Index::triangle(p, lo, hi);
+                    assert!(!seen[i], "p {p}: ({lo}, {hi}) at {i} twice");
+                    seen[i] = true;
+                }
+            }
+            assert!(seen.iter().all(|&s| s), "p {p}: a slot left over");
+        }
     }
 
     #[test]

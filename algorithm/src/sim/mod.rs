@@ -771,7 +771,7 @@ fn simulate_once(
     }
 
     // Links, made once per unordered pair, with the plane of first use.
-    let mut links = links::LinkTable::default();
+    let mut links = links::LinkTable::new(p);
     // large untimed plans are driven in an order that follows their links
     // (see `locality_order`): each rank's first few peers, as asked for
     let reorder = p as usize >= PARALLEL_ABOVE && timing.is_none();
