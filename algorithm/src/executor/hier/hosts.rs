@@ -174,15 +174,19 @@ impl Hosts {
     /// Maximal runs of consecutive parts with the same level-1 group: one
     /// level-1 op each.
     pub(crate) fn runs(&self, split: Split) -> Vec<Range<u32>> {
+        // two parts have the same group when every host's owner is the
+        // same (a host's ranks are distinct): compared in place, not as
+        // a group built per part (each rank asks several times, and a
+        // one-host plan of p ranks has p parts: p² allocations a plan)
+        let same_group = |a: u32, b: u32| {
+            (0..self.ranks.len()).all(|h| self.owner(h, a, split) == self.owner(h, b, split))
+        };
         let mut out: Vec<Range<u32>> = Vec::new();
-        let mut last: Option<Vec<u32>> = None;
         for k in 0..self.parts(split) {
-            let g = self.group(k, split);
             match out.last_mut() {
-                Some(r) if last.as_ref() == Some(&g) => r.end = k + 1,
+                Some(r) if same_group(r.end - 1, k) => r.end = k + 1,
                 _ => out.push(k..k + 1),
             }
-            last = Some(g);
         }
         out
     }
