@@ -549,10 +549,14 @@ pub fn simulate(
     spec: &SimSpec,
 ) -> Result<SimReport, SimFailure> {
     match simulate_once(registry, name, spec) {
-        // executors that read peers' buffers by address need bytes
+        // executors that read peers' buffers by address need bytes (the
+        // rank reported may be a peer the reader's failure was relayed to)
         Err(SimFailure::Error(e))
             if spec.data == DataMode::Auto
-                && e.code() == hccl_platform::HcclResult::ENotSupport
+                && matches!(
+                    e.code(),
+                    hccl_platform::HcclResult::ENotSupport | hccl_platform::HcclResult::ERemote
+                )
                 && e.message().contains("virtual memory") =>
         {
             simulate_once(registry, name, &spec.clone().with_data(DataMode::Bytes))
@@ -896,6 +900,18 @@ fn simulate_once(
     );
     let ranks = unpermute(ranks, &ids);
     drop(params_in_order);
+    if let Err(SimFailure::Deadlock { stuck }) = &driven {
+        // a rank whose task failed told only the peers of that task's
+        // link; the ranks that wait for it elsewhere are stuck, and the
+        // failure, not the deadlock it left, is what to report
+        if let Some(e) = first_failure(&ranks) {
+            return Err(SimFailure::Error(e.during(format!(
+                "{} rank(s) left waiting for it (first: rank {}); the failure",
+                stuck.len(),
+                stuck.first().map_or(0, |s| s.rank)
+            ))));
+        }
+    }
     driven?;
     for (r, rank) in ranks.iter().enumerate() {
         for s in std::iter::once(&rank.stream).chain(rank.slaves.iter()) {
@@ -1043,6 +1059,21 @@ fn drive(
         None if !stuck.is_empty() => Err(SimFailure::Deadlock { stuck }),
         None => Ok(()),
     }
+}
+
+/// The error of the lowest rank whose stream failed, if any did.
+fn first_failure(ranks: &[SimRank]) -> Option<HcclError> {
+    ranks.iter().enumerate().find_map(|(r, rank)| {
+        if !rank.device.any_stream_failed() {
+            return None;
+        }
+        std::iter::once(&rank.stream)
+            .chain(&rank.slaves)
+            // (a failed stream discarded its tasks: synchronize returns at once)
+            .filter(|s| s.progress().failed_at.is_some())
+            .find_map(|s| s.synchronize().err())
+            .map(|e| e.rank(r as u32))
+    })
 }
 
 /// Peers of each rank (the first asked for) that [`locality_order`] follows.

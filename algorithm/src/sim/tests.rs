@@ -1096,3 +1096,32 @@ fn the_drive_order_follows_a_ring_however_its_ranks_are_numbered() {
     assert_eq!(driven[1], "r3");
     assert_eq!(unpermute(driven, &ids), v);
 }
+
+#[test]
+fn a_failed_rank_is_reported_rather_than_the_ranks_left_waiting_for_it() {
+    // Gather Direct's root reads every rank's buffer by address, which
+    // symbolic data cannot serve: the root's read from rank 1 fails, that
+    // link tells rank 1, and ranks 2..p wait for the root for good. The
+    // report names the failure, not the deadlock it left.
+    let p = 8;
+    let spec = SimSpec::op(OpType::Gather, p, 4, DataType::Fp32, ReduceOp::Sum)
+        .with_data(DataMode::Symbolic);
+    let e = simulate(registry(), "GatherDirectExecutor", &spec).unwrap_err();
+    let SimFailure::Error(err) = &e else {
+        panic!("expected the failure, got {e}")
+    };
+    assert_eq!(err.code(), HcclResult::ENotSupport, "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains("virtual memory"), "{msg}");
+    assert!(
+        msg.contains(&format!(
+            "{} rank(s) left waiting for it (first: rank 2)",
+            p - 2
+        )),
+        "{msg}"
+    );
+    // auto mode then runs it on bytes, and it passes
+    let auto = SimSpec::op(OpType::Gather, p, 4, DataType::Fp32, ReduceOp::Sum);
+    let r = simulate(registry(), "GatherDirectExecutor", &auto).unwrap();
+    assert!(r.checked && !r.symbolic);
+}
