@@ -555,20 +555,8 @@ impl Device {
     /// have tasks (see `DeviceInner::active`), not every stream of a
     /// multi-channel plan.
     pub fn outstanding_tasks(&self) -> u64 {
-        if let Ok(mut snap) = self.0.driver.try_lock() {
-            self.0.refresh_kept(&mut snap);
-            let active = self.0.active.load(Ordering::Acquire);
-            return snap
-                .iter()
-                .filter(|s| active & s.bit != 0)
-                .map(|s| s.outstanding())
-                .sum();
-        }
-        let live: smallvec::SmallVec<[_; 8]> = {
-            let v = self.0.streams.lock().unwrap_or_else(|p| p.into_inner());
-            v.iter().filter_map(Weak::upgrade).collect()
-        };
-        live.iter().map(|s| s.outstanding()).sum()
+        self.0
+            .with_busy_streams(|busy| busy.fold(0, |n, s| n + s.outstanding()))
     }
 
     /// Whether a task of any of the device's streams has failed, ever
@@ -1083,16 +1071,35 @@ impl DeviceInner {
     }
 
     /// Whether any live stream has unfinished tasks. Walks the streams
-    /// (a device-wide counter would cost every enqueue and every completion
-    /// an atomic read-modify-write; this is asked far less often).
+    /// that may have any (a device-wide task counter would cost every
+    /// completion an atomic read-modify-write too; this is asked far less
+    /// often).
     pub(crate) fn has_work(&self) -> bool {
-        // a caller between polls (the simulator asks of every rank after
-        // every pass) reads the driver's snapshot: no upgrade per stream
+        self.with_busy_streams(|busy| {
+            // (a loop: `any` needs a sized iterator)
+            for s in busy {
+                if !s.is_idle() {
+                    return true;
+                }
+            }
+            false
+        })
+    }
+
+    /// Runs `f` over the streams that may have tasks. A caller between
+    /// polls (the simulator asks of every rank after every pass) reads
+    /// the driver's snapshot, only the streams whose bits are set in
+    /// `active` (no `poll_once` holds bits taken while we hold the driver
+    /// lock) and no upgrade per stream; while another thread drives, every
+    /// live stream.
+    fn with_busy_streams<R>(
+        &self,
+        f: impl FnOnce(&mut dyn Iterator<Item = &StreamInner>) -> R,
+    ) -> R {
         if let Ok(mut snap) = self.driver.try_lock() {
             self.refresh_kept(&mut snap);
-            // (no poll_once holds bits taken while we hold the lock)
             let active = self.active.load(Ordering::Acquire);
-            return snap.iter().any(|s| active & s.bit != 0 && !s.is_idle());
+            return f(&mut snap.iter().filter(|s| active & s.bit != 0).map(|s| &**s));
         }
         let live: smallvec::SmallVec<[_; 8]> = {
             let v = self.streams.lock().unwrap_or_else(|p| p.into_inner());
@@ -1100,7 +1107,7 @@ impl DeviceInner {
         };
         // dropped with the lock released: the last handle's drop may run
         // a queue's (and its links') destructors
-        live.iter().any(|s| !s.is_idle())
+        f(&mut live.iter().map(|s| &**s))
     }
 }
 
