@@ -330,11 +330,17 @@ mod tests {
     use std::os::fd::AsRawFd;
     use std::process::{Child, Command};
 
+    /// The `/dev/shm` entries this process could have made: tests run in
+    /// parallel processes, and another process's segment
+    /// (`hccl-rs-<its pid>-…`) may come and go between two looks.
     fn dev_shm() -> Vec<String> {
+        let prefix = crate::SHM_PREFIX.trim_start_matches('/');
+        let ours = format!("{prefix}{}-", std::process::id());
         let mut v: Vec<String> = std::fs::read_dir("/dev/shm")
             .map(|d| {
                 d.flatten()
                     .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| !n.starts_with(prefix) || n.starts_with(&ours))
                     .collect()
             })
             .unwrap_or_default();
