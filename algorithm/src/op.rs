@@ -251,13 +251,18 @@ impl VCounts {
 
 impl OpParam<'_> {
     /// The descriptor ranks compare before running this op: fields that
-    /// legitimately differ between ranks (per-rank counts of V ops, the peer
-    /// of a send/receive) are left out.
+    /// legitimately differ between ranks (a V op's own count, an AllToAllV's
+    /// row of counts, the peer of a send/receive) are left out. The
+    /// per-rank counts every rank of an AllGatherV or ReduceScatterV passes
+    /// whole must agree, so they are compared by digest.
     pub fn descriptor(&self, buffer: u64) -> hccl_platform::OpDesc {
-        let per_rank_count = matches!(
-            self.op_type,
-            OpType::AllGatherV | OpType::ReduceScatterV | OpType::AllToAllV
-        );
+        let count = match self.op_type {
+            OpType::AllToAllV => 0,
+            OpType::AllGatherV | OpType::ReduceScatterV => self
+                .shared_counts()
+                .map_or(0, |c| hccl_platform::OpDesc::counts_digest(c)),
+            _ => self.count,
+        };
         let rooted = self.op_type.rooted();
         let reducing = self.op_type.reduces();
         // a send and its receive carry different tags (each names its peer)
@@ -273,10 +278,21 @@ impl OpParam<'_> {
             dtype: self.dtype.code(),
             reduce: if reducing { self.reduce_op.code() } else { 0 },
             root: if rooted { self.root } else { 0 },
-            count: if per_rank_count { 0 } else { self.count },
+            count,
             buffer,
             tag,
             mem: Default::default(),
+        }
+    }
+
+    /// Every rank's count of an AllGatherV (its recvCounts) or a
+    /// ReduceScatterV (its sendCounts): the same on every rank, unlike
+    /// AllToAllV's, whose counts are this rank's row alone.
+    pub fn shared_counts(&self) -> Option<&[u64]> {
+        match self.op_type {
+            OpType::AllGatherV => self.recv_v.as_ref().map(|v| &v.counts[..]),
+            OpType::ReduceScatterV => self.send_v.as_ref().map(|v| &v.counts[..]),
+            _ => None,
         }
     }
 
@@ -311,6 +327,10 @@ impl DescriptorCache {
     /// last op (its tag is the same object: the adapter hands the same
     /// tag for every call of one op kind).
     pub fn get(&mut self, param: &OpParam<'_>, buffer: u64) -> hccl_platform::OpDesc {
+        // a digest of per-rank counts is not in the key: computed afresh
+        if param.shared_counts().is_some() {
+            return param.descriptor(buffer);
+        }
         let key = DescKey {
             op_type: param.op_type,
             count: param.count,

@@ -256,3 +256,70 @@ fn ranks_calling_with_different_counts_both_get_the_inconsistency_error() {
         assert_eq!(e.code(), HcclResult::EPara);
     }
 }
+
+/// Every rank of an AllGatherV passes all ranks' receive counts, and of a
+/// ReduceScatterV all ranks' send counts; ranks that disagree about any
+/// rank's count (here rank 2 sends 4 elements where its peers expect 2)
+/// are each told so by the consistency check before any data moves,
+/// instead of receiving a block of the wrong length.
+#[test]
+fn ranks_disagreeing_about_a_v_ops_counts_get_the_inconsistency_error() {
+    for op in ["AllGatherV", "ReduceScatterV"] {
+        // a communicator of its own: a failed op's links are failed
+        let cs = std::sync::Arc::new(comms(3));
+        let errs: Vec<_> = (0..3)
+            .map(|r| {
+                let cs = cs.clone();
+                std::thread::spawn(move || {
+                    let c = &cs[r];
+                    let s = c.create_stream();
+                    let counts: [u64; 3] = if r == 2 { [3, 5, 4] } else { [3, 5, 2] };
+                    let displs = [0, 3, 8];
+                    let all = DeviceMem::alloc(12 * 4).unwrap();
+                    let mine = DeviceMem::alloc(counts[r] as usize * 4).unwrap();
+                    all.fill_bytes(1).unwrap();
+                    mine.fill_bytes(1).unwrap();
+                    if op == "AllGatherV" {
+                        c.all_gather_v_raw(
+                            &mine,
+                            counts[r],
+                            &all,
+                            &counts,
+                            &displs,
+                            DataType::Fp32,
+                            &s,
+                        )
+                    } else {
+                        c.reduce_scatter_v_raw(
+                            &all,
+                            &counts,
+                            &displs,
+                            &mine,
+                            counts[r],
+                            DataType::Fp32,
+                            ReduceOp::Sum,
+                            &s,
+                        )
+                    }
+                    .unwrap();
+                    s.synchronize().unwrap_err()
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .collect();
+        for (r, e) in errs.iter().enumerate() {
+            assert_eq!(e.code(), HcclResult::EPara, "{op}, rank {r}: {e}");
+            let msg = e.to_string();
+            assert!(
+                msg.contains("inconsistent between ranks: parameter counts (every rank's count"),
+                "{op}, rank {r}: {msg}"
+            );
+            // ranks 0 and 1 agree with each other: each names rank 2
+            if r < 2 {
+                assert!(msg.contains("peer rank 2"), "{op}, rank {r}: {msg}");
+            }
+        }
+    }
+}

@@ -174,14 +174,13 @@ impl FlatExecutor for MeshExecutor {
             )));
         }
         // Slots no wider than the longest block (in 128-byte lines) when
-        // every rank's longest block is the same (not so for the V ops,
-        // whose counts each rank knows only its own of): small ops then
-        // touch a few lines of the buffer rather than a page per slot
-        // (at 1,024 ranks, 4 MiB of every rank's buffer for 16 bytes).
-        let uniform = !matches!(
-            op,
-            OpType::AllToAllV | OpType::AllGatherV | OpType::ReduceScatterV
-        );
+        // every rank's longest block is the same: small ops then touch a
+        // few lines of the buffer rather than a page per slot (at 1,024
+        // ranks, 4 MiB of every rank's buffer for 16 bytes). So it is for
+        // AllGatherV and ReduceScatterV, whose every rank passes all ranks'
+        // counts (the consistency check compares them by digest), but not
+        // for AllToAllV, whose ranks each know only their own row.
+        let uniform = op != OpType::AllToAllV;
         let n = if uniform {
             n.min(((longest * u).div_ceil(SLICE_ALIGN as u64) * SLICE_ALIGN as u64 / u).max(1))
         } else {

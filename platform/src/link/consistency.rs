@@ -32,7 +32,9 @@ pub struct OpDesc {
     pub reduce: u32,
     /// Root rank.
     pub root: u32,
-    /// Element count.
+    /// Element count; for the V ops whose per-rank counts every rank
+    /// passes whole (AllGatherV, ReduceScatterV), their
+    /// [`OpDesc::counts_digest`] instead.
     pub count: u64,
     /// CCL buffer size, bytes.
     pub buffer: u64,
@@ -64,7 +66,26 @@ pub struct ParamMem {
     pub output_handle: Option<MemHandle>,
 }
 
+/// Marks a [`OpDesc::count`] that is a digest of per-rank counts rather
+/// than a count (no real count comes near 2^63 elements).
+const DIGEST_BIT: u64 = 1 << 63;
+
 impl OpDesc {
+    /// What a V op whose every rank passes all ranks' counts (AllGatherV's
+    /// recvCounts, ReduceScatterV's sendCounts) puts in
+    /// [`OpDesc::count`]: a digest of those counts, so ranks that disagree
+    /// about any rank's count are told so before any data moves (and
+    /// executors may size their slots by the longest count, which every
+    /// rank then knows alike).
+    pub fn counts_digest(counts: &[u64]) -> u64 {
+        let h = counts.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &c| {
+            c.to_le_bytes()
+                .iter()
+                .fold(h, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+        });
+        h | DIGEST_BIT
+    }
+
     /// The fields as (HCCL's parameter name, value), in comparison order.
     fn fields(&self) -> [(&'static str, u64); 7] {
         [
@@ -83,9 +104,18 @@ impl OpDesc {
     pub fn check(&self, remote: &OpDesc, peer: u32) -> Result<(), HcclError> {
         for ((name, local), (_, theirs)) in self.fields().into_iter().zip(remote.fields()) {
             if local != theirs {
-                return Err(HcclError::para(format!(
-                    "{INCONSISTENT}: parameter {name}, local end {local}, remote end {theirs}"
-                ))
+                let digest = name == "count" && (local | theirs) & DIGEST_BIT != 0;
+                return Err(if digest {
+                    HcclError::para(format!(
+                        "{INCONSISTENT}: parameter counts (every rank's count, which all \
+                         ranks must pass alike), digest at the local end {local:#018x}, at \
+                         the remote end {theirs:#018x}"
+                    ))
+                } else {
+                    HcclError::para(format!(
+                        "{INCONSISTENT}: parameter {name}, local end {local}, remote end {theirs}"
+                    ))
+                }
                 .peer(peer));
             }
         }
@@ -195,6 +225,35 @@ mod tests {
         assert_eq!(OpDesc::from_bytes(&c.to_bytes()), c);
         // the compared prefix the AIV boards carry is unchanged by the rest
         assert_eq!(c.to_bytes()[..40], a.to_bytes()[..40]);
+    }
+
+    #[test]
+    fn per_rank_counts_are_compared_by_digest_and_named_as_counts() {
+        let d = OpDesc::counts_digest;
+        // any rank's count, and the order, changes the digest
+        assert_ne!(d(&[4, 4, 4]), d(&[4, 4, 5]));
+        assert_ne!(d(&[1, 2]), d(&[2, 1]));
+        assert_ne!(d(&[4]), d(&[4, 0]));
+        assert_eq!(d(&[7, 0, 3]), d(&[7, 0, 3]));
+        let a = OpDesc {
+            count: d(&[4, 4, 4]),
+            ..Default::default()
+        };
+        let b = OpDesc {
+            count: d(&[4, 4, 5]),
+            ..Default::default()
+        };
+        assert!(a.check(&a, 2).is_ok());
+        let e = a.check(&b, 2).unwrap_err();
+        assert!(is_inconsistency(&e), "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("parameter counts (every rank's count"),
+            "{msg}"
+        );
+        assert!(msg.contains(&format!("{:#018x}", a.count)), "{msg}");
+        assert!(msg.ends_with("[peer rank 2]"), "{msg}");
+        assert_eq!(OpDesc::from_bytes(&b.to_bytes()), b);
     }
 }
 
