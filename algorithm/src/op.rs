@@ -260,7 +260,7 @@ impl OpParam<'_> {
             OpType::AllToAllV => 0,
             OpType::AllGatherV | OpType::ReduceScatterV => self
                 .shared_counts()
-                .map_or(0, |c| hccl_platform::OpDesc::counts_digest(c)),
+                .map_or(0, hccl_platform::OpDesc::counts_digest),
             _ => self.count,
         };
         let rooted = self.op_type.rooted();
