@@ -269,9 +269,7 @@ impl OpParam<'_> {
         let tag = if matches!(self.op_type, OpType::Send | OpType::Receive) {
             0
         } else {
-            self.tag.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-                (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
-            })
+            hccl_platform::OpDesc::tag_hash(&self.tag)
         };
         hccl_platform::OpDesc {
             op: self.op_type.code(),

@@ -66,6 +66,14 @@ pub struct ParamMem {
     pub output_handle: Option<MemHandle>,
 }
 
+/// FNV-1a (64-bit) of `bytes`: the descriptor's hashes, the same on every
+/// rank and machine.
+fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
+    bytes.into_iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
 /// Marks a [`OpDesc::count`] that is a digest of per-rank counts rather
 /// than a count (no real count comes near 2^63 elements).
 const DIGEST_BIT: u64 = 1 << 63;
@@ -78,12 +86,12 @@ impl OpDesc {
     /// executors may size their slots by the longest count, which every
     /// rank then knows alike).
     pub fn counts_digest(counts: &[u64]) -> u64 {
-        let h = counts.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &c| {
-            c.to_le_bytes()
-                .iter()
-                .fold(h, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
-        });
-        h | DIGEST_BIT
+        fnv1a(counts.iter().flat_map(|c| c.to_le_bytes())) | DIGEST_BIT
+    }
+
+    /// What an op's tag puts in [`OpDesc::tag`].
+    pub fn tag_hash(tag: &str) -> u64 {
+        fnv1a(tag.bytes())
     }
 
     /// The fields as (HCCL's parameter name, value), in comparison order.
@@ -235,6 +243,8 @@ mod tests {
         assert_ne!(d(&[1, 2]), d(&[2, 1]));
         assert_ne!(d(&[4]), d(&[4, 0]));
         assert_eq!(d(&[7, 0, 3]), d(&[7, 0, 3]));
+        // the tags' hash is FNV-1a 64 (its published value for "a")
+        assert_eq!(OpDesc::tag_hash("a"), 0xaf63_dc4c_8601_ec8c);
         let a = OpDesc {
             count: d(&[4, 4, 4]),
             ..Default::default()
